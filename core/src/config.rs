@@ -1,0 +1,552 @@
+//! URL and options: the one way every language describes what to follow.
+
+use std::fmt;
+
+/// A secret string (a password). Its `Debug` and `Display` print `***`, so it can't leak into logs
+/// or error text by accident; [`Secret::expose`] is the one place it is read.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Wraps a secret.
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The secret itself, for sending to a server and nothing else.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+impl fmt::Display for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("***")
+    }
+}
+
+/// A username (optional: Redis' `default` user when absent) and a password, for `AUTH`/`HELLO`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Credentials {
+    /// The ACL user; `None` authenticates as the default user with the password alone.
+    pub username: Option<String>,
+    /// The password.
+    pub password: Secret,
+}
+
+/// The RESP protocol version to ask for first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
+pub enum Protocol {
+    /// RESP2 only: no `HELLO`.
+    Resp2,
+    /// `HELLO 3` first, falling back to RESP2 where the server refuses it.
+    #[default]
+    Resp3,
+}
+
+/// A host (name or IP literal) and a port, as configured or as a sentinel reported it.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct Address {
+    /// Host name or IP literal, without brackets for IPv6.
+    pub host: String,
+    /// TCP port.
+    pub port: u16,
+}
+
+impl Address {
+    /// An address from its parts.
+    pub fn new(host: impl Into<String>, port: u16) -> Address {
+        Address {
+            host: host.into(),
+            port,
+        }
+    }
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.host.contains(':') {
+            write!(f, "[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{}:{}", self.host, self.port)
+        }
+    }
+}
+
+/// Which node commands are read from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadFrom {
+    /// Everything goes to the primary.
+    #[default]
+    Primary,
+    /// Reads go to a replica when one is healthy, else to the primary.
+    PreferReplica,
+    /// Reads go to replicas only.
+    Replica,
+}
+
+/// The default sentinel port when a seed gives none.
+pub const DEFAULT_SENTINEL_PORT: u16 = 26379;
+
+/// Everything needed to follow one service: parsed from the URL, then adjusted key by key.
+///
+/// `Debug` is safe to log: passwords print as `***`. [`Config::redacted_url`] gives the URL form
+/// without secrets.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Config {
+    /// Configured sentinels, in order; host names are kept and re-resolved, never replaced by IPs.
+    pub sentinels: Vec<Address>,
+    /// The service (master name) the sentinels monitor.
+    pub service: String,
+    /// Credentials for data nodes (primary and replicas): the URL's userinfo.
+    pub auth: Option<Credentials>,
+    /// Credentials for sentinels (`sentinel_user`, `sentinel_password`).
+    pub sentinel_auth: Option<Credentials>,
+    /// Database index selected on data nodes.
+    pub db: i64,
+    /// `CLIENT SETNAME` value on every connection.
+    pub client_name: Option<String>,
+    /// RESP version to ask for first.
+    pub protocol: Protocol,
+    /// TCP connect plus handshake deadline.
+    pub connect_timeout_ms: u64,
+    /// Deadline of one command on the data path.
+    pub command_timeout_ms: u64,
+    /// Deadline of one discovery round across all sentinels.
+    pub sentinel_timeout_ms: u64,
+    /// Node to read from.
+    pub read_from: ReadFrom,
+    /// Interval of the backstop check while everything is healthy.
+    pub check_interval_ms: u64,
+    /// First retry delay after a failed discovery; doubles per failure.
+    pub retry_base_ms: u64,
+    /// Cap of the retry delay.
+    pub retry_max_ms: u64,
+    /// Per-lookup DNS deadline.
+    pub dns_timeout_ms: u64,
+    /// A DNS server to use instead of the system's (tests, special setups).
+    pub dns_server: Option<std::net::SocketAddr>,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            sentinels: Vec::new(),
+            service: String::new(),
+            auth: None,
+            sentinel_auth: None,
+            db: 0,
+            client_name: None,
+            protocol: Protocol::Resp3,
+            connect_timeout_ms: 2000,
+            command_timeout_ms: 5000,
+            sentinel_timeout_ms: 500,
+            read_from: ReadFrom::Primary,
+            check_interval_ms: 5000,
+            retry_base_ms: 100,
+            retry_max_ms: 5000,
+            dns_timeout_ms: 1000,
+            dns_server: None,
+        }
+    }
+}
+
+const SCHEMES: [&str; 2] = ["redis+sentinel", "valkey+sentinel"];
+const TLS_SCHEME: &str = "rediss+sentinel";
+
+impl Config {
+    /// Parses `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service[?key=value&...]`.
+    ///
+    /// `valkey+sentinel://` is a synonym. Percent-escapes are decoded in the userinfo and in
+    /// query values. Every error names the offending part and never contains the password.
+    pub fn from_url(url: &str) -> crate::Result<Config> {
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| Error::config("URL must start with redis+sentinel://"))?;
+        if scheme == TLS_SCHEME {
+            return Err(Error::config(
+                "scheme rediss+sentinel: TLS is not supported by this version yet",
+            ));
+        }
+        if !SCHEMES.contains(&scheme) {
+            return Err(Error::config(format!(
+                "unknown scheme '{scheme}': expected redis+sentinel or valkey+sentinel"
+            )));
+        }
+        let (before_query, query) = match rest.split_once('?') {
+            Some((a, q)) => (a, Some(q)),
+            None => (rest, None),
+        };
+        let (authority, path) = before_query
+            .split_once('/')
+            .ok_or_else(|| Error::config("URL has no /service after the sentinel list"))?;
+        let (userinfo, hosts) = match authority.rsplit_once('@') {
+            Some((u, h)) => (Some(u), h),
+            None => (None, authority),
+        };
+        let mut config = Config {
+            auth: userinfo.map(parse_userinfo).transpose()?,
+            ..Config::default()
+        };
+        config.sentinels = hosts
+            .split(',')
+            .enumerate()
+            .map(|(i, h)| parse_host_port(h).map_err(|e| e.context(format!("sentinel #{}", i + 1))))
+            .collect::<crate::Result<_>>()?;
+        config.service = decode(path, "service")?;
+        if let Some(query) = query {
+            for pair in query.split('&').filter(|p| !p.is_empty()) {
+                let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                let value = decode(value, key)?;
+                config.set(key, &value)?;
+            }
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Sets one option by its URL key; bindings pass their options objects through here so every
+    /// language accepts the same keys with the same checks. Unknown keys are an error.
+    pub fn set(&mut self, key: &str, value: &str) -> crate::Result<()> {
+        match key {
+            "db" => self.db = parse_num(key, value, 0, i64::from(i32::MAX))?,
+            "client_name" => {
+                if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                    return Err(Error::config(
+                        "option client_name must not contain spaces or control characters",
+                    ));
+                }
+                self.client_name = (!value.is_empty()).then(|| value.to_string());
+            }
+            "protocol" => {
+                self.protocol = match value {
+                    "2" | "resp2" => Protocol::Resp2,
+                    "3" | "resp3" => Protocol::Resp3,
+                    _ => {
+                        return Err(Error::config(format!(
+                            "option protocol must be 2 or 3, not '{value}'"
+                        )))
+                    }
+                }
+            }
+            "connect_timeout_ms" => self.connect_timeout_ms = parse_num(key, value, 1, 3_600_000)?,
+            "command_timeout_ms" => self.command_timeout_ms = parse_num(key, value, 1, 3_600_000)?,
+            "sentinel_timeout_ms" => {
+                self.sentinel_timeout_ms = parse_num(key, value, 1, 3_600_000)?
+            }
+            "check_interval_ms" => self.check_interval_ms = parse_num(key, value, 10, 86_400_000)?,
+            "retry_base_ms" => self.retry_base_ms = parse_num(key, value, 1, 3_600_000)?,
+            "retry_max_ms" => self.retry_max_ms = parse_num(key, value, 1, 3_600_000)?,
+            "dns_timeout_ms" => self.dns_timeout_ms = parse_num(key, value, 1, 3_600_000)?,
+            "dns_server" => {
+                self.dns_server = Some(value.parse().map_err(|_| {
+                    Error::config(format!("option dns_server must be ip:port, not '{value}'"))
+                })?)
+            }
+            "read_from" => self.read_from = match value {
+                "primary" | "master" => ReadFrom::Primary,
+                "prefer-replica" | "prefer_replica" => ReadFrom::PreferReplica,
+                "replica" => ReadFrom::Replica,
+                _ => return Err(Error::config(format!(
+                    "option read_from must be primary, prefer-replica or replica, not '{value}'"
+                ))),
+            },
+            "sentinel_user" => {
+                let password = self.sentinel_auth.take().map(|c| c.password);
+                self.sentinel_auth = Some(Credentials {
+                    username: (!value.is_empty()).then(|| value.to_string()),
+                    password: password.unwrap_or_else(|| Secret::new("")),
+                });
+            }
+            "sentinel_password" => {
+                let username = self.sentinel_auth.take().and_then(|c| c.username);
+                self.sentinel_auth = Some(Credentials {
+                    username,
+                    password: Secret::new(value),
+                });
+            }
+            "username" | "user" => {
+                let password = self.auth.take().map(|c| c.password);
+                self.auth = Some(Credentials {
+                    username: (!value.is_empty()).then(|| value.to_string()),
+                    password: password.unwrap_or_else(|| Secret::new("")),
+                });
+            }
+            "password" => {
+                let username = self.auth.take().and_then(|c| c.username);
+                self.auth = Some(Credentials {
+                    username,
+                    password: Secret::new(value),
+                });
+            }
+            _ => return Err(Error::config(format!("unknown option '{key}'"))),
+        }
+        Ok(())
+    }
+
+    /// Checks what single keys can't: a non-empty service and sentinel list, sane retry bounds.
+    pub fn validate(&self) -> crate::Result<()> {
+        if self.sentinels.is_empty() {
+            return Err(Error::config("no sentinel given"));
+        }
+        if self.service.is_empty() {
+            return Err(Error::config("service name is empty"));
+        }
+        if self
+            .service
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+        {
+            return Err(Error::config(
+                "service name must not contain spaces or control characters",
+            ));
+        }
+        if self.retry_base_ms > self.retry_max_ms {
+            return Err(Error::config(
+                "option retry_base_ms must not exceed retry_max_ms",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The URL form of this configuration with passwords replaced by `***`.
+    pub fn redacted_url(&self) -> String {
+        let user = match &self.auth {
+            Some(Credentials {
+                username: Some(u), ..
+            }) => format!("{u}:***@"),
+            Some(_) => ":***@".to_string(),
+            None => String::new(),
+        };
+        let hosts: Vec<String> = self.sentinels.iter().map(|a| a.to_string()).collect();
+        format!(
+            "redis+sentinel://{user}{}/{}",
+            hosts.join(","),
+            self.service
+        )
+    }
+}
+
+use crate::error::Error;
+use percent_encoding::percent_decode_str;
+
+fn decode(value: &str, what: &str) -> crate::Result<String> {
+    percent_decode_str(value)
+        .decode_utf8()
+        .map(|s| s.into_owned())
+        .map_err(|_| Error::config(format!("{what} is not valid UTF-8 after percent-decoding")))
+}
+
+fn parse_userinfo(userinfo: &str) -> crate::Result<Credentials> {
+    let (user, password) = match userinfo.split_once(':') {
+        Some((u, p)) => (u, Some(p)),
+        None => (userinfo, None),
+    };
+    let user = decode(user, "username")?;
+    // Redis URLs put a lone password in the user position ("redis://secret@host"); with no colon
+    // we follow that convention, as redis-py and ioredis do.
+    let (username, password) = match password {
+        Some(p) => (
+            (!user.is_empty()).then_some(user),
+            percent_decode_str(p)
+                .decode_utf8()
+                .map(|s| s.into_owned())
+                .map_err(|_| Error::config("password is not valid UTF-8 after percent-decoding"))?,
+        ),
+        None => (None, user),
+    };
+    Ok(Credentials {
+        username,
+        password: Secret::new(password),
+    })
+}
+
+/// Parses `host`, `host:port`, `[v6]` or `[v6]:port` (default port 26379).
+pub(crate) fn parse_host_port(text: &str) -> crate::Result<Address> {
+    if text.is_empty() {
+        return Err(Error::config("empty host"));
+    }
+    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
+        let (host, after) = rest
+            .split_once(']')
+            .ok_or_else(|| Error::config(format!("'{text}' has an unclosed '['")))?;
+        let port =
+            match after {
+                "" => None,
+                p => Some(p.strip_prefix(':').ok_or_else(|| {
+                    Error::config(format!("unexpected '{p}' after ']' in '{text}'"))
+                })?),
+            };
+        if host.parse::<std::net::Ipv6Addr>().is_err() {
+            return Err(Error::config(format!(
+                "'{host}' in brackets is not an IPv6 address"
+            )));
+        }
+        (host, port)
+    } else {
+        match text.rsplit_once(':') {
+            Some((h, p)) if !h.contains(':') => (h, Some(p)),
+            Some(_) => {
+                return Err(Error::config(format!(
+                    "'{text}': write IPv6 addresses in brackets, like [::1]:26379"
+                )))
+            }
+            None => (text, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(Error::config(format!("'{text}' has an empty host")));
+    }
+    if !host
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'))
+    {
+        return Err(Error::config(format!("'{host}' is not a valid host name")));
+    }
+    let port = match port {
+        None => DEFAULT_SENTINEL_PORT,
+        Some(p) => match p.parse::<u16>() {
+            Ok(0) | Err(_) => {
+                return Err(Error::config(format!(
+                    "port '{p}' of '{host}' is not in 1..65535"
+                )))
+            }
+            Ok(n) => n,
+        },
+    };
+    Ok(Address::new(host, port))
+}
+
+fn parse_num<T>(key: &str, value: &str, min: T, max: T) -> crate::Result<T>
+where
+    T: std::str::FromStr + PartialOrd + fmt::Display + Copy,
+{
+    match value.parse::<T>() {
+        Ok(n) if n >= min && n <= max => Ok(n),
+        _ => Err(Error::config(format!(
+            "option {key} must be a whole number in {min}..{max}, not '{value}'"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(url: &str) -> String {
+        let e = Config::from_url(url).unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::Config, "{url}");
+        e.message().to_string()
+    }
+
+    #[test]
+    fn full_url() {
+        let c = Config::from_url(
+            "redis+sentinel://app:s%40cret@s1.example,10.0.0.2:26380,[::1]:26381/cache?db=2&client_name=svc&protocol=2\
+             &sentinel_user=watcher&sentinel_password=pw&connect_timeout_ms=300&read_from=prefer-replica",
+        )
+        .unwrap();
+        assert_eq!(
+            c.sentinels,
+            [
+                Address::new("s1.example", 26379),
+                Address::new("10.0.0.2", 26380),
+                Address::new("::1", 26381)
+            ]
+        );
+        assert_eq!(c.service, "cache");
+        let auth = c.auth.as_ref().unwrap();
+        assert_eq!(auth.username.as_deref(), Some("app"));
+        assert_eq!(auth.password.expose(), "s@cret");
+        let sauth = c.sentinel_auth.as_ref().unwrap();
+        assert_eq!(
+            (sauth.username.as_deref(), sauth.password.expose()),
+            (Some("watcher"), "pw")
+        );
+        assert_eq!(
+            (c.db, c.protocol, c.connect_timeout_ms),
+            (2, Protocol::Resp2, 300)
+        );
+        assert_eq!(c.client_name.as_deref(), Some("svc"));
+        assert_eq!(c.read_from, ReadFrom::PreferReplica);
+    }
+
+    #[test]
+    fn synonyms_defaults_and_lone_password() {
+        let c = Config::from_url("valkey+sentinel://secret@localhost/svc").unwrap();
+        assert_eq!(c.sentinels, [Address::new("localhost", 26379)]);
+        let auth = c.auth.unwrap();
+        assert_eq!((auth.username, auth.password.expose()), (None, "secret"));
+        let c = Config::from_url("redis+sentinel://:pw@h:1/s").unwrap();
+        assert_eq!(c.auth.unwrap().username, None);
+        assert_eq!(c.sentinel_timeout_ms, Config::default().sentinel_timeout_ms);
+    }
+
+    #[test]
+    fn errors_name_the_bad_part() {
+        assert!(err("redis://h/s").contains("unknown scheme 'redis'"));
+        assert!(err("h:26379/s").contains("redis+sentinel://"));
+        assert!(err("rediss+sentinel://h/s").contains("TLS"));
+        assert!(err("redis+sentinel://h").contains("/service"));
+        assert!(err("redis+sentinel://h/").contains("service name is empty"));
+        assert!(err("redis+sentinel:///s").contains("sentinel #1"));
+        assert!(err("redis+sentinel://a,,b/s").contains("sentinel #2"));
+        assert!(err("redis+sentinel://h:0/s").contains("port '0'"));
+        assert!(err("redis+sentinel://h:65536/s").contains("port '65536'"));
+        assert!(err("redis+sentinel://h:x/s").contains("port 'x'"));
+        assert!(err("redis+sentinel://h:-1/s").contains("port '-1'"));
+        assert!(err("redis+sentinel://::1/s").contains("brackets"));
+        assert!(err("redis+sentinel://[zz]:1/s").contains("not an IPv6"));
+        assert!(err("redis+sentinel://h%20x/s").contains("not a valid host"));
+        assert!(err("redis+sentinel://h/s?db=x").contains("option db"));
+        assert!(err("redis+sentinel://h/s?db=-1").contains("option db"));
+        assert!(err("redis+sentinel://h/s?protocol=4").contains("option protocol"));
+        assert!(err("redis+sentinel://h/s?read_from=any").contains("option read_from"));
+        assert!(err("redis+sentinel://h/s?colour=blue").contains("unknown option 'colour'"));
+        assert!(
+            err("redis+sentinel://h/s?retry_base_ms=500&retry_max_ms=100")
+                .contains("retry_base_ms")
+        );
+        assert!(err("redis+sentinel://h/s?dns_server=nope").contains("dns_server"));
+    }
+
+    #[test]
+    fn secrets_never_show() {
+        let url = "redis+sentinel://app:hunter2@h/s?sentinel_password=swordfish&db=nope";
+        let e = Config::from_url(url).unwrap_err();
+        assert!(!e.to_string().contains("hunter2") && !e.to_string().contains("swordfish"));
+        let c = Config::from_url("redis+sentinel://app:hunter2@h/s?sentinel_password=swordfish")
+            .unwrap();
+        let shown = format!("{c:?} {}", c.redacted_url());
+        assert!(
+            !shown.contains("hunter2") && !shown.contains("swordfish"),
+            "{shown}"
+        );
+        assert!(c
+            .redacted_url()
+            .starts_with("redis+sentinel://app:***@h:26379/s"));
+    }
+
+    #[test]
+    fn set_is_the_one_way_options_apply() {
+        let mut c = Config::from_url("redis+sentinel://h/s").unwrap();
+        c.set("password", "pw").unwrap();
+        c.set("username", "u").unwrap();
+        let auth = c.auth.clone().unwrap();
+        assert_eq!(
+            (auth.username.as_deref(), auth.password.expose()),
+            (Some("u"), "pw")
+        );
+        assert!(c.set("check_interval_ms", "5").is_err());
+        assert!(c.set("client_name", "has space").is_err());
+        c.set("dns_server", "127.0.0.1:5353").unwrap();
+        assert_eq!(c.dns_server, Some("127.0.0.1:5353".parse().unwrap()));
+    }
+}
