@@ -1,0 +1,318 @@
+//! Wire format: encoding commands and cutting the read buffer into whole frames.
+//!
+//! redis-protocol's decoders are recursive and re-parse from the start on every call, so they are
+//! only handed a frame once [`FrameScanner`] has seen all of it. The scanner is iterative and
+//! resumable: it bounds nesting depth (a deep `*1\r\n*1\r\n...` would otherwise overflow the stack
+//! of a runtime thread), line and bulk lengths, and looks at every header once however slowly a
+//! large reply trickles in.
+
+use bytes::{BufMut, Bytes, BytesMut};
+
+use crate::config::Protocol;
+use crate::resp::Value;
+
+/// Largest bulk string accepted, Redis' own `proto-max-bulk-len` default.
+pub(crate) const MAX_BULK_LEN: usize = 512 * 1024 * 1024;
+/// Read buffer cap: one maximal bulk string plus headroom for the frame around it.
+pub(crate) const MAX_BUFFER: usize = MAX_BULK_LEN + 1024 * 1024;
+/// Longest simple line (status, error, number, header) accepted.
+const MAX_LINE: usize = 4 * 1024 * 1024;
+/// Deepest aggregate nesting accepted. Real replies stay under 10; redis-protocol's recursive
+/// decoder needs about 16 KiB of stack per level in debug builds, so 32 levels fit well within
+/// half of a 2 MiB runtime thread stack.
+pub(crate) const MAX_DEPTH: usize = 32;
+
+/// Appends `args` to `out` as a RESP array of bulk strings (valid in RESP2 and RESP3).
+pub(crate) fn encode_command<A: AsRef<[u8]>>(args: &[A], out: &mut BytesMut) {
+    let payload: usize = args.iter().map(|a| a.as_ref().len() + 16).sum();
+    out.reserve(payload + 16);
+    put_header(out, b'*', args.len());
+    for arg in args {
+        let arg = arg.as_ref();
+        put_header(out, b'$', arg.len());
+        out.put_slice(arg);
+        out.put_slice(b"\r\n");
+    }
+}
+
+fn put_header(out: &mut BytesMut, kind: u8, len: usize) {
+    out.put_u8(kind);
+    out.put_slice(len.to_string().as_bytes());
+    out.put_slice(b"\r\n");
+}
+
+/// Finds where the first complete frame in a growing buffer ends.
+///
+/// State is kept between calls so bytes already checked are not checked again; call
+/// [`FrameScanner::scan`] with the same buffer (only appended to) until it returns a length, then
+/// remove that many bytes from the buffer: the scanner is ready for the next frame.
+#[derive(Debug, Default)]
+pub(crate) struct FrameScanner {
+    /// Offset of the next header to read.
+    pos: usize,
+    /// Open aggregates: elements still missing, and whether it is an attribute (which does not
+    /// count as an element of its parent).
+    open: Vec<(usize, bool)>,
+}
+
+impl FrameScanner {
+    /// `Ok(Some(len))` when `buf` starts with a complete frame of `len` bytes, `Ok(None)` when more
+    /// bytes are needed, `Err` when the bytes cannot be a valid frame for `protocol`.
+    pub(crate) fn scan(&mut self, buf: &[u8], protocol: Protocol) -> Result<Option<usize>, String> {
+        loop {
+            let start = self.pos;
+            let Some(&kind) = buf.get(start) else {
+                return Ok(None);
+            };
+            let Some(line_end) = find_crlf(buf, start + 1) else {
+                if buf.len() - start > MAX_LINE {
+                    return Err(format!("line longer than {MAX_LINE} bytes"));
+                }
+                return Ok(None);
+            };
+            let line = &buf[start + 1..line_end];
+            let after_line = line_end + 2;
+            let resp3 = protocol == Protocol::Resp3;
+
+            // Number of child elements this header opens, and whether it is an attribute.
+            let mut opens: Option<(usize, bool)> = None;
+            let mut end = after_line;
+            match kind {
+                b'+' | b'-' | b':' => {}
+                b'_' | b',' | b'#' | b'(' if resp3 => {}
+                // Null bulk: RESP2's only null, and still sent by some servers on RESP3.
+                b'$' if line == b"-1" => {}
+                b'$' | b'!' | b'=' if kind == b'$' || resp3 => {
+                    match bulk_end(buf, after_line, line)? {
+                        Some(e) => end = e,
+                        None => return Ok(None),
+                    }
+                }
+                b'*' if line == b"-1" => {}
+                b'*' => opens = Some((parse_count(line)?, false)),
+                b'~' | b'>' if resp3 => opens = Some((parse_count(line)?, false)),
+                b'%' | b'|' if resp3 => {
+                    let n = parse_count(line)?
+                        .checked_mul(2)
+                        .ok_or_else(|| "aggregate length overflows".to_owned())?;
+                    opens = Some((n, kind == b'|'));
+                }
+                other => {
+                    return Err(format!(
+                        "unexpected type byte 0x{other:02x} in a {protocol:?} reply"
+                    ))
+                }
+            }
+            self.pos = end;
+
+            match opens {
+                Some((n, attribute)) if n > 0 => {
+                    if self.open.len() >= MAX_DEPTH {
+                        return Err(format!("reply nested deeper than {MAX_DEPTH} levels"));
+                    }
+                    self.open.push((n, attribute));
+                    continue;
+                }
+                // An empty attribute precedes a value like any other attribute.
+                Some((_, true)) => continue,
+                _ => {}
+            }
+
+            // One element is complete: close every aggregate it completes.
+            loop {
+                let Some((remaining, attribute)) = self.open.last_mut() else {
+                    let len = self.pos;
+                    self.pos = 0;
+                    return Ok(Some(len));
+                };
+                *remaining -= 1;
+                if *remaining > 0 {
+                    break;
+                }
+                let attribute = *attribute;
+                self.open.pop();
+                if attribute {
+                    // The attributed value itself still follows.
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// End offset of a blob whose header `line` ended at `payload_start`, `None` if not all here yet.
+fn bulk_end(buf: &[u8], payload_start: usize, line: &[u8]) -> Result<Option<usize>, String> {
+    let len = parse_count(line)?;
+    if len > MAX_BULK_LEN {
+        return Err(format!("bulk length {len} exceeds {MAX_BULK_LEN} bytes"));
+    }
+    let end = payload_start + len + 2;
+    if buf.len() < end {
+        return Ok(None);
+    }
+    if &buf[end - 2..end] != b"\r\n" {
+        return Err("bulk string not terminated by CRLF".to_owned());
+    }
+    Ok(Some(end))
+}
+
+fn find_crlf(buf: &[u8], from: usize) -> Option<usize> {
+    let tail = buf.get(from..)?;
+    tail.windows(2).position(|w| w == b"\r\n").map(|i| from + i)
+}
+
+fn parse_count(line: &[u8]) -> Result<usize, String> {
+    if line.is_empty() || line.len() > 20 || !line.iter().all(u8::is_ascii_digit) {
+        return Err(format!(
+            "invalid length header {:?}",
+            String::from_utf8_lossy(&line[..line.len().min(24)])
+        ));
+    }
+    std::str::from_utf8(line)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| "length header out of range".to_owned())
+}
+
+/// Decodes one complete frame (as delimited by [`FrameScanner`]) with `protocol`'s decoder.
+pub(crate) fn decode(frame: Bytes, protocol: Protocol) -> Result<Value, String> {
+    let (value, used) = match protocol {
+        Protocol::Resp2 => {
+            match redis_protocol::resp2::decode::decode_bytes(&frame).map_err(|e| e.to_string())? {
+                Some((f, used)) => (Value::from(f), used),
+                None => return Err("incomplete frame".to_owned()),
+            }
+        }
+        Protocol::Resp3 => {
+            // redis-protocol's RESP3 decoder does not take RESP2 nulls.
+            if &frame[..] == b"$-1\r\n" || &frame[..] == b"*-1\r\n" {
+                return Ok(Value::Nil);
+            }
+            match redis_protocol::resp3::decode::complete::decode_bytes(&frame)
+                .map_err(|e| e.to_string())?
+            {
+                Some((f, used)) => (Value::from(f), used),
+                None => return Err("incomplete frame".to_owned()),
+            }
+        }
+    };
+    if used != frame.len() {
+        return Err(format!(
+            "frame length mismatch: decoded {used} of {} bytes",
+            frame.len()
+        ));
+    }
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scan_all(wire: &[u8], protocol: Protocol) -> Result<Option<usize>, String> {
+        FrameScanner::default().scan(wire, protocol)
+    }
+
+    /// Feeds `wire` one byte at a time; the scanner must report the frame exactly once, at the end.
+    fn scan_bytewise(wire: &[u8], protocol: Protocol) -> usize {
+        let mut scanner = FrameScanner::default();
+        for i in 1..wire.len() {
+            assert_eq!(scanner.scan(&wire[..i], protocol), Ok(None), "at {i}");
+        }
+        scanner.scan(wire, protocol).unwrap().unwrap()
+    }
+
+    #[test]
+    fn encodes_commands_as_bulk_arrays() {
+        let mut out = BytesMut::new();
+        encode_command(&["SET", "k", ""], &mut out);
+        assert_eq!(&out[..], b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n");
+    }
+
+    #[test]
+    fn scans_complete_frames_and_leaves_the_rest() {
+        let wire = b"*2\r\n$3\r\nfoo\r\n*1\r\n:1\r\n+NEXT\r\n";
+        assert_eq!(scan_all(wire, Protocol::Resp2), Ok(Some(wire.len() - 7)));
+        assert_eq!(scan_bytewise(b"$-1\r\n", Protocol::Resp2), 5);
+        assert_eq!(scan_bytewise(b"*0\r\n", Protocol::Resp2), 4);
+        let resp3 = b"%1\r\n+k\r\n|1\r\n+a\r\n+b\r\n~2\r\n_\r\n#t\r\n";
+        assert_eq!(scan_bytewise(resp3, Protocol::Resp3), resp3.len());
+        let attr_first = b"|0\r\n|1\r\n+a\r\n+b\r\n:1\r\n";
+        assert_eq!(scan_bytewise(attr_first, Protocol::Resp3), attr_first.len());
+        assert_eq!(scan_bytewise(b"$-1\r\n", Protocol::Resp3), 5);
+    }
+
+    #[test]
+    fn rejects_malformed_input() {
+        for (wire, protocol) in [
+            (&b"?\r\n"[..], Protocol::Resp2),
+            (b"%1\r\n", Protocol::Resp2),
+            (b"$abc\r\n", Protocol::Resp2),
+            (b"$-5\r\n", Protocol::Resp2),
+            (b"$3\r\nfooX\r\n", Protocol::Resp2),
+            (b"*99999999999999999999999\r\n", Protocol::Resp2),
+            (b"$?\r\n", Protocol::Resp3),
+            (b"%9999999999999999999\r\n", Protocol::Resp3),
+            (b"$600000000\r\n", Protocol::Resp2),
+        ] {
+            assert!(scan_all(wire, protocol).is_err(), "{wire:?}");
+        }
+        let deep = "*1\r\n".repeat(MAX_DEPTH + 1);
+        assert!(scan_all(deep.as_bytes(), Protocol::Resp2).is_err());
+        let ok_depth = format!("{}:1\r\n", "*1\r\n".repeat(MAX_DEPTH));
+        assert!(scan_all(ok_depth.as_bytes(), Protocol::Resp2)
+            .unwrap()
+            .is_some());
+    }
+
+    #[test]
+    fn decodes_by_protocol() {
+        let nil = Bytes::from_static(b"$-1\r\n");
+        assert_eq!(decode(nil.clone(), Protocol::Resp2), Ok(Value::Nil));
+        assert_eq!(decode(nil, Protocol::Resp3), Ok(Value::Nil));
+        assert_eq!(
+            decode(Bytes::from_static(b"_\r\n"), Protocol::Resp3),
+            Ok(Value::Nil)
+        );
+        assert!(decode(Bytes::from_static(b":x\r\n"), Protocol::Resp2).is_err());
+    }
+
+    #[test]
+    fn maximal_nesting_decodes_on_a_small_stack() {
+        // Runtime worker threads have 2 MiB stacks; decoding, converting and dropping the deepest
+        // accepted reply must fit in half of that.
+        let wire = format!("{}:1\r\n", "*1\r\n".repeat(MAX_DEPTH));
+        let handle = std::thread::Builder::new()
+            .stack_size(1024 * 1024)
+            .spawn(move || {
+                let a = decode(Bytes::from(wire.clone()), Protocol::Resp2).is_ok();
+                let b = decode(Bytes::from(wire), Protocol::Resp3).is_ok();
+                a && b
+            })
+            .unwrap();
+        assert!(handle.join().unwrap());
+    }
+
+    #[test]
+    fn random_input_never_panics() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+        let alphabet = b"+-:$*_,#(!=%~>|?.;0123456789\r\n\r\n\r\nabcf-1";
+        for _ in 0..20_000 {
+            let len = rng.gen_range(1..80);
+            let wire: Vec<u8> = (0..len)
+                .map(|_| alphabet[rng.gen_range(0..alphabet.len())])
+                .collect();
+            for protocol in [Protocol::Resp2, Protocol::Resp3] {
+                let mut rest = &wire[..];
+                let mut scanner = FrameScanner::default();
+                // Feed in two steps to exercise resuming.
+                let _ = scanner.scan(&rest[..rest.len() / 2], protocol);
+                while let Ok(Some(n)) = scanner.scan(rest, protocol) {
+                    let _ = decode(Bytes::copy_from_slice(&rest[..n]), protocol);
+                    rest = &rest[n..];
+                }
+            }
+        }
+    }
+}

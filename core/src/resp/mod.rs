@@ -1,0 +1,18 @@
+//! A small RESP2/RESP3 client connection: one socket, pipelined requests, pub/sub.
+//!
+//! Built for talking to sentinels and data nodes from the core's runtime: every connection is
+//! driven by one background task, callers only exchange messages with it, and nothing here blocks
+//! a runtime thread or panics on what a peer sends.
+
+mod codec;
+mod connection;
+mod handshake;
+mod value;
+
+#[cfg(test)]
+mod real_server_tests;
+#[cfg(test)]
+mod test_server;
+
+pub use connection::{ConnectOptions, Connection, Subscription};
+pub use value::Value;
