@@ -250,14 +250,18 @@ impl Config {
                     Error::config(format!("option dns_server must be ip:port, not '{value}'"))
                 })?)
             }
-            "read_from" => self.read_from = match value {
-                "primary" | "master" => ReadFrom::Primary,
-                "prefer-replica" | "prefer_replica" => ReadFrom::PreferReplica,
-                "replica" => ReadFrom::Replica,
-                _ => return Err(Error::config(format!(
+            "read_from" => {
+                self.read_from = match value {
+                    "primary" | "master" => ReadFrom::Primary,
+                    "prefer-replica" | "prefer_replica" => ReadFrom::PreferReplica,
+                    "replica" => ReadFrom::Replica,
+                    _ => {
+                        return Err(Error::config(format!(
                     "option read_from must be primary, prefer-replica or replica, not '{value}'"
-                ))),
-            },
+                )))
+                    }
+                }
+            }
             "sentinel_user" => {
                 let password = self.sentinel_auth.take().map(|c| c.password);
                 self.sentinel_auth = Some(Credentials {
