@@ -1,0 +1,214 @@
+//! The public handle: open from a URL, read the topology, receive events, close.
+//!
+//! Opening returns at once; discovery runs on the core's own threads. No method here blocks the
+//! calling thread on network work, and the async ones only wait on channels fed by core tasks, so
+//! they can be awaited from any executor.
+
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::Config;
+use crate::error::{Error, ErrorCode, Result};
+use crate::monitor::{registry, Event, Monitor, Topology};
+
+/// A client of one Sentinel-managed service. Cheap to clone; clones share one handle, and
+/// [`Client::close`] on any clone closes all of them.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    config: Config,
+    monitor: Mutex<Option<Arc<Monitor>>>,
+    closed: CancellationToken,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("url", &self.inner.config.redacted_url())
+            .field("closed", &self.inner.closed.is_cancelled())
+            .finish()
+    }
+}
+
+impl Client {
+    /// Opens a client and returns at once, without waiting for discovery; use
+    /// [`Client::ready`] to wait for the first answer. Clients with the same sentinels, service and
+    /// credentials share one monitor.
+    pub fn open(config: Config) -> Result<Client> {
+        config.validate()?;
+        let monitor = registry::acquire(&config)?;
+        Ok(Client {
+            inner: Arc::new(Inner {
+                config,
+                monitor: Mutex::new(Some(monitor)),
+                closed: CancellationToken::new(),
+            }),
+        })
+    }
+
+    /// Parses `url` and opens a client, returning at once.
+    pub fn open_url(url: &str) -> Result<Client> {
+        Client::open(Config::from_url(url)?)
+    }
+
+    /// Opens a client and waits for the first discovery round. If it finds no primary, the
+    /// client is closed and the error says which case happened (`sentinels_unreachable`,
+    /// `service_unknown`, `no_healthy_primary`).
+    pub async fn connect(url: &str) -> Result<Client> {
+        Client::connect_with(Config::from_url(url)?).await
+    }
+
+    /// [`Client::connect`] with a configuration built in code.
+    pub async fn connect_with(config: Config) -> Result<Client> {
+        let client = Client::open(config)?;
+        match client.ready().await {
+            Ok(_) => Ok(client),
+            Err(e) => {
+                client.close().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The configuration this client was opened with.
+    pub fn config(&self) -> &Config {
+        &self.inner.config
+    }
+
+    fn monitor(&self) -> Result<Arc<Monitor>> {
+        self.inner
+            .monitor
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(Error::closed)
+    }
+
+    /// Waits until the monitor has finished at least one discovery round and returns the
+    /// topology if that round found a verified primary, or its error.
+    pub async fn ready(&self) -> Result<Topology> {
+        let mut status = self.monitor()?.watch_status();
+        let closed = self.inner.closed.clone();
+        loop {
+            {
+                let s = status.borrow_and_update();
+                if s.rounds > 0 {
+                    return match (&s.last_error, s.topology.healthy) {
+                        (_, true) => Ok((*s.topology).clone()),
+                        (Some(e), _) => Err(e.clone()),
+                        (None, false) => Err(Error::new(
+                            ErrorCode::NoHealthyPrimary,
+                            "no verified primary yet",
+                        )),
+                    };
+                }
+            }
+            tokio::select! {
+                _ = closed.cancelled() => return Err(Error::closed()),
+                changed = status.changed() => if changed.is_err() { return Err(Error::closed()) },
+            }
+        }
+    }
+
+    /// The current topology snapshot. Never waits on network work.
+    pub fn topology(&self) -> Result<Topology> {
+        Ok((*self.monitor()?.status().topology).clone())
+    }
+
+    /// Events from now on, until the client is closed. Each call gives an independent stream.
+    pub fn events(&self) -> Result<EventStream> {
+        Ok(EventStream {
+            receiver: self.monitor()?.subscribe(),
+            closed: self.inner.closed.clone(),
+        })
+    }
+
+    /// Asks the monitor for a discovery round now (coalesced with any already waiting).
+    pub fn refresh(&self) -> Result<()> {
+        self.monitor()?.refresh("requested by client");
+        Ok(())
+    }
+
+    /// Whether [`Client::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.inner.closed.is_cancelled()
+    }
+
+    /// Closes the client. Event streams end, and no event is delivered after this returns. If
+    /// this was the last client of its monitor, the monitor's tasks are stopped and awaited, even
+    /// in the middle of a discovery round. Idempotent.
+    pub async fn close(&self) {
+        self.inner.closed.cancel();
+        let monitor = self
+            .inner
+            .monitor
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(last) = monitor.and_then(registry::release) {
+            last.shutdown().await;
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.closed.cancel();
+        let monitor = self
+            .monitor
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        // Dropping the last reference cancels the monitor's tasks; they end on their own.
+        drop(monitor.and_then(registry::release));
+    }
+}
+
+/// A stream of [`Event`]s for one client; ends when the client is closed.
+pub struct EventStream {
+    receiver: broadcast::Receiver<Event>,
+    closed: CancellationToken,
+}
+
+impl EventStream {
+    /// The next event, or `None` once the client is closed. A consumer so slow that more than
+    /// 4096 events queue up loses the oldest ones, with a warning in the log.
+    pub async fn next(&mut self) -> Option<Event> {
+        loop {
+            let received = tokio::select! {
+                biased;
+                _ = self.closed.cancelled() => return None,
+                r = self.receiver.recv() => r,
+            };
+            match received {
+                Ok(event) if !self.closed.is_cancelled() => return Some(event),
+                Ok(_) => return None,
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(missed = n, "event consumer too slow; oldest events dropped");
+                }
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    }
+
+    /// The next event if one is waiting, without waiting.
+    pub fn try_next(&mut self) -> Option<Event> {
+        loop {
+            if self.closed.is_cancelled() {
+                return None;
+            }
+            match self.receiver.try_recv() {
+                Ok(event) => return Some(event),
+                Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                    tracing::warn!(missed = n, "event consumer too slow; oldest events dropped");
+                }
+                Err(_) => return None,
+            }
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! sentinel-recovery: finds and follows a Redis or Valkey primary through Sentinel, on threads
+//! it owns.
+//!
+//! Open a [`Client`] from a `redis+sentinel://` URL; it returns at once and discovery runs on the
+//! core's own runtime (`sr-worker-N` threads). Read the [`Topology`] at any time without waiting,
+//! follow changes through [`Client::events`], and [`Client::close`] when done.
+//!
+//! ```no_run
+//! # async fn demo() -> sentinel_recovery::Result<()> {
+//! let client = sentinel_recovery::Client::connect("redis+sentinel://127.0.0.1:26379/mymaster").await?;
+//! println!("{:?}", client.topology()?.primary);
+//! let mut events = client.events()?;
+//! while let Some(event) = events.next().await {
+//!     println!("{}", event.kind.name());
+//! }
+//! # Ok(()) }
+//! ```
+
+pub mod client;
+pub mod config;
+pub mod dns;
+pub mod error;
+pub mod monitor;
+pub mod resp;
+pub mod runtime;
+pub mod sentinel;
+
+pub use client::{Client, EventStream};
+pub use config::{Address, Config, Credentials, Protocol, ReadFrom, Secret};
+pub use error::{Error, ErrorCode, Result};
+pub use monitor::{Event, EventKind, SentinelInfo, Topology};

@@ -1,0 +1,531 @@
+//! The monitor task's state and loop.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::time::{sleep_until, Instant};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument;
+
+use super::backoff::Backoff;
+use super::snapshot::{unix_ms, Event, EventKind, Topology};
+use super::subscriber::{self, Received};
+use super::{Command, Status};
+use crate::config::{Address, Config};
+use crate::dns::Resolver;
+use crate::error::Error;
+use crate::resp::{ConnectOptions, Connection};
+use crate::sentinel::discovery::{
+    self, Found, Round, RoundSettings, SentinelOutcome, SentinelTarget,
+};
+use crate::sentinel::events::SentinelEvent;
+use crate::sentinel::replies::{self, Role};
+use crate::sentinel::sentinels::SentinelList;
+
+/// The same event published by several sentinels within this window is handled once.
+const DEDUPE_WINDOW: Duration = Duration::from_secs(2);
+
+pub(super) struct Actor {
+    config: Config,
+    settings: RoundSettings,
+    list: SentinelList,
+    links: HashMap<u64, Connection>,
+    observed: HashSet<u64>,
+    primary: Option<Address>,
+    primary_conn: Option<Connection>,
+    lost: Option<Address>,
+    replicas: Vec<Address>,
+    epoch: u64,
+    healthy: bool,
+    backoff: Backoff,
+    last_error: Option<Error>,
+    rounds: u64,
+    status: watch::Sender<Status>,
+    events: broadcast::Sender<Event>,
+    sentinel_events_tx: mpsc::UnboundedSender<Received>,
+    sentinel_events_rx: Option<mpsc::UnboundedReceiver<Received>>,
+    subscribers: HashMap<u64, CancellationToken>,
+    recent: VecDeque<(String, Instant)>,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl Actor {
+    pub(super) fn new(
+        config: Config,
+        resolver: Resolver,
+        status: watch::Sender<Status>,
+        events: broadcast::Sender<Event>,
+        cancel: CancellationToken,
+        tracker: TaskTracker,
+    ) -> Actor {
+        let connect_timeout = Duration::from_millis(config.connect_timeout_ms);
+        let settings = RoundSettings {
+            service: config.service.clone(),
+            sentinel_connect: ConnectOptions {
+                connect_timeout,
+                auth: config.sentinel_auth.clone(),
+                client_name: config.client_name.clone(),
+                protocol: config.protocol,
+                db: 0,
+            },
+            data_connect: ConnectOptions {
+                connect_timeout,
+                auth: config.auth.clone(),
+                client_name: config.client_name.clone(),
+                protocol: config.protocol,
+                db: 0,
+            },
+            deadline: Duration::from_millis(config.sentinel_timeout_ms),
+            resolver,
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        Actor {
+            list: SentinelList::new(&config.sentinels),
+            backoff: Backoff::new(
+                Duration::from_millis(config.retry_base_ms),
+                Duration::from_millis(config.retry_max_ms),
+            ),
+            config,
+            settings,
+            links: HashMap::new(),
+            observed: HashSet::new(),
+            primary: None,
+            primary_conn: None,
+            lost: None,
+            replicas: Vec::new(),
+            epoch: 0,
+            healthy: false,
+            last_error: None,
+            rounds: 0,
+            status,
+            events,
+            sentinel_events_tx: tx,
+            sentinel_events_rx: Some(rx),
+            subscribers: HashMap::new(),
+            recent: VecDeque::new(),
+            cancel,
+            tracker,
+        }
+    }
+
+    pub(super) async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
+        let span = tracing::info_span!("monitor", service = %self.config.service);
+        async move {
+            let Some(mut sentinel_events) = self.sentinel_events_rx.take() else { return };
+            self.ensure_subscribers();
+            let mut reason = "initial discovery";
+            loop {
+                let cancel = self.cancel.clone();
+                let next_round = tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    next = self.round_and_apply(reason) => next,
+                };
+                reason = tokio::select! {
+                    _ = cancel.cancelled() => break,
+                    r = self.wait_for_trigger(next_round, &mut commands, &mut sentinel_events) => match r {
+                        Some(r) => r,
+                        None => break,
+                    },
+                };
+                // Everything queued so far is served by the coming round; later requests are
+                // replayed after it.
+                while commands.try_recv().is_ok() {}
+            }
+            self.stop();
+        }
+        .instrument(span)
+        .await
+    }
+
+    /// Waits for the next reason to run a round. `None` when every client is gone.
+    async fn wait_for_trigger(
+        &mut self,
+        at: Instant,
+        commands: &mut mpsc::UnboundedReceiver<Command>,
+        sentinel_events: &mut mpsc::UnboundedReceiver<Received>,
+    ) -> Option<&'static str> {
+        loop {
+            let primary_conn = self.primary_conn.clone();
+            let primary_closed = async move {
+                match primary_conn {
+                    Some(conn) => conn.closed().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = sleep_until(at) => return Some(if self.healthy { "periodic check" } else { "retry" }),
+                cmd = commands.recv() => match cmd? {
+                    Command::Refresh(reason) => return Some(reason),
+                },
+                Some(received) = sentinel_events.recv() => {
+                    if let Some(reason) = self.on_sentinel_event(received) {
+                        return Some(reason);
+                    }
+                }
+                _ = primary_closed => {
+                    self.on_primary_lost();
+                    return Some("connection to primary lost");
+                }
+            }
+        }
+    }
+
+    /// Applies what an event says at once where that is safe, and tells whether it calls for a
+    /// round. Duplicates (the same text from several sentinels) are dropped.
+    fn on_sentinel_event(&mut self, received: Received) -> Option<&'static str> {
+        let Received { raw, event } = received;
+        let now = Instant::now();
+        while self
+            .recent
+            .front()
+            .is_some_and(|(_, t)| now.duration_since(*t) > DEDUPE_WINDOW)
+        {
+            self.recent.pop_front();
+        }
+        if self.recent.iter().any(|(r, _)| *r == raw) {
+            return None;
+        }
+        self.recent.push_back((raw.clone(), now));
+        if event.service().is_some_and(|s| s != self.config.service) {
+            return None;
+        }
+        tracing::debug!(event = %raw, "sentinel event");
+        match event {
+            SentinelEvent::SwitchMaster { new, .. } => {
+                if self.primary.as_ref() == Some(&new) && self.healthy {
+                    None
+                } else {
+                    Some("+switch-master")
+                }
+            }
+            SentinelEvent::Instance { event, instance } if event == "+sentinel" => {
+                if self
+                    .list
+                    .learn(instance.address.clone(), Some(instance.name.clone()), false)
+                {
+                    tracing::info!(sentinel = %instance.address, "sentinel learned from +sentinel");
+                    self.sentinels_changed();
+                }
+                None
+            }
+            SentinelEvent::Instance { .. } => Some("sentinel event"),
+            SentinelEvent::Tilt { .. } => Some("sentinel tilt"),
+        }
+    }
+
+    fn on_primary_lost(&mut self) {
+        self.primary_conn = None;
+        if let Some(address) = self.primary.clone() {
+            tracing::warn!(primary = %address, "connection to primary lost");
+            self.lost = Some(address.clone());
+            self.emit(EventKind::ConnectionLost { address });
+        }
+    }
+
+    /// Runs one round and applies it; returns when the next scheduled round is due.
+    async fn round_and_apply(&mut self, reason: &'static str) -> Instant {
+        let targets: Vec<SentinelTarget> = self
+            .list
+            .ask_order()
+            .into_iter()
+            .filter_map(|id| {
+                let entry = self.list.get(id)?;
+                Some(SentinelTarget {
+                    id,
+                    address: entry.address.clone(),
+                    conn: self.links.get(&id).cloned(),
+                    reported_down: entry.reported_down,
+                })
+            })
+            .collect();
+        let current = self.primary.clone().zip(self.primary_conn.clone());
+        let started = Instant::now();
+        let Round {
+            outcomes,
+            stragglers,
+            result,
+        } = discovery::run(&self.settings, targets, current).await;
+        self.rounds += 1;
+        self.record_sentinels(outcomes, Vec::new());
+        let next = self.apply(result).await;
+        let (late, timed_out) = stragglers.finish().await;
+        if !late.is_empty() || !timed_out.is_empty() {
+            self.record_sentinels(late, timed_out);
+            self.publish();
+        }
+        tracing::debug!(
+            reason,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            healthy = self.healthy,
+            "round finished"
+        );
+        next
+    }
+
+    /// Bookkeeping of who answered: connections kept for the next round, resolutions and run ids
+    /// recorded, up/down transitions published.
+    fn record_sentinels(&mut self, outcomes: Vec<SentinelOutcome>, timed_out: Vec<u64>) {
+        for outcome in outcomes {
+            if let Some(resolved) = outcome.resolved {
+                self.list.set_resolved(outcome.id, resolved);
+            }
+            if let Some(run_id) = outcome.run_id {
+                self.list.set_run_id(outcome.id, run_id);
+            }
+            match outcome.conn {
+                Some(conn) => {
+                    self.links.insert(outcome.id, conn);
+                }
+                None => {
+                    if let Some(conn) = self.links.remove(&outcome.id) {
+                        conn.close();
+                    }
+                }
+            }
+            self.sentinel_state(outcome.id, outcome.answer.is_ok());
+        }
+        for id in timed_out {
+            if let Some(conn) = self.links.remove(&id) {
+                conn.close();
+            }
+            self.sentinel_state(id, false);
+        }
+        self.forget_merged();
+    }
+
+    async fn apply(&mut self, result: crate::Result<Found>) -> Instant {
+        match result {
+            Ok(found) => {
+                self.on_found(found).await;
+                self.publish();
+                Instant::now() + Duration::from_millis(self.config.check_interval_ms)
+            }
+            Err(error) => {
+                self.healthy = false;
+                let delay = self.backoff.next_delay();
+                tracing::warn!(error = %error, retry_in_ms = delay.as_millis() as u64, "discovery failed");
+                self.last_error = Some(error.clone());
+                self.publish();
+                self.emit(EventKind::DiscoveryFailed { error });
+                Instant::now() + delay
+            }
+        }
+    }
+
+    async fn on_found(&mut self, found: Found) {
+        let Found {
+            primary,
+            primary_conn,
+            replicas,
+            sentinels,
+            ..
+        } = found;
+        let new = primary.address.clone();
+        if self.primary.as_ref() != Some(&new) {
+            let old = self.primary.replace(new.clone());
+            if let Some(conn) = self.primary_conn.take() {
+                conn.close();
+            }
+            tracing::info!(old = ?old.as_ref().map(|a| a.to_string()), new = %new, "primary changed");
+            self.emit(EventKind::PrimaryChanged {
+                old,
+                new: new.clone(),
+            });
+        }
+        self.primary_conn = Some(primary_conn);
+        if self.lost.take().is_some() {
+            self.emit(EventKind::ConnectionRestored {
+                address: new.clone(),
+            });
+        }
+        self.epoch = primary.config_epoch;
+        self.healthy = true;
+        self.backoff.reset();
+        self.last_error = None;
+
+        if let Some(reported) = replicas {
+            let next = self.merge_replicas(&new, reported).await;
+            if next != self.replicas {
+                self.replicas = next;
+                tracing::info!(replicas = ?self.replicas.iter().map(|a| a.to_string()).collect::<Vec<_>>(), "replicas changed");
+                self.emit(EventKind::ReplicasChanged {
+                    replicas: self.replicas.clone(),
+                });
+            }
+        } else if self.replicas.contains(&new) {
+            self.replicas.retain(|a| *a != new);
+            self.emit(EventKind::ReplicasChanged {
+                replicas: self.replicas.clone(),
+            });
+        }
+
+        if let Some(peers) = sentinels {
+            let mut learned = false;
+            for peer in peers {
+                learned |= self
+                    .list
+                    .learn(peer.address, peer.run_id, peer.flags.is_unhealthy());
+            }
+            if learned {
+                self.sentinels_changed();
+            }
+        }
+    }
+
+    /// Healthy replicas as reported, plus earlier replicas that the report does not show as down
+    /// (absent, or only `disconnected` because the sentinel has just created its entry) but that
+    /// still answer ROLE as replicas: a partial view must not retire a live node.
+    async fn merge_replicas(
+        &self,
+        primary: &Address,
+        reported: Vec<replies::InstanceInfo>,
+    ) -> Vec<Address> {
+        let mut next: Vec<Address> = reported
+            .iter()
+            .filter(|r| !r.flags.is_unhealthy() && r.address != *primary)
+            .map(|r| r.address.clone())
+            .collect();
+        let uncertain: Vec<Address> = self
+            .replicas
+            .iter()
+            .filter(|a| *a != primary && !next.contains(a))
+            .filter(|a| {
+                !reported
+                    .iter()
+                    .any(|r| r.address == **a && r.flags.is_down())
+            })
+            .cloned()
+            .collect();
+        let probes = uncertain.into_iter().map(|address| async move {
+            let live = self.is_live_replica(&address).await;
+            (address, live)
+        });
+        for (address, live) in futures_util::future::join_all(probes).await {
+            if live {
+                tracing::debug!(replica = %address, "kept: not reported healthy, but live");
+                next.push(address);
+            }
+        }
+        next
+    }
+
+    async fn is_live_replica(&self, address: &Address) -> bool {
+        let Ok((conn, _)) =
+            discovery::connect(&self.settings, address, &self.settings.data_connect).await
+        else {
+            return false;
+        };
+        let role = conn
+            .request_timeout(&["ROLE"], self.settings.data_connect.connect_timeout)
+            .await
+            .and_then(replies::role);
+        conn.close();
+        matches!(role, Ok(Role::Replica { .. }))
+    }
+
+    fn sentinel_state(&mut self, id: u64, up: bool) {
+        let Some(address) = self.list.get(id).map(|e| e.address.clone()) else {
+            return;
+        };
+        let changed = self.list.set_up(id, up).is_some();
+        let first = self.observed.insert(id);
+        if up && changed && !first {
+            tracing::info!(sentinel = %address, "sentinel up");
+            self.emit(EventKind::SentinelUp { sentinel: address });
+        } else if !up && (changed || first) {
+            tracing::warn!(sentinel = %address, "sentinel down");
+            self.emit(EventKind::SentinelDown { sentinel: address });
+        }
+    }
+
+    /// Drops connections and subscriptions of entries merged into others.
+    fn forget_merged(&mut self) {
+        let live: HashSet<u64> = self.list.entries().iter().map(|e| e.id).collect();
+        self.links.retain(|id, conn| {
+            let keep = live.contains(id);
+            if !keep {
+                conn.close();
+            }
+            keep
+        });
+        self.subscribers.retain(|id, token| {
+            let keep = live.contains(id);
+            if !keep {
+                token.cancel();
+            }
+            keep
+        });
+        self.observed.retain(|id| live.contains(id));
+    }
+
+    fn sentinels_changed(&mut self) {
+        self.forget_merged();
+        self.ensure_subscribers();
+        self.publish();
+        self.emit(EventKind::SentinelsChanged {
+            sentinels: self.list.infos(),
+        });
+    }
+
+    /// One event subscription per known sentinel.
+    fn ensure_subscribers(&mut self) {
+        for entry in self.list.entries() {
+            if self.subscribers.contains_key(&entry.id) {
+                continue;
+            }
+            let token = self.cancel.child_token();
+            self.subscribers.insert(entry.id, token.clone());
+            self.tracker.spawn(subscriber::run(
+                entry.address.clone(),
+                self.settings.clone(),
+                self.settings.sentinel_connect.clone(),
+                Backoff::new(
+                    Duration::from_millis(self.config.retry_base_ms),
+                    Duration::from_millis(self.config.retry_max_ms),
+                ),
+                self.sentinel_events_tx.clone(),
+                token,
+            ));
+        }
+    }
+
+    fn publish(&mut self) {
+        let topology = Topology {
+            service: self.config.service.clone(),
+            primary: self.primary.clone(),
+            replicas: self.replicas.clone(),
+            sentinels: self.list.infos(),
+            epoch: self.epoch,
+            healthy: self.healthy,
+        };
+        self.status.send_replace(Status {
+            topology: Arc::new(topology),
+            last_error: self.last_error.clone(),
+            rounds: self.rounds,
+        });
+    }
+
+    fn emit(&self, kind: EventKind) {
+        let _ = self.events.send(Event {
+            kind,
+            service: self.config.service.clone(),
+            at: unix_ms(),
+        });
+    }
+
+    fn stop(&mut self) {
+        for token in self.subscribers.values() {
+            token.cancel();
+        }
+        for conn in self.links.values() {
+            conn.close();
+        }
+        if let Some(conn) = self.primary_conn.take() {
+            conn.close();
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! The monitor: one task per followed service that owns the sentinel list, runs discovery rounds,
+//! listens to sentinel events and publishes the topology and its changes.
+//!
+//! Everything that decides runs on this one task, so switches for a service are serialized by
+//! construction: a trigger that arrives while a round runs waits in the task's queue and is
+//! replayed once the round is over. Rounds are scheduled with one-shot timers; retries stop on
+//! state (a ROLE-verified primary), not on the order in which events arrive.
+
+mod actor;
+mod backoff;
+pub(crate) mod registry;
+mod snapshot;
+mod subscriber;
+
+use std::sync::Arc;
+
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+pub use registry::live_monitors;
+pub use snapshot::{unix_ms, Event, EventKind, SentinelInfo, Topology};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+
+/// What the monitor task publishes after every round.
+#[derive(Clone, Debug)]
+pub(crate) struct Status {
+    /// The current view.
+    pub topology: Arc<Topology>,
+    /// Why the last round failed, if it did.
+    pub last_error: Option<Error>,
+    /// Rounds finished so far.
+    pub rounds: u64,
+}
+
+/// Requests from clients to the monitor task.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Run a discovery round as soon as the current one (if any) is over.
+    Refresh(&'static str),
+}
+
+/// A running monitor, shared by every client of the same sentinels, service and credentials.
+pub(crate) struct Monitor {
+    pid: u32,
+    status: watch::Receiver<Status>,
+    events: broadcast::Sender<Event>,
+    commands: mpsc::UnboundedSender<Command>,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+}
+
+/// Events buffered per subscriber before a slow one starts to miss some.
+const EVENT_BUFFER: usize = 4096;
+
+impl Monitor {
+    /// Starts the monitor task on the core runtime and returns at once; the first round starts
+    /// immediately in the background.
+    pub fn start(config: Config) -> Result<Arc<Monitor>> {
+        let handle = crate::runtime::handle()?;
+        // Built here, on the caller's thread, because reading resolv.conf and /etc/hosts is
+        // blocking file I/O that must not happen on a core thread.
+        let resolver = crate::dns::Resolver::new(crate::dns::DnsOptions {
+            timeout: std::time::Duration::from_millis(config.dns_timeout_ms),
+            nameserver: config.dns_server,
+            ..Default::default()
+        })?;
+        let initial = Status {
+            topology: Arc::new(Topology {
+                service: config.service.clone(),
+                primary: None,
+                replicas: Vec::new(),
+                sentinels: crate::sentinel::sentinels::SentinelList::new(&config.sentinels).infos(),
+                epoch: 0,
+                healthy: false,
+            }),
+            last_error: None,
+            rounds: 0,
+        };
+        let (status_tx, status_rx) = watch::channel(initial);
+        let (events, _) = broadcast::channel(EVENT_BUFFER);
+        let (commands, commands_rx) = mpsc::unbounded_channel();
+        let cancel = CancellationToken::new();
+        let tracker = TaskTracker::new();
+        let actor = actor::Actor::new(
+            config,
+            resolver,
+            status_tx,
+            events.clone(),
+            cancel.clone(),
+            tracker.clone(),
+        );
+        let _guard = handle.enter();
+        tracker.spawn(actor.run(commands_rx));
+        tracker.close();
+        Ok(Arc::new(Monitor {
+            pid: std::process::id(),
+            status: status_rx,
+            events,
+            commands,
+            cancel,
+            tracker,
+        }))
+    }
+
+    /// The latest published status; never waits for network work.
+    pub fn status(&self) -> Status {
+        self.status.borrow().clone()
+    }
+
+    /// A receiver that sees every status the monitor publishes from now on.
+    pub fn watch_status(&self) -> watch::Receiver<Status> {
+        self.status.clone()
+    }
+
+    /// A receiver of all events published from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.events.subscribe()
+    }
+
+    /// Asks for a discovery round; several requests before it starts are served by one round.
+    pub fn refresh(&self, reason: &'static str) {
+        let _ = self.commands.send(Command::Refresh(reason));
+    }
+
+    /// Whether the monitor belongs to this process and still runs (a forked child must not use
+    /// its parent's monitors: their tasks do not exist in the child).
+    pub fn is_usable(&self) -> bool {
+        self.pid == std::process::id() && !self.cancel.is_cancelled()
+    }
+
+    /// Stops every task of the monitor and waits until they have ended.
+    pub async fn shutdown(&self) {
+        self.cancel.cancel();
+        if self.pid == std::process::id() {
+            self.tracker.wait().await;
+        }
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}

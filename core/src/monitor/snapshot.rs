@@ -1,0 +1,120 @@
+//! What a host sees of the service: the topology snapshot and the events that change it.
+
+use serde::Serialize;
+
+use crate::config::Address;
+use crate::error::Error;
+
+/// One sentinel as the monitor knows it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SentinelInfo {
+    /// Host as configured (names are kept) or as reported by another sentinel.
+    pub host: String,
+    /// Port.
+    pub port: u16,
+    /// Whether the last attempt to ask it succeeded; `false` before it was ever reached.
+    pub up: bool,
+}
+
+/// A point-in-time view of the followed service. Reading it never blocks on network work.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Topology {
+    /// The service (master name).
+    pub service: String,
+    /// The verified primary, or `None` before the first successful discovery. Kept while
+    /// sentinels report no healthy primary, so a lost quorum never makes the client drop it.
+    pub primary: Option<Address>,
+    /// Replicas of the primary not flagged `s_down`, `o_down` or `disconnected`.
+    pub replicas: Vec<Address>,
+    /// Every sentinel known: configured seeds first, then learned ones.
+    pub sentinels: Vec<SentinelInfo>,
+    /// The sentinels' `config-epoch` of the service at the last successful discovery.
+    pub epoch: u64,
+    /// True when the last discovery round found and verified the primary.
+    pub healthy: bool,
+}
+
+/// Something that changed, with the service it concerns and when (unix milliseconds).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Event {
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+    /// The service.
+    pub service: String,
+    /// Unix time in milliseconds when the monitor observed it.
+    pub at: u64,
+}
+
+/// The event kinds of DESIGN.md; serialized with `"kind": "<snake_case name>"`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EventKind {
+    /// The verified primary moved (`old` is `None` at the first discovery).
+    PrimaryChanged {
+        /// The previous primary.
+        old: Option<Address>,
+        /// The new, ROLE-verified primary.
+        new: Address,
+    },
+    /// The set of healthy replicas changed.
+    ReplicasChanged {
+        /// The replicas now.
+        replicas: Vec<Address>,
+    },
+    /// A sentinel was learned.
+    SentinelsChanged {
+        /// All sentinels now.
+        sentinels: Vec<SentinelInfo>,
+    },
+    /// A sentinel stopped answering.
+    SentinelDown {
+        /// The sentinel.
+        sentinel: Address,
+    },
+    /// A sentinel answered again (or for the first time after being down).
+    SentinelUp {
+        /// The sentinel.
+        sentinel: Address,
+    },
+    /// The connection to the primary broke.
+    ConnectionLost {
+        /// The primary it was connected to.
+        address: Address,
+    },
+    /// A connection to the primary works again after a loss.
+    ConnectionRestored {
+        /// The primary connected to.
+        address: Address,
+    },
+    /// A discovery round found no usable primary; the monitor keeps its last primary and retries.
+    DiscoveryFailed {
+        /// Why: `sentinels_unreachable`, `service_unknown` or `no_healthy_primary`.
+        error: Error,
+    },
+}
+
+impl EventKind {
+    /// The snake_case name used as `kind` in every language.
+    pub fn name(&self) -> &'static str {
+        match self {
+            EventKind::PrimaryChanged { .. } => "primary_changed",
+            EventKind::ReplicasChanged { .. } => "replicas_changed",
+            EventKind::SentinelsChanged { .. } => "sentinels_changed",
+            EventKind::SentinelDown { .. } => "sentinel_down",
+            EventKind::SentinelUp { .. } => "sentinel_up",
+            EventKind::ConnectionLost { .. } => "connection_lost",
+            EventKind::ConnectionRestored { .. } => "connection_restored",
+            EventKind::DiscoveryFailed { .. } => "discovery_failed",
+        }
+    }
+}
+
+/// Milliseconds since the Unix epoch, for [`Event::at`].
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

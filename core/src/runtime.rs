@@ -1,0 +1,147 @@
+//! The one process-wide tokio runtime all core work runs on.
+//!
+//! Started lazily on first use, on threads named `sr-worker-N`, so hosts can tell them apart in
+//! a debugger and none of the host's own threads ever runs discovery, DNS or reconnect logic. A
+//! forked child sees a changed pid and starts a runtime of its own: the parent's worker threads do
+//! not exist in the child, so the inherited runtime is leaked rather than touched.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+
+/// Default number of worker threads.
+pub const DEFAULT_WORKER_THREADS: usize = 2;
+
+struct Global {
+    pid: u32,
+    runtime: Option<tokio::runtime::Runtime>,
+    worker_threads: Option<usize>,
+}
+
+static GLOBAL: Mutex<Global> = Mutex::new(Global {
+    pid: 0,
+    runtime: None,
+    worker_threads: None,
+});
+
+fn lock() -> std::sync::MutexGuard<'static, Global> {
+    // A panic while holding this lock can only come from tokio's builder; the state stays
+    // consistent, so a poisoned lock is safe to reuse.
+    GLOBAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Sets the worker thread count for the runtime started next. Overrides `SR_WORKER_THREADS`.
+///
+/// Fails with a config error if the runtime is already running in this process (the count of a
+/// running runtime can't change) or if `threads` is 0 or above 256.
+pub fn set_worker_threads(threads: usize) -> Result<()> {
+    if !(1..=256).contains(&threads) {
+        return Err(Error::config(format!(
+            "worker_threads must be in 1..256, not {threads}"
+        )));
+    }
+    let mut g = lock();
+    if g.runtime.is_some() && g.pid == std::process::id() {
+        return Err(Error::config(
+            "worker_threads must be set before the runtime starts (before the first client opens)",
+        ));
+    }
+    g.worker_threads = Some(threads);
+    Ok(())
+}
+
+fn configured_threads(g: &Global) -> Result<usize> {
+    if let Some(n) = g.worker_threads {
+        return Ok(n);
+    }
+    match std::env::var("SR_WORKER_THREADS") {
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n) if (1..=256).contains(&n) => Ok(n),
+            _ => Err(Error::config(format!(
+                "SR_WORKER_THREADS must be a number in 1..256, not '{v}'"
+            ))),
+        },
+        Err(_) => Ok(DEFAULT_WORKER_THREADS),
+    }
+}
+
+/// A handle to the core runtime, starting it if this process has none yet.
+pub fn handle() -> Result<tokio::runtime::Handle> {
+    let mut g = lock();
+    let pid = std::process::id();
+    if g.pid != pid {
+        if let Some(inherited) = g.runtime.take() {
+            // Forked child: the parent's worker threads are gone; dropping the runtime would
+            // try to join them. Leak it instead.
+            std::mem::forget(inherited);
+        }
+        g.pid = pid;
+    }
+    if let Some(rt) = &g.runtime {
+        return Ok(rt.handle().clone());
+    }
+    let threads = configured_threads(&g)?;
+    let counter = Arc::new(AtomicUsize::new(0));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name_fn(move || format!("sr-worker-{}", counter.fetch_add(1, Ordering::Relaxed)))
+        .enable_all()
+        .build()
+        .map_err(|e| Error::config(format!("cannot start the core runtime: {e}")))?;
+    tracing::debug!(threads, "core runtime started");
+    let handle = rt.handle().clone();
+    g.runtime = Some(rt);
+    Ok(handle)
+}
+
+/// Whether the runtime is running in this process.
+pub fn is_running() -> bool {
+    let g = lock();
+    g.runtime.is_some() && g.pid == std::process::id()
+}
+
+/// Stops the runtime, waiting up to `timeout` for its tasks to end. Clients still open fail with
+/// `closed` afterwards; a later call to [`handle`] starts a fresh runtime.
+///
+/// Called from a core thread, it can't wait for itself, so it stops in the background.
+pub fn shutdown(timeout: Duration) {
+    let rt = {
+        let mut g = lock();
+        if g.pid != std::process::id() {
+            return;
+        }
+        g.runtime.take()
+    };
+    let Some(rt) = rt else { return };
+    if tokio::runtime::Handle::try_current().is_err() {
+        rt.shutdown_timeout(timeout);
+    } else {
+        rt.shutdown_background();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn worker_threads_are_named_and_bounds_are_checked() {
+        assert!(set_worker_threads(0).is_err());
+        assert!(set_worker_threads(257).is_err());
+        let h = handle().unwrap();
+        let name = h
+            .block_on(async {
+                tokio::spawn(async { std::thread::current().name().map(String::from) }).await
+            })
+            .unwrap()
+            .unwrap();
+        assert!(name.starts_with("sr-worker-"), "{name}");
+        assert!(
+            set_worker_threads(3).is_err(),
+            "running runtime can't be resized"
+        );
+    }
+}

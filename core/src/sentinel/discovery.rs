@@ -1,0 +1,411 @@
+//! One discovery round: ask every known sentinel at once under one deadline, take the first valid
+//! answer, verify it with `ROLE`, then read replicas and sentinels from the winning sentinel.
+//!
+//! "Valid" means `SENTINEL MASTER` shows the `master` flag and neither `s_down` nor `o_down`; an
+//! answer flagged down counts like a null reply. A candidate that `ROLE` says is a replica means the
+//! sentinel was stale: the next answer with another address is tried. The round never waits
+//! longer than its deadline for sentinels, however many accept and never answer.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::task::JoinSet;
+use tokio::time::{timeout_at, Instant};
+
+use super::replies::{self, InstanceInfo, Role};
+use crate::config::Address;
+use crate::dns::Resolver;
+use crate::error::{Error, ErrorCode, Result};
+use crate::resp::{ConnectOptions, Connection};
+
+/// What a round needs to know about one sentinel.
+#[derive(Clone)]
+pub struct SentinelTarget {
+    /// Id in the sentinel list.
+    pub id: u64,
+    /// Address to resolve and connect to.
+    pub address: Address,
+    /// The open connection from an earlier round, if any.
+    pub conn: Option<Connection>,
+    /// Reported down by a peer: asked a little later than the others.
+    pub reported_down: bool,
+}
+
+/// Settings of a round.
+#[derive(Clone)]
+pub struct RoundSettings {
+    /// The service to look up.
+    pub service: String,
+    /// Handshake for sentinel connections (sentinel credentials).
+    pub sentinel_connect: ConnectOptions,
+    /// Handshake for data nodes (data credentials), used for ROLE verification.
+    pub data_connect: ConnectOptions,
+    /// Deadline for all sentinel answers.
+    pub deadline: Duration,
+    /// Resolver for sentinel and primary host names.
+    pub resolver: Resolver,
+}
+
+/// What one sentinel answered.
+#[derive(Debug)]
+pub enum Answer {
+    /// It reported this master entry (maybe flagged down).
+    Master(InstanceInfo),
+    /// It does not monitor the service.
+    Unknown,
+}
+
+/// The outcome for one sentinel, for bookkeeping in the sentinel list.
+pub struct SentinelOutcome {
+    /// Id in the sentinel list.
+    pub id: u64,
+    /// Connection to keep for the next round (`None` when it failed or timed out).
+    pub conn: Option<Connection>,
+    /// Fresh resolution of the sentinel's address.
+    pub resolved: Option<Vec<SocketAddr>>,
+    /// Run id, learned from `SENTINEL MYID` on a new connection.
+    pub run_id: Option<String>,
+    /// Its answer or why it could not give one.
+    pub answer: Result<Answer>,
+}
+
+/// The verified result of a successful round.
+pub struct Found {
+    /// The sentinel whose answer won.
+    pub sentinel_id: u64,
+    /// The primary as that sentinel reported it, verified with ROLE.
+    pub primary: InstanceInfo,
+    /// Connection to the primary on which ROLE answered `master`.
+    pub primary_conn: Connection,
+    /// `SENTINEL REPLICAS` of the winning sentinel, if it answered in time.
+    pub replicas: Option<Vec<InstanceInfo>>,
+    /// `SENTINEL SENTINELS` of the winning sentinel, if it answered in time.
+    pub sentinels: Option<Vec<InstanceInfo>>,
+}
+
+/// A finished round.
+pub struct Round {
+    /// One outcome per sentinel that answered (or failed) before the result was known.
+    pub outcomes: Vec<SentinelOutcome>,
+    /// The sentinels not heard from yet.
+    pub stragglers: Stragglers,
+    /// The verified primary, or the error that names which case happened.
+    pub result: Result<Found>,
+}
+
+/// Runs one round. `current` is the monitor's open connection to the primary it follows, reused
+/// for verification when a sentinel reports the same address.
+pub async fn run(
+    settings: &RoundSettings,
+    targets: Vec<SentinelTarget>,
+    current: Option<(Address, Connection)>,
+) -> Round {
+    let deadline = Instant::now() + settings.deadline;
+    let mut pending: Vec<u64> = targets.iter().map(|t| t.id).collect();
+    let mut tasks = JoinSet::new();
+    let stagger = (settings.deadline / 4).min(Duration::from_millis(100));
+    for target in targets {
+        let settings = settings.clone();
+        tasks.spawn(async move {
+            if target.reported_down {
+                tokio::time::sleep(stagger).await;
+            }
+            let id = target.id;
+            match timeout_at(deadline, ask(&settings, target)).await {
+                Ok(outcome) => outcome,
+                Err(_) => SentinelOutcome {
+                    id,
+                    conn: None,
+                    resolved: None,
+                    run_id: None,
+                    answer: Err(Error::timeout("no answer before the sentinel deadline")),
+                },
+            }
+        });
+    }
+
+    let mut outcomes = Vec::new();
+    let mut rejected: Vec<(Address, Error)> = Vec::new();
+    let mut found = None;
+    while found.is_none() {
+        let Ok(Some(joined)) = timeout_at(deadline, tasks.join_next()).await else {
+            break;
+        };
+        let Ok(outcome) = joined else { continue };
+        pending.retain(|id| *id != outcome.id);
+        if let (Ok(Answer::Master(info)), Some(conn)) = (&outcome.answer, &outcome.conn) {
+            if is_valid(info) && !rejected.iter().any(|(a, _)| *a == info.address) {
+                match verify(settings, info, current.as_ref()).await {
+                    Ok(primary_conn) => {
+                        found = Some((outcome.id, info.clone(), primary_conn, conn.clone()));
+                    }
+                    Err(e) => {
+                        tracing::info!(service = %settings.service, candidate = %info.address, error = %e,
+                            "candidate primary rejected");
+                        rejected.push((info.address.clone(), e));
+                    }
+                }
+            }
+        }
+        outcomes.push(outcome);
+    }
+
+    let result = match found {
+        Some((sentinel_id, primary, primary_conn, sentinel_conn)) => {
+            let (replicas, sentinels) = details(settings, &sentinel_conn, deadline).await;
+            Ok(Found {
+                sentinel_id,
+                primary,
+                primary_conn,
+                replicas,
+                sentinels,
+            })
+        }
+        None => Err(classify(&settings.service, &outcomes, &rejected)),
+    };
+    Round {
+        outcomes,
+        stragglers: Stragglers {
+            tasks,
+            pending,
+            deadline,
+        },
+        result,
+    }
+}
+
+/// Sentinels still being asked when the round's result was known. Waiting for them is left to
+/// the caller, after it has published the result, so a sentinel that accepts and never answers
+/// delays nothing but its own bookkeeping.
+pub struct Stragglers {
+    tasks: JoinSet<SentinelOutcome>,
+    pending: Vec<u64>,
+    deadline: Instant,
+}
+
+impl Stragglers {
+    /// Waits until the round's deadline at the latest; returns the outcomes that arrived and the
+    /// ids of the sentinels that did not answer in time (their requests are abandoned).
+    pub async fn finish(mut self) -> (Vec<SentinelOutcome>, Vec<u64>) {
+        let mut outcomes = Vec::new();
+        while let Ok(Some(joined)) = timeout_at(self.deadline, self.tasks.join_next()).await {
+            if let Ok(outcome) = joined {
+                self.pending.retain(|id| *id != outcome.id);
+                outcomes.push(outcome);
+            }
+        }
+        self.tasks.abort_all();
+        (outcomes, self.pending)
+    }
+}
+
+/// A master entry the client may follow: flagged master, not subjectively or objectively down.
+pub fn is_valid(info: &InstanceInfo) -> bool {
+    info.flags.has("master") && !info.flags.is_down()
+}
+
+async fn ask(settings: &RoundSettings, target: SentinelTarget) -> SentinelOutcome {
+    let mut outcome = SentinelOutcome {
+        id: target.id,
+        conn: None,
+        resolved: None,
+        run_id: None,
+        answer: Err(Error::new(ErrorCode::SentinelsUnreachable, "not asked")),
+    };
+    let conn = match target.conn.filter(|c| !c.is_closed()) {
+        Some(conn) => conn,
+        None => match connect(settings, &target.address, &settings.sentinel_connect).await {
+            Ok((conn, resolved)) => {
+                outcome.resolved = Some(resolved);
+                // The run id lets the sentinel list merge this entry with the same sentinel
+                // reported under another address; older sentinels without MYID just stay unmerged.
+                if let Ok(v) = conn.request(&["SENTINEL", "MYID"]).await {
+                    outcome.run_id = v.as_str().map(String::from);
+                }
+                conn
+            }
+            Err(e) => {
+                outcome.answer = Err(e.context(format!("sentinel {}", target.address)));
+                return outcome;
+            }
+        },
+    };
+    outcome.answer = query_master(&conn, &settings.service)
+        .await
+        .map_err(|e| e.context(format!("sentinel {}", target.address)));
+    // A connection that produced garbage or broke is not reused.
+    if !matches!(&outcome.answer, Err(e) if e.code() != ErrorCode::Server) && !conn.is_closed() {
+        outcome.conn = Some(conn);
+    } else {
+        conn.close();
+    }
+    outcome
+}
+
+async fn query_master(conn: &Connection, service: &str) -> Result<Answer> {
+    match conn.request(&["SENTINEL", "MASTER", service]).await {
+        Ok(v) => replies::master(v).map(Answer::Master),
+        Err(e) if e.code() == ErrorCode::Server && e.message().contains("No such master") => {
+            Ok(Answer::Unknown)
+        }
+        Err(e) if e.code() == ErrorCode::Server => {
+            // MASTER refused (ACL, renamed command): the spec's GET-MASTER-ADDR-BY-NAME carries
+            // no flags, so the ROLE check is all that guards this answer.
+            tracing::debug!(error = %e, "SENTINEL MASTER refused, falling back to GET-MASTER-ADDR-BY-NAME");
+            let v = conn
+                .request(&["SENTINEL", "GET-MASTER-ADDR-BY-NAME", service])
+                .await?;
+            Ok(match replies::master_addr(v)? {
+                None => Answer::Unknown,
+                Some(address) => Answer::Master(InstanceInfo {
+                    address,
+                    flags: replies::Flags::default().with("master"),
+                    run_id: None,
+                    config_epoch: 0,
+                }),
+            })
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Resolves `address` and opens a connection to its first reachable IP.
+pub async fn connect(
+    settings: &RoundSettings,
+    address: &Address,
+    options: &ConnectOptions,
+) -> Result<(Connection, Vec<SocketAddr>)> {
+    let resolved = settings
+        .resolver
+        .resolve(&address.host, address.port)
+        .await?;
+    let mut last = Error::new(
+        ErrorCode::ConnectionLost,
+        format!("{address} resolved to no address"),
+    );
+    for addr in &resolved {
+        match Connection::connect(*addr, options).await {
+            Ok(conn) => return Ok((conn, resolved)),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+/// ROLE check of a candidate primary. Reuses the monitor's connection when it points there.
+async fn verify(
+    settings: &RoundSettings,
+    info: &InstanceInfo,
+    current: Option<&(Address, Connection)>,
+) -> Result<Connection> {
+    let reusable = current
+        .filter(|(a, c)| *a == info.address && !c.is_closed())
+        .map(|(_, c)| c.clone());
+    let conn = match reusable {
+        Some(conn) => conn,
+        None => {
+            connect(settings, &info.address, &settings.data_connect)
+                .await?
+                .0
+        }
+    };
+    let reply = conn
+        .request_timeout(&["ROLE"], settings.data_connect.connect_timeout)
+        .await
+        .and_then(replies::role);
+    match reply {
+        Ok(Role::Master) => Ok(conn),
+        Ok(other) => {
+            conn.close();
+            Err(Error::new(
+                ErrorCode::NoHealthyPrimary,
+                format!(
+                    "{} reported as primary but ROLE says {other:?} (stale sentinel)",
+                    info.address
+                ),
+            ))
+        }
+        Err(e) => {
+            conn.close();
+            Err(e.context(format!("ROLE on {}", info.address)))
+        }
+    }
+}
+
+async fn details(
+    settings: &RoundSettings,
+    conn: &Connection,
+    deadline: Instant,
+) -> (Option<Vec<InstanceInfo>>, Option<Vec<InstanceInfo>>) {
+    // The winner answered moments ago; give these follow-ups at least one full deadline even if
+    // verification used up the round's.
+    let deadline = deadline.max(Instant::now() + settings.deadline);
+    let list = |cmd: &'static str| async move {
+        let reply = timeout_at(
+            deadline,
+            conn.request(&["SENTINEL", cmd, settings.service.as_str()]),
+        )
+        .await;
+        match reply {
+            Ok(Ok(v)) => replies::instances(v, cmd).ok(),
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, cmd, "sentinel list query failed");
+                None
+            }
+            Err(_) => None,
+        }
+    };
+    tokio::join!(list("REPLICAS"), list("SENTINELS"))
+}
+
+fn classify(service: &str, outcomes: &[SentinelOutcome], rejected: &[(Address, Error)]) -> Error {
+    let reachable: Vec<&Answer> = outcomes
+        .iter()
+        .filter_map(|o| o.answer.as_ref().ok())
+        .collect();
+    if reachable.is_empty() {
+        let reasons: Vec<String> = outcomes
+            .iter()
+            .filter_map(|o| o.answer.as_ref().err().map(|e| e.message().to_string()))
+            .collect();
+        return Error::new(
+            ErrorCode::SentinelsUnreachable,
+            format!(
+                "no sentinel could be reached for service '{service}' ({})",
+                join_or_none(&reasons)
+            ),
+        );
+    }
+    if reachable.iter().all(|a| matches!(a, Answer::Unknown)) {
+        return Error::new(
+            ErrorCode::ServiceUnknown,
+            format!("no sentinel knows service '{service}'"),
+        );
+    }
+    let mut reasons: Vec<String> = reachable
+        .iter()
+        .filter_map(|a| match a {
+            Answer::Master(info) if !is_valid(info) => {
+                Some(format!("{} flagged {}", info.address, info.flags))
+            }
+            _ => None,
+        })
+        .collect();
+    reasons.extend(rejected.iter().map(|(_, e)| e.message().to_string()));
+    reasons.dedup();
+    Error::new(
+        ErrorCode::NoHealthyPrimary,
+        format!(
+            "sentinels report no healthy primary for '{service}' ({})",
+            join_or_none(&reasons)
+        ),
+    )
+}
+
+fn join_or_none(reasons: &[String]) -> String {
+    if reasons.is_empty() {
+        "no details".to_string()
+    } else {
+        reasons.join("; ")
+    }
+}

@@ -1,0 +1,6 @@
+//! Talking to sentinels: the discovery round, the sentinel list, event parsing, reply formats.
+
+pub mod discovery;
+pub mod events;
+pub mod replies;
+pub mod sentinels;
