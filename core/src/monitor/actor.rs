@@ -245,11 +245,14 @@ impl Actor {
         let current = self.primary.clone().zip(self.primary_conn.clone());
         let started = Instant::now();
         let Round {
-            outcomes,
-            stragglers,
+            mut outcomes,
+            mut stragglers,
             result,
         } = discovery::run(&self.settings, targets, current).await;
         self.rounds += 1;
+        // Most of the others answered while the winner was verified; record them before the
+        // snapshot is published so it shows them up.
+        outcomes.extend(stragglers.take_finished());
         self.record_sentinels(outcomes, Vec::new());
         let next = self.apply(result).await;
         let (late, timed_out) = stragglers.finish().await;

@@ -184,6 +184,18 @@ pub struct Stragglers {
 }
 
 impl Stragglers {
+    /// The outcomes that have already arrived, without waiting.
+    pub fn take_finished(&mut self) -> Vec<SentinelOutcome> {
+        let mut outcomes = Vec::new();
+        while let Some(joined) = self.tasks.try_join_next() {
+            if let Ok(outcome) = joined {
+                self.pending.retain(|id| *id != outcome.id);
+                outcomes.push(outcome);
+            }
+        }
+        outcomes
+    }
+
     /// Waits until the round's deadline at the latest; returns the outcomes that arrived and the
     /// ids of the sentinels that did not answer in time (their requests are abandoned).
     pub async fn finish(mut self) -> (Vec<SentinelOutcome>, Vec<u64>) {
@@ -392,7 +404,8 @@ fn classify(service: &str, outcomes: &[SentinelOutcome], rejected: &[(Address, E
         })
         .collect();
     reasons.extend(rejected.iter().map(|(_, e)| e.message().to_string()));
-    reasons.dedup();
+    let mut seen = std::collections::HashSet::new();
+    reasons.retain(|r| seen.insert(r.clone()));
     Error::new(
         ErrorCode::NoHealthyPrimary,
         format!(

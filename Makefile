@@ -1,0 +1,27 @@
+# The two commands of the README: `make demo` and `make test`. Both install what they need.
+SHELL := /bin/bash
+export CARGO_TARGET_DIR ?= $(CURDIR)/target
+# Servers started by tests are real processes; keep test binaries from starting too many at once
+# on small machines.
+E2E_THREADS ?= 2
+
+.PHONY: deps build test test-rust lint demo
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	cargo build --workspace --bins
+
+lint:
+	cargo fmt --all -- --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+test-rust: deps
+	cargo test --workspace --lib --bins
+	cargo test -p sentinel-recovery-testkit --tests -- --test-threads=$(E2E_THREADS)
+
+test: deps lint test-rust
+
+demo: build
+	@scripts/demo.sh
