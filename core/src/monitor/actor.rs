@@ -1,7 +1,7 @@
 //! The monitor task's state and loop.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc, watch};
@@ -49,6 +49,8 @@ pub(super) struct Actor {
     sentinel_events_rx: Option<mpsc::UnboundedReceiver<Received>>,
     subscribers: HashMap<u64, CancellationToken>,
     recent: VecDeque<(String, Instant)>,
+    unpublished: Vec<Event>,
+    publishing: Arc<Mutex<()>>,
     cancel: CancellationToken,
     tracker: TaskTracker,
 }
@@ -59,6 +61,7 @@ impl Actor {
         resolver: Resolver,
         status: watch::Sender<Status>,
         events: broadcast::Sender<Event>,
+        publishing: Arc<Mutex<()>>,
         cancel: CancellationToken,
         tracker: TaskTracker,
     ) -> Actor {
@@ -107,6 +110,8 @@ impl Actor {
             sentinel_events_rx: Some(rx),
             subscribers: HashMap::new(),
             recent: VecDeque::new(),
+            unpublished: Vec::new(),
+            publishing,
             cancel,
             tracker,
         }
@@ -223,6 +228,7 @@ impl Actor {
             tracing::warn!(primary = %address, "connection to primary lost");
             self.lost = Some(address.clone());
             self.emit(EventKind::ConnectionLost { address });
+            self.publish();
         }
     }
 
@@ -312,8 +318,8 @@ impl Actor {
                 let delay = self.backoff.next_delay();
                 tracing::warn!(error = %error, retry_in_ms = delay.as_millis() as u64, "discovery failed");
                 self.last_error = Some(error.clone());
-                self.publish();
                 self.emit(EventKind::DiscoveryFailed { error });
+                self.publish();
                 Instant::now() + delay
             }
         }
@@ -468,10 +474,10 @@ impl Actor {
     fn sentinels_changed(&mut self) {
         self.forget_merged();
         self.ensure_subscribers();
-        self.publish();
         self.emit(EventKind::SentinelsChanged {
             sentinels: self.list.infos(),
         });
+        self.publish();
     }
 
     /// One event subscription per known sentinel.
@@ -505,15 +511,23 @@ impl Actor {
             epoch: self.epoch,
             healthy: self.healthy,
         };
+        // Snapshot and events go out under the lock that new subscribers take, so a subscriber
+        // either gets these events or a snapshot that already contains them, never neither.
+        let _guard = self.publishing.lock().unwrap_or_else(|e| e.into_inner());
         self.status.send_replace(Status {
             topology: Arc::new(topology),
             last_error: self.last_error.clone(),
             rounds: self.rounds,
         });
+        for event in self.unpublished.drain(..) {
+            let _ = self.events.send(event);
+        }
     }
 
-    fn emit(&self, kind: EventKind) {
-        let _ = self.events.send(Event {
+    /// Queues an event; [`Actor::publish`] sends it once the snapshot shows the change, so a
+    /// host that reads the topology on an event never sees the state from before it.
+    fn emit(&mut self, kind: EventKind) {
+        self.unpublished.push(Event {
             kind,
             service: self.config.service.clone(),
             at: unix_ms(),

@@ -12,7 +12,7 @@ pub(crate) mod registry;
 mod snapshot;
 mod subscriber;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -47,6 +47,7 @@ pub(crate) struct Monitor {
     pid: u32,
     status: watch::Receiver<Status>,
     events: broadcast::Sender<Event>,
+    publishing: Arc<Mutex<()>>,
     commands: mpsc::UnboundedSender<Command>,
     cancel: CancellationToken,
     tracker: TaskTracker,
@@ -84,11 +85,13 @@ impl Monitor {
         let (commands, commands_rx) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
+        let publishing = Arc::new(Mutex::new(()));
         let actor = actor::Actor::new(
             config,
             resolver,
             status_tx,
             events.clone(),
+            publishing.clone(),
             cancel.clone(),
             tracker.clone(),
         );
@@ -99,6 +102,7 @@ impl Monitor {
             pid: std::process::id(),
             status: status_rx,
             events,
+            publishing,
             commands,
             cancel,
             tracker,
@@ -115,8 +119,10 @@ impl Monitor {
         self.status.clone()
     }
 
-    /// A receiver of all events published from now on.
+    /// A receiver of all events published from now on: every change is either in the status
+    /// already published or among the events this receiver gets.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        let _guard = self.publishing.lock().unwrap_or_else(|e| e.into_inner());
         self.events.subscribe()
     }
 
