@@ -17,9 +17,9 @@ lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
 
+# One cargo invocation, so every crate is built once with one feature set.
 test-rust: deps
-	cargo test --workspace --lib --bins
-	cargo test -p sentinel-recovery-testkit --tests -- --test-threads=$(E2E_THREADS)
+	cargo test --workspace --all-targets -- --test-threads=$(E2E_THREADS)
 
 test: deps lint test-rust
 

@@ -12,7 +12,7 @@ mod value;
 #[cfg(test)]
 mod real_server_tests;
 #[cfg(test)]
-mod test_server;
+pub(crate) mod test_server;
 
 pub use connection::{ConnectOptions, Connection, Subscription};
 pub use value::Value;

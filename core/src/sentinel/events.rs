@@ -265,4 +265,121 @@ mod tests {
         }
         assert!(parse(b"+sdown", &[0xff, 0xfe]).is_err());
     }
+
+    /// Real sentinel payloads (Redis 7.0 `sentinelEvent` formats), framed as a sentinel sends them
+    /// on a RESP2 and on a RESP3 connection, through the connection's subscription and the parser.
+    async fn framed(protocol: crate::Protocol) {
+        use crate::resp::test_server::{Action, MockServer};
+        use crate::resp::{ConnectOptions, Connection};
+        const EVENTS: &[(&str, &str, Option<&str>)] = &[
+            (
+                "+switch-master",
+                "mymaster 127.0.0.1 6379 127.0.0.1 6380",
+                Some("mymaster"),
+            ),
+            ("+sdown", "master mymaster 127.0.0.1 6379", Some("mymaster")),
+            (
+                "-sdown",
+                "slave 127.0.0.1:6381 127.0.0.1 6381 @ mymaster 127.0.0.1 6379",
+                Some("mymaster"),
+            ),
+            (
+                "+odown",
+                "master mymaster 127.0.0.1 6379 #quorum 2/2",
+                Some("mymaster"),
+            ),
+            ("-odown", "master mymaster 127.0.0.1 6379", Some("mymaster")),
+            (
+                "+slave",
+                "slave 127.0.0.1:6381 127.0.0.1 6381 @ mymaster 127.0.0.1 6379",
+                Some("mymaster"),
+            ),
+            (
+                "+convert-to-slave",
+                "slave 127.0.0.1:6379 127.0.0.1 6379 @ mymaster 127.0.0.1 6380",
+                Some("mymaster"),
+            ),
+            (
+                "+sentinel",
+                "sentinel 6c2b2d3e 127.0.0.1 26380 @ mymaster 127.0.0.1 6379",
+                Some("mymaster"),
+            ),
+            ("+tilt", "#tilt mode entered", None),
+            ("-tilt", "#tilt mode exited", None),
+            (
+                "+failover-end",
+                "master mymaster 127.0.0.1 6379",
+                Some("mymaster"),
+            ),
+            ("+reset-master", "master other 10.0.0.1 6379", Some("other")),
+        ];
+        let resp3 = protocol == crate::Protocol::Resp3;
+        let bulk = |s: &str| format!("${}\r\n{s}\r\n", s.len());
+        let head = |n: usize| {
+            if resp3 {
+                format!(">{n}\r\n")
+            } else {
+                format!("*{n}\r\n")
+            }
+        };
+        let mut wire = String::new();
+        for (i, channel) in CHANNELS.iter().enumerate() {
+            wire += &format!(
+                "{}{}{}:{}\r\n",
+                head(3),
+                bulk("subscribe"),
+                bulk(channel),
+                i + 1
+            );
+        }
+        for (channel, payload, _) in EVENTS {
+            wire += &format!(
+                "{}{}{}{}",
+                head(3),
+                bulk("message"),
+                bulk(channel),
+                bulk(payload)
+            );
+        }
+        let server = MockServer::start(move |cmd| match cmd[0].as_slice() {
+            b"HELLO" if resp3 => Action::reply("%1\r\n$5\r\nproto\r\n:3\r\n"),
+            b"HELLO" => Action::reply("-ERR unknown command 'HELLO'\r\n"),
+            b"SUBSCRIBE" => Action::Close(wire.clone().into_bytes()),
+            _ => Action::reply("+OK\r\n"),
+        })
+        .await;
+        let options = ConnectOptions {
+            protocol,
+            ..ConnectOptions::default()
+        };
+        let conn = Connection::connect(server.addr, &options).await.unwrap();
+        assert_eq!(conn.protocol(), protocol);
+        let mut sub = conn
+            .subscribe(CHANNELS, std::time::Duration::from_secs(2))
+            .await
+            .unwrap();
+        let mut parsed = Vec::new();
+        while let Some((channel, payload)) = sub.next().await {
+            parsed.push(parse(&channel, &payload).unwrap());
+        }
+        assert_eq!(parsed.len(), EVENTS.len());
+        for (event, (channel, _, service)) in parsed.iter().zip(EVENTS) {
+            assert_eq!(event.service(), *service, "{channel}");
+            if let SentinelEvent::Instance { event, .. } = event {
+                assert_eq!(event, channel);
+            }
+        }
+        assert!(matches!(parsed[0], SentinelEvent::SwitchMaster { .. }));
+        assert_eq!(parsed[8], SentinelEvent::Tilt { entered: true });
+    }
+
+    #[tokio::test]
+    async fn every_event_format_over_resp2() {
+        framed(crate::Protocol::Resp2).await;
+    }
+
+    #[tokio::test]
+    async fn every_event_format_over_resp3() {
+        framed(crate::Protocol::Resp3).await;
+    }
 }
