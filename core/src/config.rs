@@ -133,6 +133,8 @@ pub struct Config {
     pub dns_timeout_ms: u64,
     /// A DNS server to use instead of the system's (tests, special setups).
     pub dns_server: Option<std::net::SocketAddr>,
+    /// Commands allowed to wait for a primary at once; more fail with `queue_full`.
+    pub queue_size: usize,
 }
 
 impl Default for Config {
@@ -154,6 +156,7 @@ impl Default for Config {
             retry_max_ms: 5000,
             dns_timeout_ms: 1000,
             dns_server: None,
+            queue_size: 4096,
         }
     }
 }
@@ -245,6 +248,7 @@ impl Config {
             "retry_base_ms" => self.retry_base_ms = parse_num(key, value, 1, 3_600_000)?,
             "retry_max_ms" => self.retry_max_ms = parse_num(key, value, 1, 3_600_000)?,
             "dns_timeout_ms" => self.dns_timeout_ms = parse_num(key, value, 1, 3_600_000)?,
+            "queue_size" => self.queue_size = parse_num(key, value, 0, 10_000_000)?,
             "dns_server" => {
                 self.dns_server = Some(value.parse().map_err(|_| {
                     Error::config(format!("option dns_server must be ip:port, not '{value}'"))

@@ -97,6 +97,11 @@ enum Msg {
         bytes: Bytes,
         reply: oneshot::Sender<Result<Value>>,
     },
+    /// Several commands written back to back, one reply each, in order.
+    Batch {
+        bytes: Bytes,
+        replies: Vec<oneshot::Sender<Result<Value>>>,
+    },
     /// A SUBSCRIBE: it has no ordinary reply; confirmations and messages go to `push`.
     Subscribe {
         bytes: Bytes,
@@ -172,6 +177,41 @@ impl Connection {
             Ok(result) => result,
             Err(_) => Err(self.lost()),
         }
+    }
+
+    /// Sends `commands` back to back, with nothing from other callers in between, and returns one
+    /// result per command, in order (`MULTI` ... `EXEC` relies on this).
+    ///
+    /// The outer error means nothing was handed to the connection because it had already ended:
+    /// none of the commands can have reached the server, so a caller may safely retry them on
+    /// another connection. Inner errors are per command; a
+    /// [`ErrorCode::ConnectionLost`](crate::ErrorCode::ConnectionLost) there means the command may
+    /// or may not have run.
+    pub async fn pipeline<A: AsRef<[u8]>>(&self, commands: &[Vec<A>]) -> Result<Vec<Result<Value>>> {
+        if commands.is_empty() {
+            return Ok(Vec::new());
+        }
+        if commands.iter().any(|c| c.is_empty()) {
+            return Err(Error::config("a command needs at least one argument"));
+        }
+        let mut bytes = BytesMut::new();
+        let mut replies = Vec::with_capacity(commands.len());
+        let mut receivers = Vec::with_capacity(commands.len());
+        for command in commands {
+            codec::encode_command(command, &mut bytes);
+            let (tx, rx) = oneshot::channel();
+            replies.push(tx);
+            receivers.push(rx);
+        }
+        self.send(Msg::Batch {
+            bytes: bytes.freeze(),
+            replies,
+        })?;
+        let mut results = Vec::with_capacity(receivers.len());
+        for rx in receivers {
+            results.push(rx.await.unwrap_or_else(|_| Err(self.lost())));
+        }
+        Ok(results)
     }
 
     /// [`Connection::request`] with a deadline: past it, `Err(`[`ErrorCode::Timeout`](crate::ErrorCode::Timeout)`)`.
@@ -524,8 +564,16 @@ async fn run(mut stream: TcpStream, mut rx: mpsc::UnboundedReceiver<Msg>, shared
     *lock(&shared.end_reason) = Some(reason);
     rx.close();
     while let Ok(msg) = rx.try_recv() {
-        if let Msg::Request { reply, .. } = msg {
-            let _ = reply.send(Err(error.clone()));
+        match msg {
+            Msg::Request { reply, .. } => {
+                let _ = reply.send(Err(error.clone()));
+            }
+            Msg::Batch { replies, .. } => {
+                for reply in replies {
+                    let _ = reply.send(Err(error.clone()));
+                }
+            }
+            Msg::Subscribe { .. } => {}
         }
     }
     for waiter in task.waiters.drain(..) {
@@ -595,6 +643,10 @@ impl Task {
             Msg::Request { bytes, reply } => {
                 self.wbuf.extend_from_slice(&bytes);
                 self.waiters.push_back(Waiter::Reply(reply));
+            }
+            Msg::Batch { bytes, replies } => {
+                self.wbuf.extend_from_slice(&bytes);
+                self.waiters.extend(replies.into_iter().map(Waiter::Reply));
             }
             Msg::Subscribe { bytes, push } => {
                 self.wbuf.extend_from_slice(&bytes);
