@@ -25,7 +25,8 @@ pub mod resp;
 pub mod runtime;
 pub mod sentinel;
 
-pub use client::{Client, EventStream};
+pub use client::{Client, EventCallback, EventStream, Transaction};
 pub use config::{Address, Config, Credentials, Protocol, ReadFrom, Secret};
 pub use error::{Error, ErrorCode, Result};
 pub use monitor::{Event, EventKind, SentinelInfo, Topology};
+pub use resp::Value;

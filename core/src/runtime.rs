@@ -12,6 +12,37 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
+thread_local! {
+    static ON_CORE_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the calling thread is one of the core runtime's own.
+pub fn on_core_thread() -> bool {
+    ON_CORE_THREAD.with(|c| c.get())
+}
+
+/// Runs `work` on the core runtime and blocks the calling thread, and only it, until it is done.
+///
+/// Refused with a config error on a core thread: blocking one of the few workers on work queued
+/// behind it could stall everything.
+pub fn block_on<F>(work: F) -> Result<F::Output>
+where
+    F: std::future::Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    if on_core_thread() {
+        return Err(Error::config(
+            "a blocking call was made on a core runtime thread; use the async API there",
+        ));
+    }
+    let handle = handle()?;
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    handle.spawn(async move {
+        let _ = tx.send(work.await);
+    });
+    rx.recv().map_err(|_| Error::closed())
+}
+
 /// Default number of worker threads.
 pub const DEFAULT_WORKER_THREADS: usize = 2;
 
@@ -87,6 +118,7 @@ pub fn handle() -> Result<tokio::runtime::Handle> {
     let counter = Arc::new(AtomicUsize::new(0));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
+        .on_thread_start(|| ON_CORE_THREAD.with(|c| c.set(true)))
         .thread_name_fn(move || format!("sr-worker-{}", counter.fetch_add(1, Ordering::Relaxed)))
         .enable_all()
         .build()

@@ -117,6 +117,11 @@ impl Actor {
         }
     }
 
+    /// The handshake for data nodes, for clients' data connections.
+    pub(super) fn data_connect_options(&self) -> ConnectOptions {
+        self.settings.data_connect.clone()
+    }
+
     pub(super) async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
         let span = tracing::info_span!("monitor", service = %self.config.service);
         async move {

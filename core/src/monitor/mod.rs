@@ -45,6 +45,8 @@ pub(crate) enum Command {
 /// A running monitor, shared by every client of the same sentinels, service and credentials.
 pub(crate) struct Monitor {
     pid: u32,
+    resolver: crate::dns::Resolver,
+    data_options: crate::resp::ConnectOptions,
     status: watch::Receiver<Status>,
     events: broadcast::Sender<Event>,
     publishing: Arc<Mutex<()>>,
@@ -88,18 +90,21 @@ impl Monitor {
         let publishing = Arc::new(Mutex::new(()));
         let actor = actor::Actor::new(
             config,
-            resolver,
+            resolver.clone(),
             status_tx,
             events.clone(),
             publishing.clone(),
             cancel.clone(),
             tracker.clone(),
         );
+        let data_options = actor.data_connect_options();
         let _guard = handle.enter();
         tracker.spawn(actor.run(commands_rx));
         tracker.close();
         Ok(Arc::new(Monitor {
             pid: std::process::id(),
+            resolver,
+            data_options,
             status: status_rx,
             events,
             publishing,
@@ -107,6 +112,16 @@ impl Monitor {
             cancel,
             tracker,
         }))
+    }
+
+    /// The resolver the monitor uses, shared with its clients' data connections.
+    pub fn resolver(&self) -> &crate::dns::Resolver {
+        &self.resolver
+    }
+
+    /// How data nodes are connected to (credentials, TLS, protocol), as the monitor verifies them.
+    pub fn data_options(&self) -> &crate::resp::ConnectOptions {
+        &self.data_options
     }
 
     /// The latest published status; never waits for network work.

@@ -327,6 +327,12 @@ async fn verify(
         .and_then(replies::role);
     match reply {
         Ok(Role::Master) => Ok(conn),
+        // An ACL user without ROLE: nothing better to check with, so the sentinels' MASTER flags
+        // (already checked) are trusted, as StackExchange.Redis does since 2.13.17.
+        Err(e) if e.server_code() == Some("NOPERM") => {
+            tracing::warn!(candidate = %info.address, "ROLE refused by ACL; primary not verified");
+            Ok(conn)
+        }
         Ok(other) => {
             conn.close();
             Err(Error::new(

@@ -1,17 +1,29 @@
-//! The public handle: open from a URL, read the topology, receive events, close.
+//! The public handle: open from a URL, run commands on the primary (or replicas), read the
+//! topology, receive events, close.
 //!
 //! Opening returns at once; discovery runs on the core's own threads. No method here blocks the
-//! calling thread on network work, and the async ones only wait on channels fed by core tasks, so
-//! they can be awaited from any executor.
+//! calling thread on network work. Commands run as tasks on the core runtime and the async
+//! methods only wait for their completion, so they can be awaited from any executor.
 
+mod callbacks;
+mod command;
+mod execute;
+mod nodes;
+mod transaction;
+
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+pub use callbacks::EventCallback;
+pub use transaction::Transaction;
+
 use crate::config::Config;
 use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::{registry, Event, Monitor, Topology};
+use nodes::Nodes;
 
 /// A client of one Sentinel-managed service. Cheap to clone; clones share one handle, and
 /// [`Client::close`] on any clone closes all of them.
@@ -23,6 +35,12 @@ pub struct Client {
 struct Inner {
     config: Config,
     monitor: Mutex<Option<Arc<Monitor>>>,
+    nodes: Nodes,
+    /// Commands waiting for a usable primary or replica, bounded by `config.queue_size`.
+    waiting: AtomicUsize,
+    /// Round-robin position over replicas for reads.
+    next_replica: AtomicUsize,
+    sink: callbacks::EventSink,
     closed: CancellationToken,
 }
 
@@ -42,10 +60,20 @@ impl Client {
     pub fn open(config: Config) -> Result<Client> {
         config.validate()?;
         let monitor = registry::acquire(&config)?;
+        // db and client-side timeouts are not part of the shared monitor; apply them here.
+        let options = crate::resp::ConnectOptions {
+            db: config.db,
+            ..monitor.data_options().clone()
+        };
+        let nodes = Nodes::new(options, monitor.resolver().clone());
         Ok(Client {
             inner: Arc::new(Inner {
                 config,
                 monitor: Mutex::new(Some(monitor)),
+                nodes,
+                waiting: AtomicUsize::new(0),
+                next_replica: AtomicUsize::new(0),
+                sink: callbacks::EventSink::default(),
                 closed: CancellationToken::new(),
             }),
         })
@@ -144,6 +172,8 @@ impl Client {
     /// in the middle of a discovery round. Idempotent.
     pub async fn close(&self) {
         self.inner.closed.cancel();
+        self.inner.sink.clear();
+        self.inner.nodes.close_all();
         let monitor = self
             .inner
             .monitor
@@ -159,6 +189,8 @@ impl Client {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.closed.cancel();
+        self.sink.clear();
+        self.nodes.close_all();
         let monitor = self
             .monitor
             .get_mut()

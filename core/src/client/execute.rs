@@ -1,0 +1,286 @@
+//! Running commands: pick the node, wait while there is none, send, and decide whether a failure
+//! may be retried (only when the command provably did not run).
+
+use std::future::Future;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::command::{self, Kind};
+use super::nodes::Expect;
+use super::{Client, Inner};
+use crate::config::{Address, ReadFrom};
+use crate::error::{Error, ErrorCode, Result};
+use crate::monitor::{Monitor, Status};
+use crate::resp::Value;
+
+/// Server errors that mean "not executed here, and this node is not (or not yet) the one to use".
+const RE_RESOLVE: &[&str] = &["READONLY", "LOADING", "MASTERDOWN"];
+
+impl Client {
+    /// Runs one command on the primary (or on a replica for reads, per `read_from`) and returns
+    /// its reply, RESP3 values as sent (RESP2 servers work too).
+    ///
+    /// While no primary is usable the command waits, in a queue bounded by `queue_size`
+    /// (`queue_full` beyond it), for up to `command_timeout_ms` in all (`timeout`). It is retried
+    /// automatically only when it provably did not run: a connection that could not be opened or
+    /// had already ended, or a READONLY, LOADING or MASTERDOWN reply (each also makes the monitor
+    /// re-resolve). A connection lost after sending gives `connection_lost`: the command may have
+    /// run, and is not repeated. Blocking commands (BLPOP, XREAD BLOCK, WAIT, ...) run on a
+    /// connection of their own; commands that change connection state (MULTI, WATCH, SUBSCRIBE,
+    /// SELECT, ...) are refused with a `config` error saying what to use instead.
+    pub async fn execute<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Value> {
+        let kind = command::classify(args)?;
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
+        let inner = self.inner.clone();
+        let monitor = self.monitor()?;
+        on_core(async move {
+            let deadline = Instant::now() + Duration::from_millis(inner.config.command_timeout_ms);
+            match kind {
+                Kind::Blocking(block) => {
+                    let deadline = block.map(|b| deadline + b);
+                    run_dedicated(&inner, &monitor, args, deadline).await
+                }
+                kind => {
+                    let mut results = run_shared(&inner, &monitor, vec![args], kind, deadline).await?;
+                    results.pop().unwrap_or_else(|| Err(Error::protocol("no reply")))
+                }
+            }
+        })
+        .await
+    }
+
+    /// Sends several commands back to back on one connection and returns one result per command.
+    /// Not atomic (use [`Client::transaction`] for that); reads go to a replica only when every
+    /// command is a read. Retried as a whole only when nothing was sent.
+    pub async fn pipeline<A: AsRef<[u8]>>(&self, commands: &[Vec<A>]) -> Result<Vec<Result<Value>>> {
+        let mut kind = Kind::Read;
+        for c in commands {
+            match command::classify(c)? {
+                Kind::Blocking(_) => {
+                    return Err(Error::config(
+                        "blocking commands can't be pipelined on the shared connection; use execute()",
+                    ))
+                }
+                Kind::Write => kind = Kind::Write,
+                Kind::Read => {}
+            }
+        }
+        let commands: Vec<Vec<Vec<u8>>> =
+            commands.iter().map(|c| c.iter().map(|a| a.as_ref().to_vec()).collect()).collect();
+        let inner = self.inner.clone();
+        let monitor = self.monitor()?;
+        on_core(async move {
+            let deadline = Instant::now() + Duration::from_millis(inner.config.command_timeout_ms);
+            run_shared(&inner, &monitor, commands, kind, deadline).await
+        })
+        .await
+    }
+
+    /// [`Client::execute`] for hosts without an async runtime: blocks the calling thread (only
+    /// it) until the reply or the command's deadline. Refused on the core's own threads, where
+    /// waiting could starve the very work it waits for.
+    pub fn execute_blocking<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Value> {
+        let client = self.clone();
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
+        crate::runtime::block_on(async move { client.execute(&args).await })?
+    }
+}
+
+/// Runs `work` on the core runtime and waits for it from whatever executor the caller uses.
+pub(super) async fn on_core<T: Send + 'static>(work: impl Future<Output = Result<T>> + Send + 'static) -> Result<T> {
+    let handle = crate::runtime::handle()?;
+    match handle.spawn(work).await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => Err(Error::new(ErrorCode::Protocol, "internal error: a core task panicked")),
+        Err(_) => Err(Error::closed()),
+    }
+}
+
+/// A place in the bounded queue of commands waiting for a node; given back on drop.
+struct QueueSlot<'a>(&'a Inner);
+
+impl<'a> QueueSlot<'a> {
+    fn take(inner: &'a Inner) -> Result<QueueSlot<'a>> {
+        let before = inner.waiting.fetch_add(1, Ordering::AcqRel);
+        let slot = QueueSlot(inner);
+        if before >= inner.config.queue_size {
+            return Err(Error::new(
+                ErrorCode::QueueFull,
+                format!("{before} commands are already waiting for a primary (queue_size {})", inner.config.queue_size),
+            ));
+        }
+        Ok(slot)
+    }
+}
+
+impl Drop for QueueSlot<'_> {
+    fn drop(&mut self) {
+        self.0.waiting.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Picks the node for `kind` from a status, or `None` when the command has to wait.
+fn pick(inner: &Inner, status: &Status, kind: Kind) -> Option<(Address, Expect)> {
+    let t = &status.topology;
+    // Sentinels that actively report the primary down (or no longer know the service) mean wait;
+    // sentinels that are merely unreachable do not stop traffic to a primary that works.
+    let primary_usable = match &status.last_error {
+        Some(e) if !t.healthy => e.code() == ErrorCode::SentinelsUnreachable,
+        _ => true,
+    };
+    let primary = t.primary.clone().filter(|_| primary_usable).map(|a| (a, Expect::Primary));
+    let replica = || {
+        (!t.replicas.is_empty()).then(|| {
+            let i = inner.next_replica.fetch_add(1, Ordering::Relaxed) % t.replicas.len();
+            (t.replicas[i].clone(), Expect::Replica)
+        })
+    };
+    match (kind, inner.config.read_from) {
+        (Kind::Read, ReadFrom::Replica) => replica(),
+        (Kind::Read, ReadFrom::PreferReplica) => replica().or(primary),
+        _ => primary,
+    }
+}
+
+/// Waits until [`pick`] finds a node in a status from round `min_round` or later.
+async fn wait_for_node(
+    inner: &Inner,
+    monitor: &Monitor,
+    kind: Kind,
+    min_round: u64,
+    deadline: Instant,
+) -> Result<(Address, Expect, u64)> {
+    let mut status = monitor.watch_status();
+    let mut slot = None;
+    loop {
+        let current = status.borrow_and_update().clone();
+        if current.rounds >= min_round {
+            if let Some((address, expect)) = pick(inner, &current, kind) {
+                return Ok((address, expect, current.rounds));
+            }
+        }
+        if slot.is_none() {
+            slot = Some(QueueSlot::take(inner)?);
+        }
+        tokio::select! {
+            _ = inner.closed.cancelled() => return Err(Error::closed()),
+            changed = status.changed() => if changed.is_err() { return Err(Error::closed()) },
+            _ = tokio::time::sleep_until(deadline) => {
+                let why = current
+                    .last_error
+                    .map(|e| format!(" (last discovery: {e})"))
+                    .unwrap_or_default();
+                let what = if kind == Kind::Read && inner.config.read_from == ReadFrom::Replica { "replica" } else { "primary" };
+                return Err(Error::timeout(format!("no usable {what} within the command deadline{why}")));
+            }
+        }
+    }
+}
+
+/// Sends `commands` back to back on the shared connection of the right node, retrying while
+/// nothing has run.
+async fn run_shared(
+    inner: &Arc<Inner>,
+    monitor: &Monitor,
+    commands: Vec<Vec<Vec<u8>>>,
+    kind: Kind,
+    deadline: Instant,
+) -> Result<Vec<Result<Value>>> {
+    let mut min_round = 0;
+    loop {
+        let (address, expect, round) = wait_for_node(inner, monitor, kind, min_round, deadline).await?;
+        let retry_after = |reason: &'static str| {
+            monitor.refresh(reason);
+            round + 1
+        };
+        let conn = match inner.nodes.get(&address, expect, deadline).await {
+            Ok(conn) => conn,
+            Err(e) if e.code() == ErrorCode::Timeout && Instant::now() >= deadline => return Err(e),
+            Err(e) => {
+                tracing::debug!(node = %address, error = %e, "node unusable; re-resolving");
+                min_round = retry_after("data connection failed");
+                continue;
+            }
+        };
+        let sent = tokio::time::timeout_at(deadline, conn.pipeline(&commands)).await;
+        let results = match sent {
+            Err(_) => {
+                monitor.refresh("command timed out");
+                return Err(Error::timeout(format!("no reply from {address} within the command deadline")));
+            }
+            // The connection had ended before anything was handed to it: nothing ran.
+            Ok(Err(_)) => {
+                min_round = retry_after("data connection lost");
+                continue;
+            }
+            Ok(Ok(results)) => results,
+        };
+        let refused_here = results.iter().all(|r| {
+            matches!(r, Err(e) if e.server_code().is_some_and(|c| RE_RESOLVE.contains(&c)))
+        });
+        if refused_here {
+            // Every command was refused before running (READONLY: demoted behind the sentinels'
+            // back; LOADING; MASTERDOWN): nothing ran, so find the right node and try again.
+            tracing::info!(node = %address, "node refused the command; re-resolving");
+            min_round = retry_after("node refused command (READONLY/LOADING/MASTERDOWN)");
+            continue;
+        }
+        if results.iter().any(|r| matches!(r, Err(e) if e.code() == ErrorCode::ConnectionLost)) {
+            monitor.refresh("data connection lost");
+        }
+        return Ok(results
+            .into_iter()
+            .map(|r| {
+                r.map_err(|e| {
+                    if e.code() == ErrorCode::ConnectionLost {
+                        e.context("the command may or may not have run")
+                    } else {
+                        e
+                    }
+                })
+            })
+            .collect());
+    }
+}
+
+/// A blocking command on a connection of its own, closed afterwards.
+async fn run_dedicated(
+    inner: &Arc<Inner>,
+    monitor: &Monitor,
+    args: Vec<Vec<u8>>,
+    deadline: Option<Instant>,
+) -> Result<Value> {
+    let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
+    let connect_by = Instant::now() + Duration::from_millis(inner.config.command_timeout_ms);
+    let mut min_round = 0;
+    loop {
+        let (address, expect, round) = wait_for_node(inner, monitor, Kind::Write, min_round, connect_by).await?;
+        let conn = match inner.nodes.dedicated(&address, expect, connect_by).await {
+            Ok(conn) => conn,
+            Err(e) if Instant::now() >= connect_by => return Err(e),
+            Err(_) => {
+                monitor.refresh("data connection failed");
+                min_round = round + 1;
+                continue;
+            }
+        };
+        let reply = tokio::select! {
+            _ = inner.closed.cancelled() => Err(Error::closed()),
+            r = tokio::time::timeout_at(deadline.unwrap_or(far), conn.request(&args)) => {
+                r.unwrap_or_else(|_| Err(Error::timeout(format!("no reply from {address} within the command deadline"))))
+            }
+        };
+        conn.close();
+        return match reply {
+            Err(e) if e.server_code().is_some_and(|c| RE_RESOLVE.contains(&c)) => {
+                monitor.refresh("node refused command (READONLY/LOADING/MASTERDOWN)");
+                min_round = round + 1;
+                continue;
+            }
+            other => other,
+        };
+    }
+}

@@ -1,0 +1,170 @@
+//! MULTI/EXEC (and WATCH) on a connection of their own, bound to the primary they started on.
+//!
+//! A transaction can't share the multiplexed connection: WATCH and MULTI are connection state,
+//! and other callers' commands would land inside. So it gets a dedicated connection, and `exec`
+//! refuses to run if the primary changed since the transaction began: its reads (under WATCH)
+//! and its queued writes belonged to the old primary.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::command::{self, Kind};
+use super::execute::on_core;
+use super::nodes::Expect;
+use super::Client;
+use crate::config::Address;
+use crate::error::{Error, ErrorCode, Result};
+use crate::resp::{Connection, Value};
+
+/// A transaction begun with [`Client::transaction`]: `watch`, immediate `execute`s, `queue`d
+/// commands, then `exec` or `discard`.
+pub struct Transaction {
+    client: Client,
+    conn: Connection,
+    primary: Address,
+    queued: Vec<Vec<Vec<u8>>>,
+}
+
+impl Client {
+    /// Opens a transaction on a dedicated connection to the current primary (waiting for one up
+    /// to the command deadline, like `execute`).
+    pub async fn transaction(&self) -> Result<Transaction> {
+        let inner = self.inner.clone();
+        let monitor = self.monitor()?;
+        let (conn, primary) = on_core(async move {
+            let deadline = Instant::now() + Duration::from_millis(inner.config.command_timeout_ms);
+            let mut status = monitor.watch_status();
+            loop {
+                let current = status.borrow_and_update().clone();
+                if let (Some(primary), true) = (current.topology.primary.clone(), current.topology.healthy) {
+                    let conn = inner.nodes.dedicated(&primary, Expect::Primary, deadline).await?;
+                    return Ok((conn, primary));
+                }
+                tokio::select! {
+                    _ = inner.closed.cancelled() => return Err(Error::closed()),
+                    changed = status.changed() => if changed.is_err() { return Err(Error::closed()) },
+                    _ = tokio::time::sleep_until(deadline) => {
+                        return Err(Error::timeout("no healthy primary to start a transaction on"));
+                    }
+                }
+            }
+        })
+        .await?;
+        Ok(Transaction {
+            client: self.clone(),
+            conn,
+            primary,
+            queued: Vec::new(),
+        })
+    }
+}
+
+impl Transaction {
+    /// The primary this transaction runs on.
+    pub fn primary(&self) -> &Address {
+        &self.primary
+    }
+
+    /// `WATCH keys...`: `exec` then returns `None` if any of them changed.
+    pub async fn watch<A: AsRef<[u8]>>(&mut self, keys: &[A]) -> Result<()> {
+        if keys.is_empty() {
+            return Err(Error::config("WATCH needs at least one key"));
+        }
+        let mut args = vec![b"WATCH".to_vec()];
+        args.extend(keys.iter().map(|k| k.as_ref().to_vec()));
+        self.send(vec![args]).await?.pop().unwrap_or_else(|| Err(Error::protocol("no reply"))).map(|_| ())
+    }
+
+    /// Runs one command now, on the transaction's connection (reads between WATCH and `exec`).
+    pub async fn execute<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<Value> {
+        check(args)?;
+        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
+        self.send(vec![args]).await?.pop().unwrap_or_else(|| Err(Error::protocol("no reply")))
+    }
+
+    /// Adds a command to run atomically at `exec`.
+    pub fn queue<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<&mut Transaction> {
+        check(args)?;
+        self.queued.push(args.iter().map(|a| a.as_ref().to_vec()).collect());
+        Ok(self)
+    }
+
+    /// Runs the queued commands as `MULTI ... EXEC`. `Ok(None)` when a watched key changed.
+    ///
+    /// Fails with `connection_lost` and applies nothing if the primary changed since the
+    /// transaction began or its connection is gone; if the connection breaks after EXEC was
+    /// sent, the error says the outcome is unknown.
+    pub async fn exec(mut self) -> Result<Option<Vec<Value>>> {
+        let mut batch = Vec::with_capacity(self.queued.len() + 2);
+        batch.push(vec![b"MULTI".to_vec()]);
+        batch.append(&mut self.queued);
+        batch.push(vec![b"EXEC".to_vec()]);
+        let n = batch.len();
+        let mut results = self.send(batch).await?;
+        self.conn.close();
+        let exec = results.pop().ok_or_else(|| Error::protocol("no EXEC reply"))?;
+        // MULTI and each queued command answer +OK / +QUEUED; an error there aborts EXEC, and the
+        // EXEC error names it (EXECABORT).
+        if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
+            if e.code() == ErrorCode::ConnectionLost {
+                return Err(e.clone().context("transaction outcome unknown"));
+            }
+        }
+        debug_assert_eq!(results.len() + 1, n);
+        match exec {
+            Ok(Value::Nil) => Ok(None),
+            Ok(Value::Array(items)) => Ok(Some(items)),
+            Ok(other) => Err(Error::protocol(format!("unexpected EXEC reply {other:?}"))),
+            Err(e) if e.code() == ErrorCode::ConnectionLost => Err(e.context("transaction outcome unknown")),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Drops the queued commands and ends the transaction (its connection closes).
+    pub fn discard(self) {
+        self.conn.close();
+    }
+
+    /// Sends on the transaction's connection once it is known to still belong to the primary.
+    async fn send(&self, commands: Vec<Vec<Vec<u8>>>) -> Result<Vec<Result<Value>>> {
+        let current = self.client.topology()?.primary;
+        if current.as_ref() != Some(&self.primary) {
+            return Err(Error::connection_lost(format!(
+                "the primary changed from {} to {} during the transaction; nothing was applied",
+                self.primary,
+                current.map(|a| a.to_string()).unwrap_or_else(|| "none".into())
+            )));
+        }
+        let conn = self.conn.clone();
+        let primary = self.primary.clone();
+        let timeout = Duration::from_millis(self.client.config().command_timeout_ms);
+        on_core(async move {
+            match tokio::time::timeout(timeout, conn.pipeline(&commands)).await {
+                Ok(Ok(results)) => Ok(results),
+                Ok(Err(_)) => Err(Error::connection_lost(format!(
+                    "the transaction's connection to {primary} is gone (a failover closes it); nothing was applied"
+                ))),
+                Err(_) => Err(Error::timeout(format!("no reply from {primary} within the command deadline"))),
+            }
+        })
+        .await
+    }
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        self.conn.close();
+    }
+}
+
+fn check<A: AsRef<[u8]>>(args: &[A]) -> Result<()> {
+    let name = args.first().map(|a| String::from_utf8_lossy(a.as_ref()).to_ascii_uppercase());
+    if matches!(name.as_deref(), Some("MULTI" | "EXEC" | "DISCARD" | "WATCH" | "UNWATCH")) {
+        return Err(Error::config("use the Transaction methods for MULTI, EXEC, DISCARD and WATCH"));
+    }
+    match command::classify(args)? {
+        Kind::Blocking(_) => Err(Error::config("blocking commands can't run inside a transaction")),
+        _ => Ok(()),
+    }
+}
