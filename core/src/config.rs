@@ -1,6 +1,7 @@
 //! URL and options: the one way every language describes what to follow.
 
 use std::fmt;
+use std::path::PathBuf;
 
 /// A secret string (a password). Its `Debug` and `Display` print `***`, so it can't leak into logs
 /// or error text by accident; [`Secret::expose`] is the one place it is read.
@@ -135,6 +136,38 @@ pub struct Config {
     pub dns_server: Option<std::net::SocketAddr>,
     /// Commands allowed to wait for a primary at once; more fail with `queue_full`.
     pub queue_size: usize,
+    /// TLS to sentinels (`sentinel_tls`; `tls` and the `rediss+sentinel://` scheme set it too).
+    pub sentinel_tls: bool,
+    /// TLS to data nodes, primary and replicas (`data_tls`; `tls` and `rediss+sentinel://` set it
+    /// too). Independent of [`Config::sentinel_tls`]: sentinels and data nodes are often set up
+    /// separately.
+    pub data_tls: bool,
+    /// PEM file of the CA certificates that sign the servers' certificates (`tls_ca_file`); the
+    /// system's roots when unset. Used for data nodes, and for sentinels unless
+    /// [`Config::sentinel_tls_ca_file`] is set.
+    pub tls_ca_file: Option<PathBuf>,
+    /// PEM file of the client certificate chain for mutual TLS (`tls_cert_file`), with
+    /// [`Config::tls_key_file`]. Used for data nodes, and for sentinels unless
+    /// [`Config::sentinel_tls_cert_file`] is set.
+    pub tls_cert_file: Option<PathBuf>,
+    /// PEM file of the client certificate's private key (`tls_key_file`). Only the path is kept;
+    /// the file is read when a client is opened and its contents never appear in errors or logs.
+    pub tls_key_file: Option<PathBuf>,
+    /// CA file for sentinels only (`sentinel_tls_ca_file`); defaults to [`Config::tls_ca_file`].
+    pub sentinel_tls_ca_file: Option<PathBuf>,
+    /// Client certificate for sentinels only (`sentinel_tls_cert_file`); defaults to
+    /// [`Config::tls_cert_file`].
+    pub sentinel_tls_cert_file: Option<PathBuf>,
+    /// Client key for sentinels only (`sentinel_tls_key_file`); defaults to
+    /// [`Config::tls_key_file`].
+    pub sentinel_tls_key_file: Option<PathBuf>,
+    /// Skip server certificate verification on both sides (`tls_insecure`): the connection is
+    /// encrypted but the server is not authenticated. Off unless asked for explicitly.
+    pub tls_insecure: bool,
+    /// Verify every server's certificate against this name (`tls_server_name`) instead of the host
+    /// connected to (the configured sentinel host, or the host or IP a sentinel reported for a
+    /// data node).
+    pub tls_server_name: Option<String>,
 }
 
 impl Default for Config {
@@ -157,30 +190,38 @@ impl Default for Config {
             dns_timeout_ms: 1000,
             dns_server: None,
             queue_size: 4096,
+            sentinel_tls: false,
+            data_tls: false,
+            tls_ca_file: None,
+            tls_cert_file: None,
+            tls_key_file: None,
+            sentinel_tls_ca_file: None,
+            sentinel_tls_cert_file: None,
+            sentinel_tls_key_file: None,
+            tls_insecure: false,
+            tls_server_name: None,
         }
     }
 }
 
 const SCHEMES: [&str; 2] = ["redis+sentinel", "valkey+sentinel"];
-const TLS_SCHEME: &str = "rediss+sentinel";
+const TLS_SCHEMES: [&str; 2] = ["rediss+sentinel", "valkeys+sentinel"];
 
 impl Config {
     /// Parses `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service[?key=value&...]`.
     ///
-    /// `valkey+sentinel://` is a synonym. Percent-escapes are decoded in the userinfo and in
-    /// query values. Every error names the offending part and never contains the password.
+    /// `valkey+sentinel://` is a synonym; `rediss+sentinel://` (and `valkeys+sentinel://`) turn
+    /// TLS on for sentinels and data nodes alike. Percent-escapes are decoded in the userinfo and
+    /// in query values. Every error names the offending part and never contains the password.
     pub fn from_url(url: &str) -> crate::Result<Config> {
         let (scheme, rest) = url
             .split_once("://")
             .ok_or_else(|| Error::config("URL must start with redis+sentinel://"))?;
-        if scheme == TLS_SCHEME {
-            return Err(Error::config(
-                "scheme rediss+sentinel: TLS is not supported by this version yet",
-            ));
-        }
-        if !SCHEMES.contains(&scheme) {
+        let tls = TLS_SCHEMES.contains(&scheme);
+        if !tls && !SCHEMES.contains(&scheme) {
             return Err(Error::config(format!(
-                "unknown scheme '{scheme}': expected redis+sentinel or valkey+sentinel"
+                "unknown scheme '{scheme}': expected redis+sentinel, rediss+sentinel or \
+                 valkey+sentinel"
             )));
         }
         let (before_query, query) = match rest.split_once('?') {
@@ -196,6 +237,8 @@ impl Config {
         };
         let mut config = Config {
             auth: userinfo.map(parse_userinfo).transpose()?,
+            sentinel_tls: tls,
+            data_tls: tls,
             ..Config::default()
         };
         config.sentinels = hosts
@@ -294,6 +337,31 @@ impl Config {
                     password: Secret::new(value),
                 });
             }
+            "tls" => {
+                let on = parse_bool(key, value)?;
+                self.sentinel_tls = on;
+                self.data_tls = on;
+            }
+            "sentinel_tls" => self.sentinel_tls = parse_bool(key, value)?,
+            "data_tls" => self.data_tls = parse_bool(key, value)?,
+            "tls_insecure" => self.tls_insecure = parse_bool(key, value)?,
+            "tls_ca_file" => self.tls_ca_file = parse_path(value),
+            "tls_cert_file" => self.tls_cert_file = parse_path(value),
+            "tls_key_file" => self.tls_key_file = parse_path(value),
+            "sentinel_tls_ca_file" => self.sentinel_tls_ca_file = parse_path(value),
+            "sentinel_tls_cert_file" => self.sentinel_tls_cert_file = parse_path(value),
+            "sentinel_tls_key_file" => self.sentinel_tls_key_file = parse_path(value),
+            "tls_server_name" => {
+                if !value.is_empty() {
+                    crate::tls::parse_server_name(value).map_err(|_| {
+                        Error::config(format!(
+                            "option tls_server_name must be a DNS name or an IP address, not \
+                             '{value}'"
+                        ))
+                    })?;
+                }
+                self.tls_server_name = (!value.is_empty()).then(|| value.to_string());
+            }
             _ => return Err(Error::config(format!("unknown option '{key}'"))),
         }
         Ok(())
@@ -316,6 +384,48 @@ impl Config {
                 "service name must not contain spaces or control characters",
             ));
         }
+        let tls_files = [
+            (
+                "tls_ca_file",
+                &self.tls_ca_file,
+                self.sentinel_tls || self.data_tls,
+            ),
+            (
+                "tls_cert_file",
+                &self.tls_cert_file,
+                self.sentinel_tls || self.data_tls,
+            ),
+            (
+                "tls_key_file",
+                &self.tls_key_file,
+                self.sentinel_tls || self.data_tls,
+            ),
+            (
+                "sentinel_tls_ca_file",
+                &self.sentinel_tls_ca_file,
+                self.sentinel_tls,
+            ),
+            (
+                "sentinel_tls_cert_file",
+                &self.sentinel_tls_cert_file,
+                self.sentinel_tls,
+            ),
+            (
+                "sentinel_tls_key_file",
+                &self.sentinel_tls_key_file,
+                self.sentinel_tls,
+            ),
+        ];
+        // A TLS file given while TLS is off is almost surely a forgotten rediss://; connecting in
+        // plain text instead would silently drop the protection the user asked for.
+        for (key, file, used) in tls_files {
+            if file.is_some() && !used {
+                return Err(Error::config(format!(
+                    "option {key} is set but TLS is off for the nodes it applies to: use \
+                     rediss+sentinel:// or tls=true (or sentinel_tls / data_tls)"
+                )));
+            }
+        }
         if self.retry_base_ms > self.retry_max_ms {
             return Err(Error::config(
                 "option retry_base_ms must not exceed retry_max_ms",
@@ -334,11 +444,12 @@ impl Config {
             None => String::new(),
         };
         let hosts: Vec<String> = self.sentinels.iter().map(|a| a.to_string()).collect();
-        format!(
-            "redis+sentinel://{user}{}/{}",
-            hosts.join(","),
-            self.service
-        )
+        let scheme = if self.sentinel_tls && self.data_tls {
+            "rediss+sentinel"
+        } else {
+            "redis+sentinel"
+        };
+        format!("{scheme}://{user}{}/{}", hosts.join(","), self.service)
     }
 }
 
@@ -432,6 +543,21 @@ pub(crate) fn parse_host_port(text: &str) -> crate::Result<Address> {
     Ok(Address::new(host, port))
 }
 
+fn parse_bool(key: &str, value: &str) -> crate::Result<bool> {
+    match value {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(Error::config(format!(
+            "option {key} must be true or false, not '{value}'"
+        ))),
+    }
+}
+
+/// A file path option; empty means unset (so an options object can clear a URL's value).
+fn parse_path(value: &str) -> Option<PathBuf> {
+    (!value.is_empty()).then(|| PathBuf::from(value))
+}
+
 fn parse_num<T>(key: &str, value: &str, min: T, max: T) -> crate::Result<T>
 where
     T: std::str::FromStr + PartialOrd + fmt::Display + Copy,
@@ -501,7 +627,13 @@ mod tests {
     fn errors_name_the_bad_part() {
         assert!(err("redis://h/s").contains("unknown scheme 'redis'"));
         assert!(err("h:26379/s").contains("redis+sentinel://"));
-        assert!(err("rediss+sentinel://h/s").contains("TLS"));
+        assert!(err("redis+sentinel://h/s?tls=maybe").contains("option tls must be"));
+        assert!(err("redis+sentinel://h/s?tls_ca_file=/ca.pem").contains("tls_ca_file"));
+        assert!(
+            err("redis+sentinel://h/s?data_tls=1&sentinel_tls_ca_file=/ca.pem")
+                .contains("sentinel_tls_ca_file")
+        );
+        assert!(err("rediss+sentinel://h/s?tls_server_name=a%20b").contains("tls_server_name"));
         assert!(err("redis+sentinel://h").contains("/service"));
         assert!(err("redis+sentinel://h/").contains("service name is empty"));
         assert!(err("redis+sentinel:///s").contains("sentinel #1"));
@@ -540,6 +672,30 @@ mod tests {
         assert!(c
             .redacted_url()
             .starts_with("redis+sentinel://app:***@h:26379/s"));
+    }
+
+    #[test]
+    fn tls_keys() {
+        let c = Config::from_url("rediss+sentinel://h/s").unwrap();
+        assert!(c.sentinel_tls && c.data_tls && !c.tls_insecure);
+        assert!(c.redacted_url().starts_with("rediss+sentinel://"));
+        let c = Config::from_url(
+            "redis+sentinel://h/s?sentinel_tls=true&tls_ca_file=/ca.pem&sentinel_tls_ca_file=/s.pem\
+             &tls_cert_file=/c.pem&tls_key_file=/k.pem&tls_insecure=1&tls_server_name=cache.internal",
+        )
+        .unwrap();
+        assert!(c.sentinel_tls && !c.data_tls && c.tls_insecure);
+        assert_eq!(c.tls_ca_file, Some(PathBuf::from("/ca.pem")));
+        assert_eq!(c.sentinel_tls_ca_file, Some(PathBuf::from("/s.pem")));
+        assert_eq!(c.tls_server_name.as_deref(), Some("cache.internal"));
+        let mut c = Config::from_url("rediss+sentinel://h/s?tls=false").unwrap();
+        assert!(!c.sentinel_tls && !c.data_tls);
+        c.set("data_tls", "yes").unwrap();
+        assert!(c.data_tls && !c.sentinel_tls);
+        c.set("tls_server_name", "10.0.0.1").unwrap();
+        c.set("tls_server_name", "").unwrap();
+        assert_eq!(c.tls_server_name, None);
+        assert!(Config::from_url("valkeys+sentinel://h/s").unwrap().data_tls);
     }
 
     #[test]

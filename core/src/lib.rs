@@ -24,6 +24,7 @@ pub mod monitor;
 pub mod resp;
 pub mod runtime;
 pub mod sentinel;
+pub mod tls;
 
 pub use client::{Client, EventCallback, EventStream, Transaction};
 pub use config::{Address, Config, Credentials, Protocol, ReadFrom, Secret};

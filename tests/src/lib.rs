@@ -16,6 +16,7 @@
 pub mod dns;
 mod fake;
 pub mod resp;
+pub mod security;
 mod topology;
 
 use std::fmt;
@@ -27,6 +28,7 @@ pub use fake::{
     master_reply, master_reply_named, replica_reply, sentinel_reply, FakeReply, FakeSentinel,
 };
 pub use resp::{Conn, Reply};
+pub use security::{AclSpec, AclUser, TlsFiles, TlsSpec};
 pub use topology::{
     sentinel_url, start_stale_sentinel, Node, ServerKind, StaleSentinelSpec, Topology, TopologySpec,
 };

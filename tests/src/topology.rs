@@ -11,6 +11,7 @@ use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crate::resp::{Conn, Reply};
+use crate::security::{AclSetup, AclSpec, TlsFiles, TlsSpec};
 use crate::{free_port, wait_until, TestkitError};
 
 /// Timeout of one [`Node::cmd`] (connect, write and read each).
@@ -215,6 +216,12 @@ pub struct TopologySpec {
     /// after 4 x publish-period, which with 100 ms undoes every `SENTINEL FAILOVER` before the
     /// leader (which polls a promoted replica's INFO only every 1 s) can announce it.
     pub sentinel_debug: Vec<(String, u64)>,
+    /// TLS on every node (a `tls-port` next to the plain port, `tls-replication yes`), with a
+    /// throwaway CA made at start. Default `None`: plain TCP only.
+    pub tls: Option<TlsSpec>,
+    /// ACL users on data nodes and sentinels, with the `default` user off. Default `None`: the
+    /// `default` user with no password, as usual.
+    pub acl: Option<AclSpec>,
 }
 
 impl Default for TopologySpec {
@@ -228,6 +235,8 @@ impl Default for TopologySpec {
             failover_timeout_ms: 3000,
             server: ServerKind::from_env(),
             sentinel_debug: default_sentinel_debug(),
+            tls: None,
+            acl: None,
         }
     }
 }
@@ -261,6 +270,10 @@ pub struct Node {
     conf: PathBuf,
     log: PathBuf,
     port: AtomicU16,
+    /// The `tls-port`, 0 when the node has none.
+    tls_port: AtomicU16,
+    /// User and password the testkit authenticates with (ACL topologies).
+    auth: Option<(String, String)>,
     child: Mutex<Option<Child>>,
     stopped: AtomicBool,
     post_start: Vec<Vec<String>>,
@@ -272,22 +285,32 @@ impl std::fmt::Debug for Node {
         f.debug_struct("Node")
             .field("sentinel", &self.sentinel)
             .field("port", &self.port())
+            .field("tls_port", &self.tls_port())
             .field("pid", &self.pid())
             .field("dir", &self.dir)
             .finish()
     }
 }
 
+/// How the testkit reaches a node: whether it gets a TLS port, and the credentials of the
+/// testkit's own connections.
+#[derive(Default)]
+struct NodeAccess {
+    tls: bool,
+    auth: Option<(String, String)>,
+}
+
 impl Node {
-    /// Writes `conf(port)` to `<dir>/<conf_name>`, starts the process and waits until it answers;
-    /// retries with a new port if the port turned out to be taken.
+    /// Writes `conf(port, tls_port)` to `<dir>/<conf_name>` (`tls_port` 0 without TLS), starts the
+    /// process and waits until it answers; retries with new ports if a port turned out to be taken.
     fn start_new(
         sentinel: bool,
         binary: PathBuf,
         dir: PathBuf,
-        conf: impl Fn(u16) -> String,
+        conf: impl Fn(u16, u16) -> String,
         post_start: Vec<Vec<String>>,
         owns_dir: bool,
+        access: NodeAccess,
     ) -> Result<Node, TestkitError> {
         fs::create_dir_all(&dir)
             .map_err(|e| TestkitError::io(format!("creating {}", dir.display()), e))?;
@@ -303,6 +326,8 @@ impl Node {
             dir,
             conf: conf_path,
             port: AtomicU16::new(0),
+            tls_port: AtomicU16::new(0),
+            auth: access.auth,
             child: Mutex::new(None),
             stopped: AtomicBool::new(false),
             post_start,
@@ -311,8 +336,20 @@ impl Node {
         let mut last_err = None;
         for _ in 0..4 {
             let port = free_port();
+            let tls_port = if access.tls {
+                // Another free port, distinct from the plain one.
+                loop {
+                    let p = free_port();
+                    if p != port {
+                        break p;
+                    }
+                }
+            } else {
+                0
+            };
             node.port.store(port, Ordering::SeqCst);
-            fs::write(&node.conf, conf(port))
+            node.tls_port.store(tls_port, Ordering::SeqCst);
+            fs::write(&node.conf, conf(port, tls_port))
                 .map_err(|e| TestkitError::io(format!("writing {}", node.conf.display()), e))?;
             match node.launch() {
                 Ok(()) => return Ok(node),
@@ -395,9 +432,29 @@ impl Node {
         self.child.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Current port (changes only through [`Node::restart_on_port`]).
+    /// Current plain-TCP port (changes only through [`Node::restart_on_port`]); the testkit's own
+    /// control traffic uses it, also on TLS topologies.
     pub fn port(&self) -> u16 {
         self.port.load(Ordering::SeqCst)
+    }
+
+    /// The TLS port on TLS topologies, `None` otherwise.
+    pub fn tls_port(&self) -> Option<u16> {
+        match self.tls_port.load(Ordering::SeqCst) {
+            0 => None,
+            p => Some(p),
+        }
+    }
+
+    /// The port clients under test use and sentinels report: the TLS port on TLS topologies,
+    /// else [`Node::port`].
+    pub fn client_port(&self) -> u16 {
+        self.tls_port().unwrap_or_else(|| self.port())
+    }
+
+    /// `"127.0.0.1:<client_port>"`.
+    pub fn client_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.client_port())
     }
 
     /// Process id while the process runs (also while SIGSTOPped); `None` after [`Node::kill9`].
@@ -440,9 +497,16 @@ impl Node {
         self.log.clone()
     }
 
-    /// Opens a new RESP2 connection to the node, with `timeout` for connect/read/write.
+    /// Opens a new RESP2 connection to the node's plain port, with `timeout` for
+    /// connect/read/write; on ACL topologies it is authenticated as the testkit's admin user.
     pub fn connect(&self, timeout: Duration) -> Result<Conn, TestkitError> {
-        Conn::connect(&self.addr(), timeout)
+        let mut conn = Conn::connect(&self.addr(), timeout)?;
+        if let Some((user, password)) = &self.auth {
+            if let Reply::Error(e) = conn.call(&["AUTH", user.as_str(), password.as_str()])? {
+                return Err(TestkitError::Server(format!("AUTH as {user}: {e}")));
+            }
+        }
+        Ok(conn)
     }
 
     /// Runs one command on a new connection (2 s timeout). An error reply becomes
@@ -689,6 +753,8 @@ impl Drop for Node {
 pub struct Topology {
     spec: TopologySpec,
     dir: PathBuf,
+    tls: Option<TlsFiles>,
+    acl: Option<AclSetup>,
     primary: Node,
     replicas: Vec<Node>,
     sentinels: Vec<Node>,
@@ -696,7 +762,8 @@ pub struct Topology {
     binary: PathBuf,
 }
 
-fn data_conf(dir: &Path, port: u16, primary: Option<u16>) -> String {
+/// A data node's config; `extra` (TLS and ACL lines) is appended.
+fn data_conf(dir: &Path, port: u16, primary: Option<u16>, extra: &str) -> String {
     let mut s = format!(
         "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir \"{}\"\n\
          save \"\"\nappendonly no\nrepl-diskless-sync yes\nrepl-diskless-sync-delay 0\n\
@@ -706,9 +773,11 @@ fn data_conf(dir: &Path, port: u16, primary: Option<u16>) -> String {
     if let Some(p) = primary {
         s.push_str(&format!("replicaof 127.0.0.1 {p}\n"));
     }
+    s.push_str(extra);
     s
 }
 
+#[derive(Clone)]
 struct SentinelConf<'a> {
     service: &'a str,
     primary: (&'a str, u16),
@@ -716,6 +785,8 @@ struct SentinelConf<'a> {
     down_after_ms: u64,
     failover_timeout_ms: u64,
     known_replicas: &'a [(String, u16)],
+    /// Lines after the monitor lines (TLS, ACL).
+    extra: String,
 }
 
 impl SentinelConf<'_> {
@@ -737,6 +808,7 @@ impl SentinelConf<'_> {
         for (ip, p) in self.known_replicas {
             s.push_str(&format!("sentinel known-replica {svc} {ip} {p}\n"));
         }
+        s.push_str(&self.extra);
         s
     }
 }
@@ -764,37 +836,59 @@ impl Topology {
         binary: PathBuf,
         dir: PathBuf,
     ) -> Result<Topology, TestkitError> {
+        let tls = match &spec.tls {
+            Some(_) => Some(TlsFiles::generate(&dir.join("tls"))?),
+            None => None,
+        };
+        let acl = spec.acl.clone().map(AclSetup::new);
+        let require_client_cert = spec.tls.as_ref().is_some_and(|t| t.require_client_cert);
+        let tls_lines = |tls_port: u16| match &tls {
+            Some(files) => files.render(tls_port, require_client_cert),
+            None => String::new(),
+        };
+        let data_extra = |tls_port: u16| {
+            tls_lines(tls_port) + &acl.as_ref().map(AclSetup::render_data).unwrap_or_default()
+        };
+        let access = || NodeAccess {
+            tls: tls.is_some(),
+            auth: acl.as_ref().map(AclSetup::admin),
+        };
         let pdir = dir.join("primary");
         let primary = Node::start_new(
             false,
             binary.clone(),
             pdir.clone(),
-            |p| data_conf(&pdir, p, None),
+            |p, t| data_conf(&pdir, p, None, &data_extra(t)),
             vec![],
             false,
+            access(),
         )?;
-        let pport = primary.port();
+        let pport = primary.client_port();
+        let mut replicas = Vec::new();
+        for i in 1..=spec.replicas {
+            let rdir = dir.join(format!("replica-{i}"));
+            let node = Node::start_new(
+                false,
+                binary.clone(),
+                rdir.clone(),
+                |p, t| data_conf(&rdir, p, Some(pport), &data_extra(t)),
+                vec![],
+                false,
+                access(),
+            )?;
+            replicas.push(node);
+        }
         let mut topo = Topology {
             spec,
             dir,
+            tls,
+            acl,
             primary,
-            replicas: Vec::new(),
+            replicas,
             sentinels: Vec::new(),
             stale: Vec::new(),
             binary,
         };
-        for i in 1..=topo.spec.replicas {
-            let rdir = topo.dir.join(format!("replica-{i}"));
-            let node = Node::start_new(
-                false,
-                topo.binary.clone(),
-                rdir.clone(),
-                |p| data_conf(&rdir, p, Some(pport)),
-                vec![],
-                false,
-            )?;
-            topo.replicas.push(node);
-        }
         topo.wait_replication(Duration::from_secs(20))?;
         for _ in 0..topo.spec.sentinels {
             let node = topo.spawn_sentinel(("127.0.0.1", pport), &[], "sentinel")?;
@@ -821,14 +915,40 @@ impl Topology {
             down_after_ms: self.spec.down_after_ms,
             failover_timeout_ms: self.spec.failover_timeout_ms,
             known_replicas,
+            extra: String::new(),
+        };
+        let require_client_cert = self
+            .spec
+            .tls
+            .as_ref()
+            .is_some_and(|t| t.require_client_cert);
+        let acl_lines = self
+            .acl
+            .as_ref()
+            .map(|a| a.render_sentinel(&self.spec.service))
+            .unwrap_or_default();
+        let render = |p: u16, t: u16| {
+            let tls_lines = match &self.tls {
+                Some(files) => files.render(t, require_client_cert),
+                None => String::new(),
+            };
+            SentinelConf {
+                extra: tls_lines + &acl_lines,
+                ..conf.clone()
+            }
+            .render(&sdir, p)
         };
         Node::start_new(
             true,
             self.binary.clone(),
             sdir.clone(),
-            |p| conf.render(&sdir, p),
+            render,
             debug_commands(&self.spec.sentinel_debug),
             false,
+            NodeAccess {
+                tls: self.tls.is_some(),
+                auth: self.acl.as_ref().map(AclSetup::admin),
+            },
         )
     }
 
@@ -896,9 +1016,82 @@ impl Topology {
 
     /// `redis+sentinel://127.0.0.1:P1,127.0.0.1:P2,.../<service>` over [`Topology::sentinels`]
     /// (current ports, in start order, including added sentinels).
+    ///
+    /// On TLS topologies: `rediss+sentinel://` over the sentinels' TLS ports with
+    /// `?tls_ca_file=<CA>` (and `&tls_cert_file=...&tls_key_file=...` when client certificates are
+    /// required), so more keys must be appended with `&`. No credentials: see
+    /// [`Topology::url_with`].
     pub fn url(&self) -> String {
-        let addrs: Vec<String> = self.sentinels.iter().map(Node::addr).collect();
-        sentinel_url(&self.spec.service, &addrs)
+        self.url_with(None, None, &[])
+    }
+
+    /// [`Topology::url`] with data-node credentials as userinfo (`user:password@`), sentinel
+    /// credentials as `sentinel_user` / `sentinel_password`, and `extra` query pairs (values are
+    /// percent-encoded).
+    pub fn url_with(
+        &self,
+        data_auth: Option<(&str, &str)>,
+        sentinel_auth: Option<(&str, &str)>,
+        extra: &[(&str, &str)],
+    ) -> String {
+        let addrs: Vec<String> = self.sentinels.iter().map(Node::client_addr).collect();
+        let scheme = if self.tls.is_some() {
+            "rediss+sentinel"
+        } else {
+            "redis+sentinel"
+        };
+        let userinfo = match data_auth {
+            Some((user, password)) => format!("{}:{}@", encode(user), encode(password)),
+            None => String::new(),
+        };
+        let mut query: Vec<(String, String)> = Vec::new();
+        if let Some(files) = &self.tls {
+            query.push(("tls_ca_file".into(), files.ca_cert.display().to_string()));
+            if self
+                .spec
+                .tls
+                .as_ref()
+                .is_some_and(|t| t.require_client_cert)
+            {
+                query.push((
+                    "tls_cert_file".into(),
+                    files.client_cert.display().to_string(),
+                ));
+                query.push((
+                    "tls_key_file".into(),
+                    files.client_key.display().to_string(),
+                ));
+            }
+        }
+        if let Some((user, password)) = sentinel_auth {
+            query.push(("sentinel_user".into(), user.into()));
+            query.push(("sentinel_password".into(), password.into()));
+        }
+        query.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        let query: Vec<String> = query
+            .iter()
+            .map(|(k, v)| format!("{k}={}", encode(v)))
+            .collect();
+        let mut url = format!(
+            "{scheme}://{userinfo}{}/{}",
+            addrs.join(","),
+            self.spec.service
+        );
+        if !query.is_empty() {
+            url.push('?');
+            url.push_str(&query.join("&"));
+        }
+        url
+    }
+
+    /// The CA and certificates of a TLS topology (`None` for plain ones).
+    pub fn tls_files(&self) -> Option<&TlsFiles> {
+        self.tls.as_ref()
+    }
+
+    /// The testkit's admin user and password on ACL topologies (every permission).
+    pub fn admin_credentials(&self) -> Option<(String, String)> {
+        self.acl.as_ref().map(AclSetup::admin)
     }
 
     /// The node started as primary (it may be a replica after a failover; see
@@ -929,13 +1122,13 @@ impl Topology {
             .collect()
     }
 
-    /// Any node (data node or sentinel, stale ones included) currently on `port`.
+    /// Any node (data node or sentinel, stale ones included) currently on `port` (plain or TLS).
     pub fn node_by_port(&self, port: u16) -> Option<&Node> {
         self.data_nodes()
             .into_iter()
             .chain(self.sentinels.iter())
             .chain(self.stale.iter())
-            .find(|n| n.port() == port)
+            .find(|n| n.port() == port || n.tls_port() == Some(port))
     }
 
     /// `SENTINEL GET-MASTER-ADDR-BY-NAME` asked of the first sentinel that answers (SIGSTOPped
@@ -1054,10 +1247,10 @@ impl Topology {
     pub fn add_sentinel(&mut self) -> Result<&Node, TestkitError> {
         let (ip, port) = self
             .reported_primary()
-            .unwrap_or_else(|| ("127.0.0.1".into(), self.primary.port()));
+            .unwrap_or_else(|| ("127.0.0.1".into(), self.primary.client_port()));
         let node = self.spawn_sentinel((&ip, port), &[], "sentinel")?;
         let svc = self.spec.service.clone();
-        let new_port = node.port();
+        let new_port = node.client_port();
         let others: Vec<&Node> = self.sentinels.iter().filter(|s| s.pollable()).collect();
         wait_until(
             Duration::from_secs(20),
@@ -1123,7 +1316,7 @@ impl Topology {
     /// sentinel answers yet (during [`Topology::start`]).
     pub fn wait_replication(&self, timeout: Duration) -> Result<(), TestkitError> {
         let primary = self.current_primary().unwrap_or(&self.primary);
-        let pport = primary.port().to_string();
+        let pport = primary.client_port().to_string();
         let target: i64 = wait_until(timeout, "the primary's replication offset", || {
             primary
                 .info("replication")
@@ -1190,6 +1383,19 @@ fn keep_dirs() -> bool {
     std::env::var("SR_TESTKIT_KEEP").is_ok_and(|v| v == "1")
 }
 
+/// Percent-encodes what would break a URL's userinfo or query value.
+fn encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~' | b'/') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// `redis+sentinel://a1,a2,.../<service>` from `host:port` strings.
 pub fn sentinel_url(service: &str, addrs: &[String]) -> String {
     format!("redis+sentinel://{}/{service}", addrs.join(","))
@@ -1243,15 +1449,17 @@ pub fn start_stale_sentinel(spec: &StaleSentinelSpec) -> Result<Node, TestkitErr
         down_after_ms: spec.down_after_ms,
         failover_timeout_ms: spec.failover_timeout_ms,
         known_replicas: &spec.known_replicas,
+        extra: String::new(),
     };
     let d = dir.clone();
     let res = Node::start_new(
         true,
         binary,
         dir.clone(),
-        |p| conf.render(&d, p),
+        |p, _| conf.render(&d, p),
         debug_commands(&default_sentinel_debug()),
         true,
+        NodeAccess::default(),
     );
     if res.is_err() {
         let _ = fs::remove_dir_all(&dir);

@@ -74,6 +74,7 @@ impl Actor {
                 client_name: config.client_name.clone(),
                 protocol: config.protocol,
                 db: 0,
+                tls: None,
             },
             data_connect: ConnectOptions {
                 connect_timeout,
@@ -81,6 +82,7 @@ impl Actor {
                 client_name: config.client_name.clone(),
                 protocol: config.protocol,
                 db: 0,
+                tls: None,
             },
             deadline: Duration::from_millis(config.sentinel_timeout_ms),
             resolver,
@@ -115,6 +117,17 @@ impl Actor {
             cancel,
             tracker,
         }
+    }
+
+    /// TLS for sentinel and data-node connections, built by the caller on its own thread (reading
+    /// CA/cert/key files is blocking I/O that must not run on a core thread).
+    pub(super) fn set_tls(
+        &mut self,
+        sentinels: Option<crate::tls::TlsOptions>,
+        data: Option<crate::tls::TlsOptions>,
+    ) {
+        self.settings.sentinel_connect.tls = sentinels;
+        self.settings.data_connect.tls = data;
     }
 
     /// The handshake for data nodes, for clients' data connections.

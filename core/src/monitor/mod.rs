@@ -70,6 +70,9 @@ impl Monitor {
             nameserver: config.dns_server,
             ..Default::default()
         })?;
+        // Also here: CA, certificate and key files are read once per monitor, on this thread.
+        let sentinel_tls = config.tls_options(true)?;
+        let data_tls = config.tls_options(false)?;
         let initial = Status {
             topology: Arc::new(Topology {
                 service: config.service.clone(),
@@ -88,7 +91,7 @@ impl Monitor {
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
         let publishing = Arc::new(Mutex::new(()));
-        let actor = actor::Actor::new(
+        let mut actor = actor::Actor::new(
             config,
             resolver.clone(),
             status_tx,
@@ -97,6 +100,7 @@ impl Monitor {
             cancel.clone(),
             tracker.clone(),
         );
+        actor.set_tls(sentinel_tls, data_tls);
         let data_options = actor.data_connect_options();
         let _guard = handle.enter();
         tracker.spawn(actor.run(commands_rx));

@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::resp::codec::{self, FrameScanner, MAX_BUFFER};
 use crate::resp::handshake;
 use crate::resp::Value;
+use crate::tls::TlsOptions;
 
 /// Bytes requested from the socket per read; also the spare room kept in the read buffer.
 const READ_CHUNK: usize = 64 * 1024;
@@ -46,6 +47,9 @@ pub struct ConnectOptions {
     pub protocol: Protocol,
     /// Database selected with `SELECT` after authentication when not 0.
     pub db: i64,
+    /// TLS (rustls) when set: the handshake runs inside the connect deadline, before the RESP
+    /// handshake. `None` is plain TCP.
+    pub tls: Option<TlsOptions>,
 }
 
 /// A 5-second connect timeout, no credentials, no name, RESP3 with fallback, database 0.
@@ -57,6 +61,7 @@ impl Default for ConnectOptions {
             client_name: None,
             protocol: Protocol::default(),
             db: 0,
+            tls: None,
         }
     }
 }
@@ -117,7 +122,23 @@ impl Connection {
     /// [`ErrorCode::Auth`](crate::ErrorCode::Auth) for refused credentials, the server's error for
     /// a failed `CLIENT SETNAME`/`SELECT`, connection errors otherwise. Must run inside a tokio
     /// runtime: the connection's task is spawned on it.
+    ///
+    /// With [`ConnectOptions::tls`] the certificate is verified against `addr`'s IP (or the
+    /// configured server name); use [`Connection::connect_named`] to verify against a host name.
     pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Connection> {
+        Connection::connect_named(addr, &addr.ip().to_string(), opts).await
+    }
+
+    /// [`Connection::connect`] to `addr`, which `host` (a name or IP literal, as configured or
+    /// as a sentinel reported it) resolved to. With TLS, the server's certificate is verified
+    /// against `host` unless [`TlsOptions::server_name`] overrides it; TLS failures (unknown CA,
+    /// name mismatch, a refused client certificate) have [`ErrorCode::Tls`](crate::ErrorCode::Tls).
+    /// Without TLS, `host` is not used.
+    pub async fn connect_named(
+        addr: SocketAddr,
+        host: &str,
+        opts: &ConnectOptions,
+    ) -> Result<Connection> {
         let attempt = async {
             let stream = TcpStream::connect(addr)
                 .await
@@ -125,7 +146,27 @@ impl Connection {
             stream
                 .set_nodelay(true)
                 .map_err(|e| Error::from(e).context(format_args!("cannot connect to {addr}")))?;
-            let conn = Connection::spawn(stream, addr);
+            let transport = match &opts.tls {
+                None => Transport::Plain(stream),
+                Some(tls) => {
+                    let name = tls.server_name_for(host)?;
+                    let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+                    // A rustls error (certificate, alert, garbage from a non-TLS port) is a TLS
+                    // failure; a socket error during the handshake stays a connection error.
+                    let stream = connector.connect(name, stream).await.map_err(|e| {
+                        match crate::tls::tls_error_text(&e) {
+                            Some(why) => Error::new(
+                                crate::ErrorCode::Tls,
+                                format!("TLS handshake with {host} ({addr}) failed: {why}"),
+                            ),
+                            None => Error::from(e)
+                                .context(format_args!("TLS handshake with {host} ({addr})")),
+                        }
+                    })?;
+                    Transport::Tls(Box::new(stream))
+                }
+            };
+            let conn = Connection::spawn(transport, addr);
             if let Err(e) = handshake::run(&conn, opts).await {
                 conn.close();
                 return Err(e.context(format_args!("handshake with {addr}")));
@@ -142,7 +183,7 @@ impl Connection {
     }
 
     /// Starts the task that owns `stream`; no handshake.
-    fn spawn(stream: TcpStream, peer: SocketAddr) -> Connection {
+    fn spawn(stream: Transport, peer: SocketAddr) -> Connection {
         let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             peer,
@@ -187,7 +228,10 @@ impl Connection {
     /// another connection. Inner errors are per command; a
     /// [`ErrorCode::ConnectionLost`](crate::ErrorCode::ConnectionLost) there means the command may
     /// or may not have run.
-    pub async fn pipeline<A: AsRef<[u8]>>(&self, commands: &[Vec<A>]) -> Result<Vec<Result<Value>>> {
+    pub async fn pipeline<A: AsRef<[u8]>>(
+        &self,
+        commands: &[Vec<A>],
+    ) -> Result<Vec<Result<Value>>> {
         if commands.is_empty() {
             return Ok(Vec::new());
         }
@@ -493,6 +537,9 @@ enum End {
     ClosedByClient,
     HandlesDropped,
     Lost(String),
+    /// rustls failed: a handshake alert from the peer (a refused client certificate arrives with
+    /// the first reply under TLS 1.3), a corrupt record.
+    Tls(String),
     Protocol(String),
 }
 
@@ -500,6 +547,7 @@ enum Event {
     Shutdown,
     Msg(Option<Msg>),
     Wrote(io::Result<usize>),
+    Flushed(io::Result<()>),
     Read(io::Result<usize>),
 }
 
@@ -512,6 +560,22 @@ impl Drop for DoneGuard {
     }
 }
 
+/// Writes what is buffered, or flushes once the buffer is empty (one select branch: both need the
+/// writer).
+async fn write_or_flush<W: AsyncWrite + Unpin>(wr: &mut W, buf: &mut BytesMut) -> Event {
+    if buf.is_empty() {
+        Event::Flushed(wr.flush().await)
+    } else {
+        Event::Wrote(wr.write_buf(buf).await)
+    }
+}
+
+/// The socket a connection task owns: plain TCP, or TLS over TCP.
+enum Transport {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
 struct Task {
     waiters: VecDeque<Waiter>,
     push: Option<mpsc::UnboundedSender<Value>>,
@@ -520,7 +584,7 @@ struct Task {
     scanner: FrameScanner,
 }
 
-async fn run(mut stream: TcpStream, mut rx: mpsc::UnboundedReceiver<Msg>, shared: Arc<Shared>) {
+async fn run(stream: Transport, mut rx: mpsc::UnboundedReceiver<Msg>, shared: Arc<Shared>) {
     let _done = DoneGuard(shared.clone());
     let mut task = Task {
         waiters: VecDeque::new(),
@@ -529,8 +593,17 @@ async fn run(mut stream: TcpStream, mut rx: mpsc::UnboundedReceiver<Msg>, shared
         wbuf: BytesMut::new(),
         scanner: FrameScanner::default(),
     };
-    let end = task.drive(&mut stream, &mut rx, &shared).await;
-    drop(stream);
+    let end = match stream {
+        // TcpStream splits into borrowed halves without a lock: the plain path pays nothing.
+        Transport::Plain(mut stream) => {
+            let (mut rd, mut wr) = stream.split();
+            task.drive(&mut rd, &mut wr, false, &mut rx, &shared).await
+        }
+        Transport::Tls(stream) => {
+            let (mut rd, mut wr) = tokio::io::split(*stream);
+            task.drive(&mut rd, &mut wr, true, &mut rx, &shared).await
+        }
+    };
 
     let peer = shared.peer;
     let (error, reason) = match end {
@@ -550,6 +623,16 @@ async fn run(mut stream: TcpStream, mut rx: mpsc::UnboundedReceiver<Msg>, shared
             (
                 Error::connection_lost(format!("connection to {peer} lost: {why}")),
                 why,
+            )
+        }
+        End::Tls(why) => {
+            tracing::debug!(%peer, reason = %why, "TLS connection failed");
+            (
+                Error::new(
+                    crate::ErrorCode::Tls,
+                    format!("TLS connection to {peer} failed: {why}"),
+                ),
+                format!("TLS: {why}"),
             )
         }
         End::Protocol(why) => {
@@ -584,13 +667,22 @@ async fn run(mut stream: TcpStream, mut rx: mpsc::UnboundedReceiver<Msg>, shared
 }
 
 impl Task {
-    async fn drive(
+    /// Runs the connection until it ends. `needs_flush` is set for TLS: a TLS stream may accept
+    /// bytes into its record buffer without sending them, so once the write buffer is empty the
+    /// stream is flushed (for TCP, flushing is a no-op and skipped).
+    async fn drive<R, W>(
         &mut self,
-        stream: &mut TcpStream,
+        rd: &mut R,
+        wr: &mut W,
+        needs_flush: bool,
         rx: &mut mpsc::UnboundedReceiver<Msg>,
         shared: &Shared,
-    ) -> End {
-        let (mut rd, mut wr) = stream.split();
+    ) -> End
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        let mut unflushed = false;
         loop {
             if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
                 self.rbuf.reserve(READ_CHUNK);
@@ -600,7 +692,7 @@ impl Task {
             let event = tokio::select! {
                 _ = shared.done.cancelled() => Event::Shutdown,
                 msg = rx.recv() => Event::Msg(msg),
-                res = wr.write_buf(&mut self.wbuf), if !self.wbuf.is_empty() => Event::Wrote(res),
+                event = write_or_flush(wr, &mut self.wbuf), if !self.wbuf.is_empty() || unflushed => event,
                 res = rd.read_buf(&mut self.rbuf) => Event::Read(res),
             };
             match event {
@@ -614,11 +706,18 @@ impl Task {
                 }
                 Event::Wrote(Ok(0)) => return End::Lost("socket refused further writes".into()),
                 Event::Wrote(Ok(_)) => {
+                    unflushed = needs_flush;
                     if self.wbuf.is_empty() && self.wbuf.capacity() > KEEP_CAPACITY {
                         self.wbuf = BytesMut::new();
                     }
                 }
-                Event::Wrote(Err(e)) | Event::Read(Err(e)) => return End::Lost(e.to_string()),
+                Event::Flushed(Ok(())) => unflushed = false,
+                Event::Wrote(Err(e)) | Event::Flushed(Err(e)) | Event::Read(Err(e)) => {
+                    return match crate::tls::tls_error_text(&e) {
+                        Some(why) => End::Tls(why),
+                        None => End::Lost(e.to_string()),
+                    }
+                }
                 Event::Read(Ok(0)) => {
                     return End::Lost(if self.rbuf.is_empty() {
                         "closed by the server".into()

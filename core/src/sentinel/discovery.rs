@@ -296,7 +296,9 @@ pub async fn connect(
         format!("{address} resolved to no address"),
     );
     for addr in &resolved {
-        match Connection::connect(*addr, options).await {
+        // Named: with TLS the certificate is checked against the host as configured or as the
+        // sentinel reported it (a hostname under announce-hostnames), not the resolved IP.
+        match Connection::connect_named(*addr, &address.host, options).await {
             Ok(conn) => return Ok((conn, resolved)),
             Err(e) => last = e,
         }
@@ -386,8 +388,10 @@ fn classify(service: &str, outcomes: &[SentinelOutcome], rejected: &[(Address, E
             .iter()
             .filter_map(|o| o.answer.as_ref().err().map(|e| e.message().to_string()))
             .collect();
+        let code = shared_code(outcomes.iter().filter_map(|o| o.answer.as_ref().err()))
+            .unwrap_or(ErrorCode::SentinelsUnreachable);
         return Error::new(
-            ErrorCode::SentinelsUnreachable,
+            code,
             format!(
                 "no sentinel could be reached for service '{service}' ({})",
                 join_or_none(&reasons)
@@ -409,16 +413,31 @@ fn classify(service: &str, outcomes: &[SentinelOutcome], rejected: &[(Address, E
             _ => None,
         })
         .collect();
+    // Only when no sentinel flagged its master down: then every candidate failed the same way.
+    let code = if reasons.is_empty() {
+        shared_code(rejected.iter().map(|(_, e)| e))
+    } else {
+        None
+    };
     reasons.extend(rejected.iter().map(|(_, e)| e.message().to_string()));
     let mut seen = std::collections::HashSet::new();
     reasons.retain(|r| seen.insert(r.clone()));
     Error::new(
-        ErrorCode::NoHealthyPrimary,
+        code.unwrap_or(ErrorCode::NoHealthyPrimary),
         format!(
             "sentinels report no healthy primary for '{service}' ({})",
             join_or_none(&reasons)
         ),
     )
+}
+
+/// The code all `errors` share when it is one retrying cannot fix (refused credentials, failed TLS
+/// verification), so the user sees `auth` or `tls` instead of a generic summary.
+fn shared_code<'a>(errors: impl IntoIterator<Item = &'a Error>) -> Option<ErrorCode> {
+    let mut codes = errors.into_iter().map(Error::code);
+    let first = codes.next()?;
+    (matches!(first, ErrorCode::Auth | ErrorCode::Tls) && codes.all(|c| c == first))
+        .then_some(first)
 }
 
 fn join_or_none(reasons: &[String]) -> String {
