@@ -27,27 +27,55 @@ thread_local! {
 /// The installed event callback and the task feeding it.
 #[derive(Default)]
 pub(super) struct EventSink {
-    callback: Arc<Mutex<Option<EventCallback>>>,
-    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    current: Mutex<Option<Installed>>,
+}
+
+/// One installation: its callback slot (locked while the callback runs) and its feeding task.
+struct Installed {
+    slot: Arc<Mutex<Option<EventCallback>>>,
+    task: tokio::task::JoinHandle<()>,
 }
 
 impl EventSink {
-    /// Removes the callback; after this returns it is not called again (unless called from
-    /// inside the callback, whose current run then finishes after this returns).
+    /// Removes the callback; after this returns it is not called again. Called from inside the
+    /// callback itself, the current run finishes after this returns, and nothing runs after it.
     pub(super) fn clear(&self) {
-        if let Some(task) = self.task.lock().unwrap_or_else(|e| e.into_inner()).take() {
-            task.abort();
-        }
+        let installed = self
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let Some(installed) = installed else { return };
+        installed.task.abort();
         if IN_EVENT_CALLBACK.with(|c| c.get()) {
-            // The lock is held by this very thread's callback; `take` below would deadlock. The
-            // feeding task is aborted, so nothing runs after the current call.
-            if let Ok(mut cb) = self.callback.try_lock() {
-                cb.take();
+            // The slot's lock may be held by this very thread's callback: don't wait for it. The
+            // feeding loop checks the slot before every call, so emptying it when the lock frees
+            // (below, or by the loop itself seeing the abort) is enough; try now in case another
+            // installation's callback is the one running.
+            let emptied = match installed.slot.try_lock() {
+                Ok(mut cb) => {
+                    cb.take();
+                    true
+                }
+                Err(_) => false,
+            };
+            if !emptied {
+                CLEAR_AFTER_CALLBACK.with(|c| c.borrow_mut().push(installed.slot));
             }
             return;
         }
-        self.callback.lock().unwrap_or_else(|e| e.into_inner()).take();
+        installed
+            .slot
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
     }
+}
+
+thread_local! {
+    /// Slots to empty as soon as the callback running on this thread returns.
+    static CLEAR_AFTER_CALLBACK: std::cell::RefCell<Vec<Arc<Mutex<Option<EventCallback>>>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
 }
 
 impl Client {
@@ -70,7 +98,10 @@ impl Client {
         impl<F: FnOnce(Result<Value>)> Drop for Once<F> {
             fn drop(&mut self) {
                 if let Some(f) = self.0.take() {
-                    f(Err(Error::new(ErrorCode::Closed, "the command was abandoned (client closed or core stopped)")));
+                    f(Err(Error::new(
+                        ErrorCode::Closed,
+                        "the command was abandoned (client closed or core stopped)",
+                    )));
                 }
             }
         }
@@ -85,29 +116,45 @@ impl Client {
 
     /// Installs (or with `None` removes) the function called with every event of this client,
     /// on a core thread, in order. Replaces any earlier one; when this returns, the earlier one
-    /// is no longer called.
+    /// is no longer called. May be called from inside a callback.
     pub fn set_event_callback(&self, callback: Option<EventCallback>) -> Result<()> {
         self.inner.sink.clear();
-        let Some(callback) = callback else { return Ok(()) };
+        let Some(callback) = callback else {
+            return Ok(());
+        };
         let mut events = self.events()?;
-        let slot = self.inner.sink.callback.clone();
-        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(callback);
+        let slot = Arc::new(Mutex::new(Some(callback)));
+        let feeding = slot.clone();
         let handle = crate::runtime::handle()?;
         let task = handle.spawn(async move {
             while let Some(event) = events.next().await {
-                let mut guard = slot.lock().unwrap_or_else(|e| e.into_inner());
+                let mut guard = feeding.lock().unwrap_or_else(|e| e.into_inner());
+                // Emptied by `clear`: stop before calling, even for an event already received.
                 let Some(cb) = guard.as_mut() else { break };
                 IN_EVENT_CALLBACK.with(|c| c.set(true));
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| cb(&event)));
                 IN_EVENT_CALLBACK.with(|c| c.set(false));
-                if outcome.is_err() {
+                let panicked = outcome.is_err();
+                if panicked {
                     tracing::error!("an event callback panicked; it is removed");
                     guard.take();
+                }
+                drop(guard);
+                // `clear` called from inside the callback could not take the lock it held.
+                for cleared in CLEAR_AFTER_CALLBACK.with(|c| std::mem::take(&mut *c.borrow_mut())) {
+                    cleared.lock().unwrap_or_else(|e| e.into_inner()).take();
+                }
+                if panicked {
                     break;
                 }
             }
         });
-        *self.inner.sink.task.lock().unwrap_or_else(|e| e.into_inner()) = Some(task);
+        *self
+            .inner
+            .sink
+            .current
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(Installed { slot, task });
         Ok(())
     }
 }

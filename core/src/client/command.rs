@@ -19,33 +19,126 @@ pub enum Kind {
 
 /// Commands that only read data, so `read_from` may send them to a replica.
 const READ_ONLY: &[&str] = &[
-    "BITCOUNT", "BITFIELD_RO", "BITPOS", "DBSIZE", "DUMP", "EXISTS", "EXPIRETIME", "GEODIST", "GEOHASH", "GEOPOS",
-    "GEORADIUSBYMEMBER_RO", "GEORADIUS_RO", "GEOSEARCH", "GET", "GETBIT", "GETRANGE", "HEXISTS", "HGET", "HGETALL",
-    "HKEYS", "HLEN", "HMGET", "HRANDFIELD", "HSCAN", "HSTRLEN", "HVALS", "KEYS", "LCS", "LINDEX", "LLEN", "LPOS",
-    "LRANGE", "MGET", "PEXPIRETIME", "PFCOUNT", "PTTL", "RANDOMKEY", "SCAN", "SCARD", "SDIFF", "SINTER", "SINTERCARD",
-    "SISMEMBER", "SMEMBERS", "SMISMEMBER", "SRANDMEMBER", "SSCAN", "STRLEN", "SUBSTR", "SUNION", "TOUCH", "TTL",
-    "TYPE", "XINFO", "XLEN", "XPENDING", "XRANGE", "XREVRANGE", "ZCARD", "ZCOUNT", "ZDIFF", "ZINTER", "ZINTERCARD",
-    "ZLEXCOUNT", "ZMSCORE", "ZRANDMEMBER", "ZRANGE", "ZRANGEBYLEX", "ZRANGEBYSCORE", "ZRANK", "ZREVRANGE",
-    "ZREVRANGEBYLEX", "ZREVRANGEBYSCORE", "ZREVRANK", "ZSCAN", "ZSCORE", "ZUNION",
+    "BITCOUNT",
+    "BITFIELD_RO",
+    "BITPOS",
+    "DBSIZE",
+    "DUMP",
+    "EXISTS",
+    "EXPIRETIME",
+    "GEODIST",
+    "GEOHASH",
+    "GEOPOS",
+    "GEORADIUSBYMEMBER_RO",
+    "GEORADIUS_RO",
+    "GEOSEARCH",
+    "GET",
+    "GETBIT",
+    "GETRANGE",
+    "HEXISTS",
+    "HGET",
+    "HGETALL",
+    "HKEYS",
+    "HLEN",
+    "HMGET",
+    "HRANDFIELD",
+    "HSCAN",
+    "HSTRLEN",
+    "HVALS",
+    "KEYS",
+    "LCS",
+    "LINDEX",
+    "LLEN",
+    "LPOS",
+    "LRANGE",
+    "MGET",
+    "PEXPIRETIME",
+    "PFCOUNT",
+    "PTTL",
+    "RANDOMKEY",
+    "SCAN",
+    "SCARD",
+    "SDIFF",
+    "SINTER",
+    "SINTERCARD",
+    "SISMEMBER",
+    "SMEMBERS",
+    "SMISMEMBER",
+    "SRANDMEMBER",
+    "SSCAN",
+    "STRLEN",
+    "SUBSTR",
+    "SUNION",
+    "TOUCH",
+    "TTL",
+    "TYPE",
+    "XINFO",
+    "XLEN",
+    "XPENDING",
+    "XRANGE",
+    "XREVRANGE",
+    "ZCARD",
+    "ZCOUNT",
+    "ZDIFF",
+    "ZINTER",
+    "ZINTERCARD",
+    "ZLEXCOUNT",
+    "ZMSCORE",
+    "ZRANDMEMBER",
+    "ZRANGE",
+    "ZRANGEBYLEX",
+    "ZRANGEBYSCORE",
+    "ZRANK",
+    "ZREVRANGE",
+    "ZREVRANGEBYLEX",
+    "ZREVRANGEBYSCORE",
+    "ZREVRANK",
+    "ZSCAN",
+    "ZSCORE",
+    "ZUNION",
 ];
 
 /// Commands whose connection state or reply stream cannot be shared between callers.
 const CONNECTION_STATE: &[(&str, &str)] = &[
-    ("MULTI", "use Client::transaction(), which runs MULTI..EXEC on one connection"),
+    (
+        "MULTI",
+        "use Client::transaction(), which runs MULTI..EXEC on one connection",
+    ),
     ("EXEC", "use Client::transaction()"),
     ("DISCARD", "use Client::transaction()"),
     ("WATCH", "use Client::transaction() and its watch()"),
     ("UNWATCH", "use Client::transaction()"),
     ("SUBSCRIBE", "Pub/Sub for applications is not available yet"),
-    ("PSUBSCRIBE", "Pub/Sub for applications is not available yet"),
-    ("SSUBSCRIBE", "Pub/Sub for applications is not available yet"),
-    ("UNSUBSCRIBE", "Pub/Sub for applications is not available yet"),
-    ("PUNSUBSCRIBE", "Pub/Sub for applications is not available yet"),
-    ("SUNSUBSCRIBE", "Pub/Sub for applications is not available yet"),
+    (
+        "PSUBSCRIBE",
+        "Pub/Sub for applications is not available yet",
+    ),
+    (
+        "SSUBSCRIBE",
+        "Pub/Sub for applications is not available yet",
+    ),
+    (
+        "UNSUBSCRIBE",
+        "Pub/Sub for applications is not available yet",
+    ),
+    (
+        "PUNSUBSCRIBE",
+        "Pub/Sub for applications is not available yet",
+    ),
+    (
+        "SUNSUBSCRIBE",
+        "Pub/Sub for applications is not available yet",
+    ),
     ("MONITOR", "MONITOR takes over its connection"),
-    ("SELECT", "the database is the `db` option, applied on every connection"),
+    (
+        "SELECT",
+        "the database is the `db` option, applied on every connection",
+    ),
     ("HELLO", "the protocol is the `protocol` option"),
-    ("AUTH", "credentials come from the URL and options, applied on every connection"),
+    (
+        "AUTH",
+        "credentials come from the URL and options, applied on every connection",
+    ),
     ("QUIT", "use close()"),
     ("RESET", "it would drop the connection's handshake"),
     ("CLIENT", ""),
@@ -59,12 +152,23 @@ pub fn classify<A: AsRef<[u8]>>(args: &[A]) -> Result<Kind> {
     };
     let name = String::from_utf8_lossy(first.as_ref()).to_ascii_uppercase();
     if let Some((_, why)) = CONNECTION_STATE.iter().find(|(n, _)| *n == name) {
-        let sub = args.get(1).map(|a| String::from_utf8_lossy(a.as_ref()).to_ascii_uppercase());
+        let sub = args
+            .get(1)
+            .map(|a| String::from_utf8_lossy(a.as_ref()).to_ascii_uppercase());
         // CLIENT is fine except the subcommands that change the connection's own state.
-        let blocked_client = matches!(sub.as_deref(), Some("REPLY" | "SETNAME" | "TRACKING" | "NO-EVICT" | "NO-TOUCH"));
+        let blocked_client = matches!(
+            sub.as_deref(),
+            Some("REPLY" | "SETNAME" | "TRACKING" | "NO-EVICT" | "NO-TOUCH")
+        );
         if name != "CLIENT" || blocked_client {
-            let why = if why.is_empty() { "it changes the state of a shared connection" } else { why };
-            return Err(Error::config(format!("{name} can't run on the shared connection: {why}")));
+            let why = if why.is_empty() {
+                "it changes the state of a shared connection"
+            } else {
+                why
+            };
+            return Err(Error::config(format!(
+                "{name} can't run on the shared connection: {why}"
+            )));
         }
     }
     if let Some(block) = blocking_time(&name, args)? {
@@ -78,7 +182,10 @@ pub fn classify<A: AsRef<[u8]>>(args: &[A]) -> Result<Kind> {
 
 /// For commands that can block: `Some(how long)` (`Some(None)`: no limit). `None` otherwise.
 fn blocking_time<A: AsRef<[u8]>>(name: &str, args: &[A]) -> Result<Option<Option<Duration>>> {
-    let arg = |i: usize| args.get(i).map(|a| String::from_utf8_lossy(a.as_ref()).into_owned());
+    let arg = |i: usize| {
+        args.get(i)
+            .map(|a| String::from_utf8_lossy(a.as_ref()).into_owned())
+    };
     let last = || arg(args.len().saturating_sub(1));
     let (text, millis) = match name {
         "BLPOP" | "BRPOP" | "BRPOPLPUSH" | "BLMOVE" | "BZPOPMIN" | "BZPOPMAX" => (last(), false),
@@ -101,9 +208,15 @@ fn blocking_time<A: AsRef<[u8]>>(name: &str, args: &[A]) -> Result<Option<Option
         .parse()
         .map_err(|_| Error::config(format!("{name}: timeout '{text}' is not a number")))?;
     if !seconds.is_finite() || seconds < 0.0 {
-        return Err(Error::config(format!("{name}: timeout '{text}' is negative")));
+        return Err(Error::config(format!(
+            "{name}: timeout '{text}' is negative"
+        )));
     }
-    let duration = if millis { Duration::from_secs_f64(seconds / 1000.0) } else { Duration::from_secs_f64(seconds) };
+    let duration = if millis {
+        Duration::from_secs_f64(seconds / 1000.0)
+    } else {
+        Duration::from_secs_f64(seconds)
+    };
     Ok(Some((!duration.is_zero()).then_some(duration)))
 }
 
@@ -121,27 +234,51 @@ mod tests {
         assert_eq!(classify(&["get", "k"]).unwrap(), Kind::Read);
         assert_eq!(classify(&["SET", "k", "v"]).unwrap(), Kind::Write);
         assert_eq!(classify(&["EVAL", "return 1", "0"]).unwrap(), Kind::Write);
-        assert_eq!(classify(&["BLPOP", "a", "b", "1.5"]).unwrap(), Kind::Blocking(Some(Duration::from_millis(1500))));
-        assert_eq!(classify(&["BLPOP", "a", "0"]).unwrap(), Kind::Blocking(None));
-        assert_eq!(classify(&["BLMPOP", "2", "1", "k", "LEFT"]).unwrap(), Kind::Blocking(Some(Duration::from_secs(2))));
-        assert_eq!(classify(&["WAIT", "1", "250"]).unwrap(), Kind::Blocking(Some(Duration::from_millis(250))));
+        assert_eq!(
+            classify(&["BLPOP", "a", "b", "1.5"]).unwrap(),
+            Kind::Blocking(Some(Duration::from_millis(1500)))
+        );
+        assert_eq!(
+            classify(&["BLPOP", "a", "0"]).unwrap(),
+            Kind::Blocking(None)
+        );
+        assert_eq!(
+            classify(&["BLMPOP", "2", "1", "k", "LEFT"]).unwrap(),
+            Kind::Blocking(Some(Duration::from_secs(2)))
+        );
+        assert_eq!(
+            classify(&["WAIT", "1", "250"]).unwrap(),
+            Kind::Blocking(Some(Duration::from_millis(250)))
+        );
         assert_eq!(
             classify(&["XREAD", "COUNT", "1", "BLOCK", "100", "STREAMS", "s", "$"]).unwrap(),
             Kind::Blocking(Some(Duration::from_millis(100)))
         );
-        assert_eq!(classify(&["XREAD", "STREAMS", "s", "0"]).unwrap(), Kind::Write);
+        assert_eq!(
+            classify(&["XREAD", "STREAMS", "s", "0"]).unwrap(),
+            Kind::Write
+        );
         assert_eq!(classify(&["CLIENT", "ID"]).unwrap(), Kind::Write);
     }
 
     #[test]
     fn connection_state_commands_are_refused_with_a_hint() {
-        for cmd in [vec!["MULTI"], vec!["watch", "k"], vec!["SUBSCRIBE", "c"], vec!["SELECT", "1"], vec!["CLIENT", "REPLY", "OFF"]] {
+        for cmd in [
+            vec!["MULTI"],
+            vec!["watch", "k"],
+            vec!["SUBSCRIBE", "c"],
+            vec!["SELECT", "1"],
+            vec!["CLIENT", "REPLY", "OFF"],
+        ] {
             let e = classify(&cmd).unwrap_err();
             assert_eq!(e.code(), crate::ErrorCode::Config, "{cmd:?}");
             assert!(e.message().contains("shared connection"), "{e}");
         }
         assert!(classify::<&str>(&[]).is_err());
-        assert!(classify(&["BLPOP", "k", "soon"]).unwrap_err().message().contains("soon"));
+        assert!(classify(&["BLPOP", "k", "soon"])
+            .unwrap_err()
+            .message()
+            .contains("soon"));
         assert!(classify(&["BLPOP", "k", "-1"]).is_err());
         assert!(classify(&["BLPOP"]).is_err());
     }

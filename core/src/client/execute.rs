@@ -32,20 +32,34 @@ impl Client {
     /// connection of their own; commands that change connection state (MULTI, WATCH, SUBSCRIBE,
     /// SELECT, ...) are refused with a `config` error saying what to use instead.
     pub async fn execute<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Value> {
+        let timeout = Duration::from_millis(self.inner.config.command_timeout_ms);
+        self.execute_timeout(args, timeout).await
+    }
+
+    /// [`Client::execute`] with a deadline of its own instead of `command_timeout_ms` (for a
+    /// blocking command, added to how long it may block).
+    pub async fn execute_timeout<A: AsRef<[u8]>>(
+        &self,
+        args: &[A],
+        timeout: Duration,
+    ) -> Result<Value> {
         let kind = command::classify(args)?;
         let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
         let inner = self.inner.clone();
         let monitor = self.monitor()?;
         on_core(async move {
-            let deadline = Instant::now() + Duration::from_millis(inner.config.command_timeout_ms);
+            let deadline = Instant::now() + timeout;
             match kind {
                 Kind::Blocking(block) => {
                     let deadline = block.map(|b| deadline + b);
-                    run_dedicated(&inner, &monitor, args, deadline).await
+                    run_dedicated(&inner, &monitor, args, deadline, timeout).await
                 }
                 kind => {
-                    let mut results = run_shared(&inner, &monitor, vec![args], kind, deadline).await?;
-                    results.pop().unwrap_or_else(|| Err(Error::protocol("no reply")))
+                    let mut results =
+                        run_shared(&inner, &monitor, vec![args], kind, deadline).await?;
+                    results
+                        .pop()
+                        .unwrap_or_else(|| Err(Error::protocol("no reply")))
                 }
             }
         })
@@ -55,21 +69,24 @@ impl Client {
     /// Sends several commands back to back on one connection and returns one result per command.
     /// Not atomic (use [`Client::transaction`] for that); reads go to a replica only when every
     /// command is a read. Retried as a whole only when nothing was sent.
-    pub async fn pipeline<A: AsRef<[u8]>>(&self, commands: &[Vec<A>]) -> Result<Vec<Result<Value>>> {
+    pub async fn pipeline<A: AsRef<[u8]>>(
+        &self,
+        commands: &[Vec<A>],
+    ) -> Result<Vec<Result<Value>>> {
         let mut kind = Kind::Read;
         for c in commands {
             match command::classify(c)? {
-                Kind::Blocking(_) => {
-                    return Err(Error::config(
-                        "blocking commands can't be pipelined on the shared connection; use execute()",
-                    ))
-                }
+                Kind::Blocking(_) => return Err(Error::config(
+                    "blocking commands can't be pipelined on the shared connection; use execute()",
+                )),
                 Kind::Write => kind = Kind::Write,
                 Kind::Read => {}
             }
         }
-        let commands: Vec<Vec<Vec<u8>>> =
-            commands.iter().map(|c| c.iter().map(|a| a.as_ref().to_vec()).collect()).collect();
+        let commands: Vec<Vec<Vec<u8>>> = commands
+            .iter()
+            .map(|c| c.iter().map(|a| a.as_ref().to_vec()).collect())
+            .collect();
         let inner = self.inner.clone();
         let monitor = self.monitor()?;
         on_core(async move {
@@ -83,18 +100,33 @@ impl Client {
     /// it) until the reply or the command's deadline. Refused on the core's own threads, where
     /// waiting could starve the very work it waits for.
     pub fn execute_blocking<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Value> {
+        let timeout = Duration::from_millis(self.inner.config.command_timeout_ms);
+        self.execute_blocking_timeout(args, timeout)
+    }
+
+    /// [`Client::execute_blocking`] with a deadline of its own, as [`Client::execute_timeout`].
+    pub fn execute_blocking_timeout<A: AsRef<[u8]>>(
+        &self,
+        args: &[A],
+        timeout: Duration,
+    ) -> Result<Value> {
         let client = self.clone();
         let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
-        crate::runtime::block_on(async move { client.execute(&args).await })?
+        crate::runtime::block_on(async move { client.execute_timeout(&args, timeout).await })?
     }
 }
 
 /// Runs `work` on the core runtime and waits for it from whatever executor the caller uses.
-pub(super) async fn on_core<T: Send + 'static>(work: impl Future<Output = Result<T>> + Send + 'static) -> Result<T> {
+pub(super) async fn on_core<T: Send + 'static>(
+    work: impl Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
     let handle = crate::runtime::handle()?;
     match handle.spawn(work).await {
         Ok(result) => result,
-        Err(e) if e.is_panic() => Err(Error::new(ErrorCode::Protocol, "internal error: a core task panicked")),
+        Err(e) if e.is_panic() => Err(Error::new(
+            ErrorCode::Protocol,
+            "internal error: a core task panicked",
+        )),
         Err(_) => Err(Error::closed()),
     }
 }
@@ -109,7 +141,10 @@ impl<'a> QueueSlot<'a> {
         if before >= inner.config.queue_size {
             return Err(Error::new(
                 ErrorCode::QueueFull,
-                format!("{before} commands are already waiting for a primary (queue_size {})", inner.config.queue_size),
+                format!(
+                    "{before} commands are already waiting for a primary (queue_size {})",
+                    inner.config.queue_size
+                ),
             ));
         }
         Ok(slot)
@@ -131,7 +166,11 @@ fn pick(inner: &Inner, status: &Status, kind: Kind) -> Option<(Address, Expect)>
         Some(e) if !t.healthy => e.code() == ErrorCode::SentinelsUnreachable,
         _ => true,
     };
-    let primary = t.primary.clone().filter(|_| primary_usable).map(|a| (a, Expect::Primary));
+    let primary = t
+        .primary
+        .clone()
+        .filter(|_| primary_usable)
+        .map(|a| (a, Expect::Primary));
     let replica = || {
         (!t.replicas.is_empty()).then(|| {
             let i = inner.next_replica.fetch_add(1, Ordering::Relaxed) % t.replicas.len();
@@ -191,14 +230,17 @@ async fn run_shared(
 ) -> Result<Vec<Result<Value>>> {
     let mut min_round = 0;
     loop {
-        let (address, expect, round) = wait_for_node(inner, monitor, kind, min_round, deadline).await?;
+        let (address, expect, round) =
+            wait_for_node(inner, monitor, kind, min_round, deadline).await?;
         let retry_after = |reason: &'static str| {
             monitor.refresh(reason);
             round + 1
         };
         let conn = match inner.nodes.get(&address, expect, deadline).await {
             Ok(conn) => conn,
-            Err(e) if e.code() == ErrorCode::Timeout && Instant::now() >= deadline => return Err(e),
+            Err(e) if e.code() == ErrorCode::Timeout && Instant::now() >= deadline => {
+                return Err(e)
+            }
             Err(e) => {
                 tracing::debug!(node = %address, error = %e, "node unusable; re-resolving");
                 min_round = retry_after("data connection failed");
@@ -209,7 +251,9 @@ async fn run_shared(
         let results = match sent {
             Err(_) => {
                 monitor.refresh("command timed out");
-                return Err(Error::timeout(format!("no reply from {address} within the command deadline")));
+                return Err(Error::timeout(format!(
+                    "no reply from {address} within the command deadline"
+                )));
             }
             // The connection had ended before anything was handed to it: nothing ran.
             Ok(Err(_)) => {
@@ -218,9 +262,9 @@ async fn run_shared(
             }
             Ok(Ok(results)) => results,
         };
-        let refused_here = results.iter().all(|r| {
-            matches!(r, Err(e) if e.server_code().is_some_and(|c| RE_RESOLVE.contains(&c)))
-        });
+        let refused_here = results.iter().all(
+            |r| matches!(r, Err(e) if e.server_code().is_some_and(|c| RE_RESOLVE.contains(&c))),
+        );
         if refused_here {
             // Every command was refused before running (READONLY: demoted behind the sentinels'
             // back; LOADING; MASTERDOWN): nothing ran, so find the right node and try again.
@@ -228,7 +272,10 @@ async fn run_shared(
             min_round = retry_after("node refused command (READONLY/LOADING/MASTERDOWN)");
             continue;
         }
-        if results.iter().any(|r| matches!(r, Err(e) if e.code() == ErrorCode::ConnectionLost)) {
+        if results
+            .iter()
+            .any(|r| matches!(r, Err(e) if e.code() == ErrorCode::ConnectionLost))
+        {
             monitor.refresh("data connection lost");
         }
         return Ok(results
@@ -252,12 +299,14 @@ async fn run_dedicated(
     monitor: &Monitor,
     args: Vec<Vec<u8>>,
     deadline: Option<Instant>,
+    timeout: Duration,
 ) -> Result<Value> {
     let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
-    let connect_by = Instant::now() + Duration::from_millis(inner.config.command_timeout_ms);
+    let connect_by = Instant::now() + timeout;
     let mut min_round = 0;
     loop {
-        let (address, expect, round) = wait_for_node(inner, monitor, Kind::Write, min_round, connect_by).await?;
+        let (address, expect, round) =
+            wait_for_node(inner, monitor, Kind::Write, min_round, connect_by).await?;
         let conn = match inner.nodes.dedicated(&address, expect, connect_by).await {
             Ok(conn) => conn,
             Err(e) if Instant::now() >= connect_by => return Err(e),

@@ -162,6 +162,13 @@ impl Client {
         Ok(())
     }
 
+    /// Commands now waiting for a usable node (bounded by the `queue_size` option).
+    pub fn queued(&self) -> usize {
+        self.inner
+            .waiting
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
     /// Whether [`Client::close`] was called.
     pub fn is_closed(&self) -> bool {
         self.inner.closed.is_cancelled()

@@ -44,14 +44,21 @@ impl Nodes {
     /// The open connection to `address`, or a new one. Concurrent callers share one connect.
     ///
     /// Every error here means nothing was sent to the node: the caller may retry elsewhere.
-    pub async fn get(&self, address: &Address, expect: Expect, deadline: Instant) -> Result<Connection> {
+    pub async fn get(
+        &self,
+        address: &Address,
+        expect: Expect,
+        deadline: Instant,
+    ) -> Result<Connection> {
         let slot = {
             let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
             slots.entry((address.clone(), expect)).or_default().clone()
         };
         let mut guard = tokio::time::timeout_at(deadline, slot.lock())
             .await
-            .map_err(|_| Error::timeout(format!("connecting to {address} did not finish in time")))?;
+            .map_err(|_| {
+                Error::timeout(format!("connecting to {address} did not finish in time"))
+            })?;
         if let Some(conn) = guard.as_ref().filter(|c| !c.is_closed()) {
             return Ok(conn.clone());
         }
@@ -60,18 +67,32 @@ impl Nodes {
         Ok(conn)
     }
 
-    async fn open(&self, address: &Address, expect: Expect, deadline: Instant) -> Result<Connection> {
+    async fn open(
+        &self,
+        address: &Address,
+        expect: Expect,
+        deadline: Instant,
+    ) -> Result<Connection> {
         let left = deadline.saturating_duration_since(Instant::now());
         let options = ConnectOptions {
-            connect_timeout: self.options.connect_timeout.min(left.max(Duration::from_millis(1))),
+            connect_timeout: self
+                .options
+                .connect_timeout
+                .min(left.max(Duration::from_millis(1))),
             ..self.options.clone()
         };
-        let addrs = tokio::time::timeout_at(deadline, self.resolver.resolve(&address.host, address.port))
-            .await
-            .map_err(|_| Error::timeout(format!("resolving {} took too long", address.host)))??;
-        let mut last = Error::new(ErrorCode::ConnectionLost, format!("{address} resolved to no address"));
+        let addrs =
+            tokio::time::timeout_at(deadline, self.resolver.resolve(&address.host, address.port))
+                .await
+                .map_err(|_| {
+                    Error::timeout(format!("resolving {} took too long", address.host))
+                })??;
+        let mut last = Error::new(
+            ErrorCode::ConnectionLost,
+            format!("{address} resolved to no address"),
+        );
         for addr in addrs {
-            match Connection::connect(addr, &options).await {
+            match Connection::connect_named(addr, &address.host, &options).await {
                 Ok(conn) => {
                     verify(&conn, address, expect, options.connect_timeout).await?;
                     return Ok(conn);
@@ -84,7 +105,12 @@ impl Nodes {
 
     /// A fresh connection of its own (blocking commands, transactions), verified like the shared
     /// ones; the caller closes it.
-    pub async fn dedicated(&self, address: &Address, expect: Expect, deadline: Instant) -> Result<Connection> {
+    pub async fn dedicated(
+        &self,
+        address: &Address,
+        expect: Expect,
+        deadline: Instant,
+    ) -> Result<Connection> {
         self.open(address, expect, deadline).await
     }
 
@@ -107,8 +133,16 @@ impl Nodes {
 /// The connection must reach a node in the role the topology says, or it is not used: a node
 /// that was demoted (or not yet promoted) behind the sentinels' back would otherwise take writes
 /// it refuses or reads it should not serve.
-async fn verify(conn: &Connection, address: &Address, expect: Expect, timeout: Duration) -> Result<()> {
-    let role = conn.request_timeout(&["ROLE"], timeout).await.and_then(replies::role);
+async fn verify(
+    conn: &Connection,
+    address: &Address,
+    expect: Expect,
+    timeout: Duration,
+) -> Result<()> {
+    let role = conn
+        .request_timeout(&["ROLE"], timeout)
+        .await
+        .and_then(replies::role);
     let ok = match (&role, expect) {
         (Ok(Role::Master), Expect::Primary) => true,
         (Ok(Role::Replica { .. }), Expect::Replica) => true,

@@ -73,20 +73,28 @@ impl Transaction {
         }
         let mut args = vec![b"WATCH".to_vec()];
         args.extend(keys.iter().map(|k| k.as_ref().to_vec()));
-        self.send(vec![args]).await?.pop().unwrap_or_else(|| Err(Error::protocol("no reply"))).map(|_| ())
+        self.send(vec![args])
+            .await?
+            .pop()
+            .unwrap_or_else(|| Err(Error::protocol("no reply")))
+            .map(|_| ())
     }
 
     /// Runs one command now, on the transaction's connection (reads between WATCH and `exec`).
     pub async fn execute<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<Value> {
         check(args)?;
         let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
-        self.send(vec![args]).await?.pop().unwrap_or_else(|| Err(Error::protocol("no reply")))
+        self.send(vec![args])
+            .await?
+            .pop()
+            .unwrap_or_else(|| Err(Error::protocol("no reply")))
     }
 
     /// Adds a command to run atomically at `exec`.
     pub fn queue<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<&mut Transaction> {
         check(args)?;
-        self.queued.push(args.iter().map(|a| a.as_ref().to_vec()).collect());
+        self.queued
+            .push(args.iter().map(|a| a.as_ref().to_vec()).collect());
         Ok(self)
     }
 
@@ -103,7 +111,9 @@ impl Transaction {
         let n = batch.len();
         let mut results = self.send(batch).await?;
         self.conn.close();
-        let exec = results.pop().ok_or_else(|| Error::protocol("no EXEC reply"))?;
+        let exec = results
+            .pop()
+            .ok_or_else(|| Error::protocol("no EXEC reply"))?;
         // MULTI and each queued command answer +OK / +QUEUED; an error there aborts EXEC, and the
         // EXEC error names it (EXECABORT).
         if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
@@ -116,7 +126,9 @@ impl Transaction {
             Ok(Value::Nil) => Ok(None),
             Ok(Value::Array(items)) => Ok(Some(items)),
             Ok(other) => Err(Error::protocol(format!("unexpected EXEC reply {other:?}"))),
-            Err(e) if e.code() == ErrorCode::ConnectionLost => Err(e.context("transaction outcome unknown")),
+            Err(e) if e.code() == ErrorCode::ConnectionLost => {
+                Err(e.context("transaction outcome unknown"))
+            }
             Err(e) => Err(e),
         }
     }
@@ -133,7 +145,9 @@ impl Transaction {
             return Err(Error::connection_lost(format!(
                 "the primary changed from {} to {} during the transaction; nothing was applied",
                 self.primary,
-                current.map(|a| a.to_string()).unwrap_or_else(|| "none".into())
+                current
+                    .map(|a| a.to_string())
+                    .unwrap_or_else(|| "none".into())
             )));
         }
         let conn = self.conn.clone();
@@ -159,12 +173,21 @@ impl Drop for Transaction {
 }
 
 fn check<A: AsRef<[u8]>>(args: &[A]) -> Result<()> {
-    let name = args.first().map(|a| String::from_utf8_lossy(a.as_ref()).to_ascii_uppercase());
-    if matches!(name.as_deref(), Some("MULTI" | "EXEC" | "DISCARD" | "WATCH" | "UNWATCH")) {
-        return Err(Error::config("use the Transaction methods for MULTI, EXEC, DISCARD and WATCH"));
+    let name = args
+        .first()
+        .map(|a| String::from_utf8_lossy(a.as_ref()).to_ascii_uppercase());
+    if matches!(
+        name.as_deref(),
+        Some("MULTI" | "EXEC" | "DISCARD" | "WATCH" | "UNWATCH")
+    ) {
+        return Err(Error::config(
+            "use the Transaction methods for MULTI, EXEC, DISCARD and WATCH",
+        ));
     }
     match command::classify(args)? {
-        Kind::Blocking(_) => Err(Error::config("blocking commands can't run inside a transaction")),
+        Kind::Blocking(_) => Err(Error::config(
+            "blocking commands can't run inside a transaction",
+        )),
         _ => Ok(()),
     }
 }
