@@ -5,7 +5,7 @@ export CARGO_TARGET_DIR ?= $(CURDIR)/target
 # on small machines.
 E2E_THREADS ?= 2
 
-.PHONY: deps build test test-rust lint demo
+.PHONY: deps build test test-rust test-c lint demo
 
 deps:
 	@scripts/deps.sh
@@ -21,7 +21,13 @@ lint:
 test-rust: deps
 	cargo test --workspace --all-targets -- --test-threads=$(E2E_THREADS)
 
-test: deps lint test-rust
+# C ABI (ffi-c/): committed header up to date (cbindgen 0.29.4), header compiles as C11 and C++17,
+# C tests against a real topology plainly, under valgrind and under AddressSanitizer, and the
+# example through a kill -9 failover.
+test-c: deps
+	ffi-c/tests/run.sh
+
+test: deps lint test-rust test-c
 
 demo: build
 	@scripts/demo.sh

@@ -1,0 +1,244 @@
+//! Error objects and the static texts of error codes.
+
+use std::ffi::{c_char, c_int, CStr, CString};
+
+use crate::*;
+
+/// An error: a code (`SR_ERR_*`), a message and, for server errors, the server's error word.
+///
+/// Opaque. Owned when a function hands it out through an `sr_error_t **error` out-parameter: free
+/// it with sr_error_free(). Borrowed when passed to a callback: valid only during that call (use
+/// sr_error_clone() to keep it). Messages never contain passwords.
+pub struct sr_error_t {
+    code: c_int,
+    message: CString,
+    server_code: Option<CString>,
+}
+
+/// A C string from Rust text; NUL bytes (possible in server error replies) become U+FFFD.
+pub(crate) fn c_string(text: &str) -> CString {
+    CString::new(text.replace('\0', "\u{FFFD}")).unwrap_or_default()
+}
+
+impl sr_error_t {
+    pub(crate) fn new(code: c_int, message: &str) -> sr_error_t {
+        sr_error_t {
+            code,
+            message: c_string(message),
+            server_code: None,
+        }
+    }
+
+    pub(crate) fn invalid(message: &str) -> sr_error_t {
+        sr_error_t::new(SR_ERR_INVALID_ARGUMENT, message)
+    }
+
+    pub(crate) fn panic() -> sr_error_t {
+        sr_error_t::new(
+            SR_ERR_PANIC,
+            "internal error: a panic was caught at the C boundary",
+        )
+    }
+
+    pub(crate) fn code(&self) -> c_int {
+        self.code
+    }
+}
+
+impl From<&sr::Error> for sr_error_t {
+    fn from(e: &sr::Error) -> sr_error_t {
+        sr_error_t {
+            code: e.code().as_i32(),
+            message: c_string(e.message()),
+            server_code: e.server_code().map(c_string),
+        }
+    }
+}
+
+impl From<sr::Error> for sr_error_t {
+    fn from(e: sr::Error) -> sr_error_t {
+        sr_error_t::from(&e)
+    }
+}
+
+impl Clone for sr_error_t {
+    fn clone(&self) -> sr_error_t {
+        sr_error_t {
+            code: self.code,
+            message: self.message.clone(),
+            server_code: self.server_code.clone(),
+        }
+    }
+}
+
+/// Clears an optional `sr_error_t **` out-parameter at the start of a call.
+pub(crate) unsafe fn clear_error(out: *mut *mut sr_error_t) {
+    if !out.is_null() {
+        *out = std::ptr::null_mut();
+    }
+}
+
+/// Stores `error` in the optional out-parameter and returns its code.
+pub(crate) unsafe fn fail(out: *mut *mut sr_error_t, error: sr_error_t) -> c_int {
+    let code = error.code;
+    if !out.is_null() {
+        *out = Box::into_raw(Box::new(error));
+    }
+    code
+}
+
+/// The error's code (`SR_ERR_*`), or SR_ERR_INVALID_ARGUMENT for NULL.
+///
+/// # Safety
+/// `error` is NULL or a live error from this library.
+#[no_mangle]
+pub unsafe extern "C" fn sr_error_get_code(error: *const sr_error_t) -> c_int {
+    boundary!(SR_ERR_PANIC, {
+        match error.as_ref() {
+            Some(e) => e.code,
+            None => SR_ERR_INVALID_ARGUMENT,
+        }
+    })
+}
+
+/// The error's message, NUL-terminated, borrowed from `error` (valid until it is freed, or for a
+/// borrowed error until its callback returns). NULL for NULL.
+///
+/// # Safety
+/// `error` is NULL or a live error from this library.
+#[no_mangle]
+pub unsafe extern "C" fn sr_error_get_message(error: *const sr_error_t) -> *const c_char {
+    boundary!(std::ptr::null(), {
+        match error.as_ref() {
+            Some(e) => e.message.as_ptr(),
+            None => std::ptr::null(),
+        }
+    })
+}
+
+/// For SR_ERR_SERVER (and server-reported SR_ERR_AUTH): the first word of the server's error
+/// reply (`"ERR"`, `"WRONGTYPE"`, `"READONLY"`, ...), borrowed like sr_error_get_message().
+/// NULL when there is none, or for NULL.
+///
+/// # Safety
+/// `error` is NULL or a live error from this library.
+#[no_mangle]
+pub unsafe extern "C" fn sr_error_get_server_code(error: *const sr_error_t) -> *const c_char {
+    boundary!(std::ptr::null(), {
+        match error.as_ref().and_then(|e| e.server_code.as_ref()) {
+            Some(c) => c.as_ptr(),
+            None => std::ptr::null(),
+        }
+    })
+}
+
+/// An owned copy of `error` (e.g. to keep an error passed to a callback); free it with
+/// sr_error_free(). NULL for NULL.
+///
+/// # Safety
+/// `error` is NULL or a live error from this library.
+#[no_mangle]
+pub unsafe extern "C" fn sr_error_clone(error: *const sr_error_t) -> *mut sr_error_t {
+    boundary!(std::ptr::null_mut(), {
+        match error.as_ref() {
+            Some(e) => Box::into_raw(Box::new(e.clone())),
+            None => std::ptr::null_mut(),
+        }
+    })
+}
+
+/// Frees an owned error. NULL is ignored. Never pass an error borrowed in a callback.
+///
+/// # Safety
+/// `error` is NULL or an owned error from this library, not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_error_free(error: *mut sr_error_t) {
+    boundary!((), {
+        if !error.is_null() {
+            drop(Box::from_raw(error));
+        }
+    })
+}
+
+fn code_texts(code: c_int) -> (&'static CStr, &'static CStr) {
+    match code {
+        SR_OK => (c"ok", c"success"),
+        SR_ERR_CONFIG => (c"config", c"the URL or an option is invalid"),
+        SR_ERR_SENTINELS_UNREACHABLE => (
+            c"sentinels_unreachable",
+            c"no sentinel could be reached within the deadline",
+        ),
+        SR_ERR_SERVICE_UNKNOWN => (
+            c"service_unknown",
+            c"every sentinel that answered does not monitor the service",
+        ),
+        SR_ERR_NO_HEALTHY_PRIMARY => (
+            c"no_healthy_primary",
+            c"no sentinel reported a primary that is up and verified",
+        ),
+        SR_ERR_TIMEOUT => (
+            c"timeout",
+            c"the operation did not finish before its deadline",
+        ),
+        SR_ERR_CONNECTION_LOST => (
+            c"connection_lost",
+            c"the connection broke while a request was in flight",
+        ),
+        SR_ERR_SERVER => (c"server", c"the server answered with an error reply"),
+        SR_ERR_PROTOCOL => (c"protocol", c"the peer sent an invalid or unexpected reply"),
+        SR_ERR_TLS => (c"tls", c"TLS setup or handshake failed"),
+        SR_ERR_AUTH => (c"auth", c"the server refused the credentials"),
+        SR_ERR_CLOSED => (c"closed", c"the client is closed"),
+        SR_ERR_QUEUE_FULL => (
+            c"queue_full",
+            c"too many commands are waiting for a primary",
+        ),
+        SR_ERR_INVALID_ARGUMENT => (
+            c"invalid_argument",
+            c"an argument is NULL, empty, out of range or not allowed here",
+        ),
+        SR_ERR_WRONG_TYPE => (
+            c"wrong_type",
+            c"the reply is not of the type the accessor reads",
+        ),
+        SR_ERR_PANIC => (
+            c"panic",
+            c"internal error: a panic was caught at the C boundary",
+        ),
+        _ => (c"unknown", c"unknown error code"),
+    }
+}
+
+/// A static, NUL-terminated description of an error code (`SR_OK` or `SR_ERR_*`); never NULL,
+/// never freed. Unknown codes give "unknown error code".
+#[no_mangle]
+pub extern "C" fn sr_error_message(code: c_int) -> *const c_char {
+    boundary!(c"internal error".as_ptr(), { code_texts(code).1.as_ptr() })
+}
+
+/// The stable snake_case name of an error code, shared by every language binding (`"config"`,
+/// `"no_healthy_primary"`, ..., `"ok"` for SR_OK, `"unknown"` otherwise); static, never NULL.
+#[no_mangle]
+pub extern "C" fn sr_error_code_name(code: c_int) -> *const c_char {
+    boundary!(c"unknown".as_ptr(), { code_texts(code).0.as_ptr() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_the_core() {
+        for code in sr::ErrorCode::ALL {
+            let name = unsafe { CStr::from_ptr(sr_error_code_name(code.as_i32())) };
+            assert_eq!(name.to_str().unwrap(), code.as_str());
+        }
+    }
+
+    #[test]
+    fn nul_bytes_do_not_truncate_or_fail() {
+        let e = sr_error_t::from(sr::Error::server("ERR a\0b"));
+        assert_eq!(e.message.to_str().unwrap(), "ERR a\u{FFFD}b");
+        assert_eq!(e.code, SR_ERR_SERVER);
+    }
+}

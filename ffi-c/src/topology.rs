@@ -1,0 +1,376 @@
+//! Topology snapshots and events as plain C structs.
+
+use std::ffi::{c_char, c_int, CString};
+
+use sr::{Address, Event, EventKind, SentinelInfo, Topology};
+
+use crate::*;
+
+/// A node address. `host` is NUL-terminated and owned by the struct containing this address.
+#[repr(C)]
+pub struct sr_address_t {
+    /// Host name or IP address as configured or reported by a sentinel.
+    pub host: *const c_char,
+    /// TCP port.
+    pub port: u16,
+}
+
+/// A sentinel as the client knows it. `host` is owned by the struct containing it.
+#[repr(C)]
+pub struct sr_sentinel_t {
+    /// Host as configured (names are kept) or as reported by another sentinel.
+    pub host: *const c_char,
+    /// TCP port.
+    pub port: u16,
+    /// Whether the last attempt to ask it succeeded (false before it was ever reached).
+    pub up: bool,
+}
+
+/// A point-in-time view of the service, from sr_client_topology().
+///
+/// Owned by the caller and read-only: free it (and with it every pointer inside) with
+/// sr_topology_free().
+#[repr(C)]
+pub struct sr_topology_t {
+    /// The service (master name).
+    pub service: *const c_char,
+    /// The verified primary, or NULL before the first successful discovery.
+    pub primary: *const sr_address_t,
+    /// Healthy replicas (`replicas_len` of them; NULL when there are none).
+    pub replicas: *const sr_address_t,
+    /// Number of entries in `replicas`.
+    pub replicas_len: usize,
+    /// Every known sentinel, configured ones first (`sentinels_len` of them).
+    pub sentinels: *const sr_sentinel_t,
+    /// Number of entries in `sentinels`.
+    pub sentinels_len: usize,
+    /// The sentinels' config epoch of the service at the last successful discovery.
+    pub epoch: u64,
+    /// True when the last discovery round found and verified the primary.
+    pub healthy: bool,
+}
+
+/// The primary changed (`old_primary`, may be NULL at the first discovery, and `address`, the
+/// new one).
+pub const SR_EVENT_PRIMARY_CHANGED: c_int = 1;
+/// The set of healthy replicas changed (`replicas`).
+pub const SR_EVENT_REPLICAS_CHANGED: c_int = 2;
+/// A sentinel was learned (`sentinels`: all of them now).
+pub const SR_EVENT_SENTINELS_CHANGED: c_int = 3;
+/// A sentinel stopped answering (`address`).
+pub const SR_EVENT_SENTINEL_DOWN: c_int = 4;
+/// A sentinel answered again (`address`).
+pub const SR_EVENT_SENTINEL_UP: c_int = 5;
+/// The connection to the primary broke (`address`).
+pub const SR_EVENT_CONNECTION_LOST: c_int = 6;
+/// A connection to the primary works again (`address`).
+pub const SR_EVENT_CONNECTION_RESTORED: c_int = 7;
+/// A discovery round found no usable primary (`error`); the last primary is kept.
+pub const SR_EVENT_DISCOVERY_FAILED: c_int = 8;
+/// An event kind newer than this header; `kind_name` and `json` still describe it.
+pub const SR_EVENT_OTHER: c_int = 0;
+
+/// A topology event, passed to the event callback.
+///
+/// Borrowed: every pointer in it is valid only during the callback; copy what you need or keep
+/// the whole event with sr_event_clone(). Fields that do not apply to the kind are NULL / 0.
+#[repr(C)]
+pub struct sr_event_t {
+    /// One of `SR_EVENT_*`.
+    pub kind: c_int,
+    /// The kind's snake_case name shared by all bindings (`"primary_changed"`, ...).
+    pub kind_name: *const c_char,
+    /// The service.
+    pub service: *const c_char,
+    /// Unix time in milliseconds when the client observed it.
+    pub at: u64,
+    /// primary_changed: the previous primary (NULL at the first discovery).
+    pub old_primary: *const sr_address_t,
+    /// primary_changed: the new primary; sentinel_down/up: the sentinel;
+    /// connection_lost/restored: the primary.
+    pub address: *const sr_address_t,
+    /// replicas_changed: the replicas now.
+    pub replicas: *const sr_address_t,
+    /// Number of entries in `replicas`.
+    pub replicas_len: usize,
+    /// sentinels_changed: all sentinels now.
+    pub sentinels: *const sr_sentinel_t,
+    /// Number of entries in `sentinels`.
+    pub sentinels_len: usize,
+    /// discovery_failed: why (borrowed like the rest of the event).
+    pub error: *const sr_error_t,
+    /// The whole event as one JSON object (`{"kind":"primary_changed","old":...,"new":...,
+    /// "service":...,"at":...}`), the same form the CLI prints.
+    pub json: *const c_char,
+}
+
+/// Owned storage behind the pointers of a view struct.
+#[derive(Default)]
+struct Store {
+    strings: Vec<CString>,
+    // Boxed: pointers to single addresses are handed out while the Vec still grows.
+    #[allow(clippy::vec_box)]
+    addresses: Vec<Box<sr_address_t>>,
+    lists: Vec<Vec<sr_address_t>>,
+    sentinels: Vec<Vec<sr_sentinel_t>>,
+}
+
+// SAFETY: the raw pointers in Store point into data Store itself owns.
+unsafe impl Send for Store {}
+
+impl Store {
+    fn string(&mut self, s: &str) -> *const c_char {
+        let c = c_string(s);
+        let p = c.as_ptr();
+        self.strings.push(c);
+        p
+    }
+
+    fn address_value(&mut self, a: &Address) -> sr_address_t {
+        sr_address_t {
+            host: self.string(&a.host),
+            port: a.port,
+        }
+    }
+
+    fn address(&mut self, a: Option<&Address>) -> *const sr_address_t {
+        match a {
+            None => std::ptr::null(),
+            Some(a) => {
+                let boxed = Box::new(self.address_value(a));
+                let p: *const sr_address_t = &*boxed;
+                self.addresses.push(boxed);
+                p
+            }
+        }
+    }
+
+    fn address_list(&mut self, list: &[Address]) -> (*const sr_address_t, usize) {
+        if list.is_empty() {
+            return (std::ptr::null(), 0);
+        }
+        let v: Vec<sr_address_t> = list.iter().map(|a| self.address_value(a)).collect();
+        let out = (v.as_ptr(), v.len());
+        self.lists.push(v);
+        out
+    }
+
+    fn sentinel_list(&mut self, list: &[SentinelInfo]) -> (*const sr_sentinel_t, usize) {
+        if list.is_empty() {
+            return (std::ptr::null(), 0);
+        }
+        let v: Vec<sr_sentinel_t> = list
+            .iter()
+            .map(|s| sr_sentinel_t {
+                host: self.string(&s.host),
+                port: s.port,
+                up: s.up,
+            })
+            .collect();
+        let out = (v.as_ptr(), v.len());
+        self.sentinels.push(v);
+        out
+    }
+}
+
+/// What an `sr_topology_t *` really points to: the view first, then its storage.
+#[repr(C)]
+struct TopologyBox {
+    view: sr_topology_t,
+    store: Store,
+}
+
+pub(crate) fn topology_to_c(t: &Topology) -> *mut sr_topology_t {
+    let mut store = Store::default();
+    let (replicas, replicas_len) = store.address_list(&t.replicas);
+    let (sentinels, sentinels_len) = store.sentinel_list(&t.sentinels);
+    let view = sr_topology_t {
+        service: store.string(&t.service),
+        primary: store.address(t.primary.as_ref()),
+        replicas,
+        replicas_len,
+        sentinels,
+        sentinels_len,
+        epoch: t.epoch,
+        healthy: t.healthy,
+    };
+    Box::into_raw(Box::new(TopologyBox { view, store })).cast()
+}
+
+/// Frees a topology from sr_client_topology(). NULL is ignored.
+///
+/// # Safety
+/// `topology` is NULL or a topology from sr_client_topology(), not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_topology_free(topology: *mut sr_topology_t) {
+    boundary!((), {
+        if !topology.is_null() {
+            drop(Box::from_raw(topology.cast::<TopologyBox>()));
+        }
+    })
+}
+
+/// What an `sr_event_t *` really points to: the view first, then its storage and the event.
+#[repr(C)]
+pub(crate) struct EventBox {
+    view: sr_event_t,
+    store: Store,
+    error: Option<Box<sr_error_t>>,
+    event: Event,
+}
+
+impl EventBox {
+    pub(crate) fn new(event: &Event) -> Box<EventBox> {
+        let mut store = Store::default();
+        let mut error = None;
+        let json = serde_json::to_string(event).unwrap_or_else(|_| "{}".to_string());
+        let mut view = sr_event_t {
+            kind: SR_EVENT_OTHER,
+            kind_name: store.string(event.kind.name()),
+            service: store.string(&event.service),
+            at: event.at,
+            old_primary: std::ptr::null(),
+            address: std::ptr::null(),
+            replicas: std::ptr::null(),
+            replicas_len: 0,
+            sentinels: std::ptr::null(),
+            sentinels_len: 0,
+            error: std::ptr::null(),
+            json: store.string(&json),
+        };
+        match &event.kind {
+            EventKind::PrimaryChanged { old, new } => {
+                view.kind = SR_EVENT_PRIMARY_CHANGED;
+                view.old_primary = store.address(old.as_ref());
+                view.address = store.address(Some(new));
+            }
+            EventKind::ReplicasChanged { replicas } => {
+                view.kind = SR_EVENT_REPLICAS_CHANGED;
+                (view.replicas, view.replicas_len) = store.address_list(replicas);
+            }
+            EventKind::SentinelsChanged { sentinels } => {
+                view.kind = SR_EVENT_SENTINELS_CHANGED;
+                (view.sentinels, view.sentinels_len) = store.sentinel_list(sentinels);
+            }
+            EventKind::SentinelDown { sentinel } => {
+                view.kind = SR_EVENT_SENTINEL_DOWN;
+                view.address = store.address(Some(sentinel));
+            }
+            EventKind::SentinelUp { sentinel } => {
+                view.kind = SR_EVENT_SENTINEL_UP;
+                view.address = store.address(Some(sentinel));
+            }
+            EventKind::ConnectionLost { address } => {
+                view.kind = SR_EVENT_CONNECTION_LOST;
+                view.address = store.address(Some(address));
+            }
+            EventKind::ConnectionRestored { address } => {
+                view.kind = SR_EVENT_CONNECTION_RESTORED;
+                view.address = store.address(Some(address));
+            }
+            EventKind::DiscoveryFailed { error: e } => {
+                view.kind = SR_EVENT_DISCOVERY_FAILED;
+                let boxed = Box::new(sr_error_t::from(e));
+                view.error = &*boxed;
+                error = Some(boxed);
+            }
+            _ => {}
+        }
+        Box::new(EventBox {
+            view,
+            store,
+            error,
+            event: event.clone(),
+        })
+    }
+
+    pub(crate) fn view(&self) -> *const sr_event_t {
+        &self.view
+    }
+}
+
+/// An owned copy of an event passed to the event callback, to keep it after the callback
+/// returns; free it with sr_event_free(). NULL for NULL. Only pass events this library handed
+/// out.
+///
+/// # Safety
+/// `event` is NULL or an event from this library, still valid.
+#[no_mangle]
+pub unsafe extern "C" fn sr_event_clone(event: *const sr_event_t) -> *mut sr_event_t {
+    boundary!(std::ptr::null_mut(), {
+        match event.cast::<EventBox>().as_ref() {
+            Some(b) => {
+                let copy = EventBox::new(&b.event);
+                // `error` lives in its own box: the pointer in the view stays valid.
+                let _ = &copy.error;
+                Box::into_raw(copy).cast()
+            }
+            None => std::ptr::null_mut(),
+        }
+    })
+}
+
+/// Frees an event from sr_event_clone(). NULL is ignored. Never pass the borrowed event of a
+/// callback.
+///
+/// # Safety
+/// `event` is NULL or an event from sr_event_clone(), not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_event_free(event: *mut sr_event_t) {
+    boundary!((), {
+        if !event.is_null() {
+            drop(Box::from_raw(event.cast::<EventBox>()));
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    #[test]
+    fn topology_and_events_convert() {
+        let t = Topology {
+            service: "mymaster".into(),
+            primary: Some(Address::new("127.0.0.1", 6379)),
+            replicas: vec![Address::new("127.0.0.1", 6380)],
+            sentinels: vec![SentinelInfo {
+                host: "localhost".into(),
+                port: 26379,
+                up: true,
+            }],
+            epoch: 3,
+            healthy: true,
+        };
+        let p = topology_to_c(&t);
+        unsafe {
+            let v = &*p;
+            assert_eq!(CStr::from_ptr(v.service).to_str().unwrap(), "mymaster");
+            assert_eq!((*v.primary).port, 6379);
+            assert_eq!(v.replicas_len, 1);
+            assert_eq!((*v.sentinels).port, 26379);
+            sr_topology_free(p);
+        }
+        let e = Event {
+            kind: EventKind::PrimaryChanged {
+                old: None,
+                new: Address::new("127.0.0.1", 6380),
+            },
+            service: "mymaster".into(),
+            at: 5,
+        };
+        let b = EventBox::new(&e);
+        unsafe {
+            let copy = sr_event_clone(b.view());
+            drop(b);
+            let v = &*copy;
+            assert_eq!(v.kind, SR_EVENT_PRIMARY_CHANGED);
+            assert!(v.old_primary.is_null());
+            assert_eq!((*v.address).port, 6380);
+            let json = CStr::from_ptr(v.json).to_str().unwrap();
+            assert!(json.contains("\"kind\":\"primary_changed\""), "{json}");
+            sr_event_free(copy);
+        }
+    }
+}
