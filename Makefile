@@ -27,7 +27,11 @@ test-rust: deps
 test-c: deps
 	ffi-c/tests/run.sh
 
-test: deps lint test-rust test-c
+# Each binding adds its suite in mk/<binding>.mk with `TEST_TARGETS += test-<binding>`.
+TEST_TARGETS :=
+-include mk/*.mk
+
+test: deps lint test-rust test-c $(TEST_TARGETS)
 
 demo: build
 	@scripts/demo.sh
