@@ -1,8 +1,10 @@
 //! `sentinel-recovery`: the command line of the project.
 //!
-//! `watch URL [--json]` prints the topology once discovery has answered, then one line per event
+//! `exec URL -- CMD` runs one command; `demo URL` shows a failover live; `watch URL [--json]` prints the topology once discovery has answered, then one line per event
 //! as it happens: human-readable by default, one JSON object per line with `--json`.
 
+mod demo;
+mod exec;
 mod watch;
 
 use std::process::ExitCode;
@@ -12,6 +14,8 @@ usage: sentinel-recovery <command> [args]
 
 commands:
   watch URL [--json]   print the topology, then every event as it happens (Ctrl-C to stop)
+  exec URL -- CMD ...  run one command on the primary and print the reply as redis-cli does
+  demo URL             write continuously, kill -9 the (loopback) primary, print the failover timeline
 
 URL: redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service[?key=value&...]
 Log detail: set RUST_LOG, e.g. RUST_LOG=sentinel_recovery=debug (logs go to stderr).";
@@ -27,6 +31,8 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("watch") => watch::main(&args[1..]),
+        Some("exec") => exec::main(&args[1..]),
+        Some("demo") => demo::main(&args[1..]),
         Some("-h" | "--help" | "help") => {
             println!("{USAGE}");
             return ExitCode::SUCCESS;
