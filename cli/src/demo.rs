@@ -250,7 +250,7 @@ async fn run(url: &str) -> Result<(), String> {
         .iter()
         .filter(|(at, ok, _)| *ok && *at <= killed)
         .map(|(at, _, _)| *at)
-        .last();
+        .next_back();
     println!();
     match (last_ok_before, recovered) {
         (Some(before), Some(after)) => println!(
