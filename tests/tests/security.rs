@@ -446,6 +446,18 @@ fn wrong_passwords_are_auth_errors_and_never_leak() {
     assert!(!shown.contains(WRONG_DATA), "{shown}");
     assert!(shown.contains("WRONGPASS"), "{shown}");
     assert_eq!(err.code(), ErrorCode::Auth, "{err}");
+    // A command on a client opened anyway fails with the same code, not a queue timeout.
+    let err = rt()
+        .block_on(async {
+            let client = Client::open_url(&format!("{url}&command_timeout_ms=60000")).unwrap();
+            let _ = client.ready().await;
+            let result = client.execute(&["GET", "k"]).await;
+            client.close().await;
+            result
+        })
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Auth, "{err}");
+    assert!(!format!("{err:?}").contains(WRONG_DATA));
 
     // Wrong sentinel password: no sentinel lets the client in.
     let url = topo.url_with(

@@ -200,6 +200,14 @@ async fn wait_for_node(
             if let Some((address, expect)) = pick(inner, &current, kind) {
                 return Ok((address, expect, current.rounds));
             }
+            // Refused credentials or failed TLS verification don't fix themselves by waiting.
+            if let Some(e) = current
+                .last_error
+                .as_ref()
+                .filter(|e| matches!(e.code(), ErrorCode::Auth | ErrorCode::Tls))
+            {
+                return Err(e.clone());
+            }
         }
         if slot.is_none() {
             slot = Some(QueueSlot::take(inner)?);
