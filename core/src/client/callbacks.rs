@@ -88,7 +88,7 @@ impl Client {
         F: FnOnce(Result<Value>) + Send + 'static,
     {
         let client = self.clone();
-        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
+        let args = super::owned(args);
         let handle = match crate::runtime::handle() {
             Ok(h) => h,
             Err(e) => return done(Err(e)),

@@ -44,7 +44,7 @@ impl Client {
         timeout: Duration,
     ) -> Result<Value> {
         let kind = command::classify(args)?;
-        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
+        let args = super::owned(args);
         let inner = self.inner.clone();
         let monitor = self.monitor()?;
         on_core(async move {
@@ -83,10 +83,7 @@ impl Client {
                 Kind::Read => {}
             }
         }
-        let commands: Vec<Vec<Vec<u8>>> = commands
-            .iter()
-            .map(|c| c.iter().map(|a| a.as_ref().to_vec()).collect())
-            .collect();
+        let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(|c| super::owned(c)).collect();
         let inner = self.inner.clone();
         let monitor = self.monitor()?;
         on_core(async move {
@@ -111,7 +108,7 @@ impl Client {
         timeout: Duration,
     ) -> Result<Value> {
         let client = self.clone();
-        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
+        let args = super::owned(args);
         crate::runtime::block_on(async move { client.execute_timeout(&args, timeout).await })?
     }
 }

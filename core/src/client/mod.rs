@@ -25,6 +25,11 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::{registry, Event, Monitor, Topology};
 use nodes::Nodes;
 
+/// Commands cross to core tasks as owned bytes.
+fn owned<A: AsRef<[u8]>>(args: &[A]) -> Vec<Vec<u8>> {
+    args.iter().map(|a| a.as_ref().to_vec()).collect()
+}
+
 /// A client of one Sentinel-managed service. Cheap to clone; clones share one handle, and
 /// [`Client::close`] on any clone closes all of them.
 #[derive(Clone)]

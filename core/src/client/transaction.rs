@@ -72,7 +72,7 @@ impl Transaction {
             return Err(Error::config("WATCH needs at least one key"));
         }
         let mut args = vec![b"WATCH".to_vec()];
-        args.extend(keys.iter().map(|k| k.as_ref().to_vec()));
+        args.extend(super::owned(keys));
         self.send(vec![args])
             .await?
             .pop()
@@ -83,7 +83,7 @@ impl Transaction {
     /// Runs one command now, on the transaction's connection (reads between WATCH and `exec`).
     pub async fn execute<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<Value> {
         check(args)?;
-        let args: Vec<Vec<u8>> = args.iter().map(|a| a.as_ref().to_vec()).collect();
+        let args = super::owned(args);
         self.send(vec![args])
             .await?
             .pop()
@@ -93,8 +93,7 @@ impl Transaction {
     /// Adds a command to run atomically at `exec`.
     pub fn queue<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<&mut Transaction> {
         check(args)?;
-        self.queued
-            .push(args.iter().map(|a| a.as_ref().to_vec()).collect());
+        self.queued.push(super::owned(args));
         Ok(self)
     }
 
