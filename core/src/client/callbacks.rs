@@ -10,6 +10,8 @@
 use std::cell::Cell;
 use std::sync::{Arc, Mutex};
 
+use super::command;
+use super::execute::run_command;
 use super::Client;
 use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::Event;
@@ -87,8 +89,12 @@ impl Client {
         A: AsRef<[u8]>,
         F: FnOnce(Result<Value>) + Send + 'static,
     {
-        let client = self.clone();
-        let args = super::owned(args);
+        // Classified and copied here, then run directly on a core task: one spawn per command.
+        let prepared = command::classify(args).and_then(|kind| Ok((kind, self.monitor()?)));
+        let (kind, monitor) = match prepared {
+            Ok(p) => p,
+            Err(e) => return done(Err(e)),
+        };
         let handle = match crate::runtime::handle() {
             Ok(h) => h,
             Err(e) => return done(Err(e)),
@@ -106,8 +112,16 @@ impl Client {
             }
         }
         let mut once = Once(Some(done));
+        let timeout = std::time::Duration::from_millis(self.inner.config.command_timeout_ms);
+        let work = run_command(
+            self.inner.clone(),
+            monitor,
+            kind,
+            super::owned(args),
+            timeout,
+        );
         handle.spawn(async move {
-            let result = client.execute(&args).await;
+            let result = work.await;
             if let Some(f) = once.0.take() {
                 f(result);
             }

@@ -44,26 +44,14 @@ impl Client {
         timeout: Duration,
     ) -> Result<Value> {
         let kind = command::classify(args)?;
-        let args = super::owned(args);
-        let inner = self.inner.clone();
-        let monitor = self.monitor()?;
-        on_core(async move {
-            let deadline = Instant::now() + timeout;
-            match kind {
-                Kind::Blocking(block) => {
-                    let deadline = block.map(|b| deadline + b);
-                    run_dedicated(&inner, &monitor, args, deadline, timeout).await
-                }
-                kind => {
-                    let mut results =
-                        run_shared(&inner, &monitor, vec![args], kind, deadline).await?;
-                    results
-                        .pop()
-                        .unwrap_or_else(|| Err(Error::protocol("no reply")))
-                }
-            }
-        })
-        .await
+        let work = run_command(
+            self.inner.clone(),
+            self.monitor()?,
+            kind,
+            super::owned(args),
+            timeout,
+        );
+        on_core(work).await
     }
 
     /// Sends several commands back to back on one connection and returns one result per command.
@@ -110,6 +98,29 @@ impl Client {
         let client = self.clone();
         let args = super::owned(args);
         crate::runtime::block_on(async move { client.execute_timeout(&args, timeout).await })?
+    }
+}
+
+/// One command, start to finish; must run on the core runtime.
+pub(super) async fn run_command(
+    inner: Arc<Inner>,
+    monitor: Arc<Monitor>,
+    kind: Kind,
+    args: Vec<Vec<u8>>,
+    timeout: Duration,
+) -> Result<Value> {
+    let deadline = Instant::now() + timeout;
+    match kind {
+        Kind::Blocking(block) => {
+            let deadline = block.map(|b| deadline + b);
+            run_dedicated(&inner, &monitor, args, deadline, timeout).await
+        }
+        kind => {
+            let mut results = run_shared(&inner, &monitor, vec![args], kind, deadline).await?;
+            results
+                .pop()
+                .unwrap_or_else(|| Err(Error::protocol("no reply")))
+        }
     }
 }
 
