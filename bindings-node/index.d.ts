@@ -1,0 +1,238 @@
+/// <reference types="node" />
+/**
+ * sentinel-recovery for Node.js: a Promise client of a Redis/Valkey service managed by Sentinel.
+ * Discovery, DNS, failover and sockets run on the Rust core's own threads, never on the event loop.
+ */
+import { EventEmitter } from 'node:events'
+
+/** The stable error codes shared by every language. */
+export type ErrorCode =
+  | 'config'
+  | 'sentinels_unreachable'
+  | 'service_unknown'
+  | 'no_healthy_primary'
+  | 'timeout'
+  | 'connection_lost'
+  | 'server'
+  | 'protocol'
+  | 'tls'
+  | 'auth'
+  | 'closed'
+  | 'queue_full'
+
+/** Base class of every error of this package. */
+export declare class SentinelRecoveryError extends Error {
+  constructor(message: string, code: ErrorCode, serverCode?: string | null)
+  /** The stable code. */
+  readonly code: ErrorCode
+  /** For server errors (and server-refused auth): the first word of the reply (`ERR`, `READONLY`, ...). */
+  readonly serverCode: string | null
+}
+/** The URL or an option is invalid; the message names the offending part. */
+export declare class ConfigError extends SentinelRecoveryError {}
+/** No configured or learned sentinel could be reached. */
+export declare class SentinelsUnreachableError extends SentinelRecoveryError {}
+/** Every sentinel that answered does not monitor the service. */
+export declare class ServiceUnknownError extends SentinelRecoveryError {}
+/** Sentinels know the service but report no healthy, verified primary. */
+export declare class NoHealthyPrimaryError extends SentinelRecoveryError {}
+/** An operation did not finish before its deadline. */
+export declare class TimeoutError extends SentinelRecoveryError {}
+/** The connection broke while the request was in flight. */
+export declare class ConnectionLostError extends SentinelRecoveryError {}
+/** The server answered with an error reply. */
+export declare class ServerError extends SentinelRecoveryError {}
+/** The peer sent something that is not valid RESP or not the expected shape. */
+export declare class ProtocolError extends SentinelRecoveryError {}
+/** TLS setup or handshake failed. */
+export declare class TlsError extends SentinelRecoveryError {}
+/** The server refused the credentials. */
+export declare class AuthError extends SentinelRecoveryError {}
+/** The client was closed. */
+export declare class ClosedError extends SentinelRecoveryError {}
+/** The bounded queue of commands waiting for a primary is full. */
+export declare class QueueFullError extends SentinelRecoveryError {}
+
+/** Error class by stable code. */
+export declare const ERROR_CLASSES: Readonly<Record<ErrorCode, typeof SentinelRecoveryError>>
+
+/** A node address. */
+export interface Address {
+  host: string
+  port: number
+}
+
+/** One sentinel as the client knows it. */
+export interface SentinelInfo extends Address {
+  /** Whether the last attempt to ask it succeeded. */
+  up: boolean
+}
+
+/** A point-in-time view of the service. */
+export interface Topology {
+  service: string
+  /** The verified primary, or null before the first successful discovery. */
+  primary: Address | null
+  replicas: Address[]
+  sentinels: SentinelInfo[]
+  epoch: number
+  /** True when the last discovery round found and verified the primary. */
+  healthy: boolean
+}
+
+/** Fields every event carries. */
+interface EventBase {
+  service: string
+  /** Unix time in milliseconds. */
+  at: number
+}
+export interface PrimaryChangedEvent extends EventBase {
+  kind: 'primary_changed'
+  old: Address | null
+  new: Address
+}
+export interface ReplicasChangedEvent extends EventBase {
+  kind: 'replicas_changed'
+  replicas: Address[]
+}
+export interface SentinelsChangedEvent extends EventBase {
+  kind: 'sentinels_changed'
+  sentinels: SentinelInfo[]
+}
+export interface SentinelDownEvent extends EventBase {
+  kind: 'sentinel_down'
+  sentinel: Address
+}
+export interface SentinelUpEvent extends EventBase {
+  kind: 'sentinel_up'
+  sentinel: Address
+}
+export interface ConnectionLostEvent extends EventBase {
+  kind: 'connection_lost'
+  address: Address
+}
+export interface ConnectionRestoredEvent extends EventBase {
+  kind: 'connection_restored'
+  address: Address
+}
+export interface DiscoveryFailedEvent extends EventBase {
+  kind: 'discovery_failed'
+  /** SentinelsUnreachableError, ServiceUnknownError or NoHealthyPrimaryError. */
+  error: SentinelRecoveryError
+}
+/** Any event. */
+export type SentinelEvent =
+  | PrimaryChangedEvent
+  | ReplicasChangedEvent
+  | SentinelsChangedEvent
+  | SentinelDownEvent
+  | SentinelUpEvent
+  | ConnectionLostEvent
+  | ConnectionRestoredEvent
+  | DiscoveryFailedEvent
+/** The event kinds. */
+export type EventKind = SentinelEvent['kind']
+/** Every event kind, in DESIGN order. */
+export declare const EVENT_KINDS: readonly EventKind[]
+
+/**
+ * Options; every key except `decodeResponses` is a core option, passed as a string to the core,
+ * which checks it (camelCase keys are turned into the core's snake_case: `commandTimeoutMs` is
+ * `command_timeout_ms`). The same keys work in the URL query.
+ */
+export interface ClientOptions {
+  /** Return strings instead of Buffers for bulk replies that are valid UTF-8. Default false. */
+  decodeResponses?: boolean
+  db?: number
+  clientName?: string
+  protocol?: 2 | 3
+  connectTimeoutMs?: number
+  commandTimeoutMs?: number
+  sentinelTimeoutMs?: number
+  checkIntervalMs?: number
+  retryBaseMs?: number
+  retryMaxMs?: number
+  dnsTimeoutMs?: number
+  dnsServer?: string
+  queueSize?: number
+  readFrom?: 'primary' | 'prefer-replica' | 'replica'
+  username?: string
+  password?: string
+  sentinelUser?: string
+  sentinelPassword?: string
+  tls?: boolean
+  sentinelTls?: boolean
+  dataTls?: boolean
+  tlsInsecure?: boolean
+  tlsCaFile?: string
+  tlsCertFile?: string
+  tlsKeyFile?: string
+  sentinelTlsCaFile?: string
+  sentinelTlsCertFile?: string
+  sentinelTlsKeyFile?: string
+  tlsServerName?: string
+  /** Any other core key, in snake_case or camelCase. */
+  [key: string]: string | number | boolean | null | undefined
+}
+
+/** A command argument. Numbers are sent as their decimal text. */
+export type Arg = string | Buffer | Uint8Array | number | bigint
+
+/**
+ * A reply: null, number (bigint beyond 2^53 and for RESP3 big numbers), boolean, Buffer (string
+ * with `decodeResponses`) for bulk and verbatim strings, string for status replies, arrays for
+ * arrays/sets/pushes, Map for RESP3 maps, ServerError for an error nested in an aggregate.
+ */
+export type Reply =
+  | null
+  | number
+  | bigint
+  | boolean
+  | string
+  | Buffer
+  | SentinelRecoveryError
+  | Reply[]
+  | Map<Reply, Reply>
+
+/** Listener signatures of Client. */
+export interface ClientEvents {
+  event: (event: SentinelEvent) => void
+  primary_changed: (event: PrimaryChangedEvent) => void
+  replicas_changed: (event: ReplicasChangedEvent) => void
+  sentinels_changed: (event: SentinelsChangedEvent) => void
+  sentinel_down: (event: SentinelDownEvent) => void
+  sentinel_up: (event: SentinelUpEvent) => void
+  connection_lost: (event: ConnectionLostEvent) => void
+  connection_restored: (event: ConnectionRestoredEvent) => void
+  discovery_failed: (event: DiscoveryFailedEvent) => void
+}
+
+/**
+ * A client of one Sentinel-managed service. Emits `'event'` with every event and each event
+ * under its kind too. Events do not keep the process alive; pending commands do.
+ */
+export declare class Client extends EventEmitter {
+  private constructor(url: string, options?: ClientOptions)
+  /**
+   * Opens a client and waits for the first discovery round; rejects (and closes the client) with
+   * SentinelsUnreachableError, ServiceUnknownError or NoHealthyPrimaryError if it finds no primary,
+   * ConfigError for a bad URL or option.
+   */
+  static connect(url: string, options?: ClientOptions): Promise<Client>
+  /** Opens a client without waiting for discovery; throws ConfigError for a bad URL or option. */
+  static open(url: string, options?: ClientOptions): Client
+  /** Runs one command: `await client.execute(['SET', 'k', 'v'])`. */
+  execute(args: Arg[]): Promise<Reply>
+  /** The current topology snapshot; never waits on the network. Throws ClosedError once closed. */
+  topology(): Topology
+  /** Whether close() was called. */
+  readonly closed: boolean
+  /** Closes the client; no event is emitted after the promise resolves. Idempotent. */
+  close(): Promise<void>
+
+  on<K extends keyof ClientEvents>(event: K, listener: ClientEvents[K]): this
+  once<K extends keyof ClientEvents>(event: K, listener: ClientEvents[K]): this
+  off<K extends keyof ClientEvents>(event: K, listener: ClientEvents[K]): this
+  addListener<K extends keyof ClientEvents>(event: K, listener: ClientEvents[K]): this
+  removeListener<K extends keyof ClientEvents>(event: K, listener: ClientEvents[K]): this
+}

@@ -1,0 +1,299 @@
+'use strict'
+/**
+ * sentinel-recovery for Node.js: a Promise client of a Redis/Valkey service managed by Sentinel.
+ *
+ * Discovery, DNS, failover and every socket run on the Rust core's own threads; the event loop
+ * only receives finished results (in batches) and events. See index.d.ts for the API.
+ */
+
+const { EventEmitter } = require('node:events')
+const native = require('./native.js')
+
+/** Base class of every error of this package; `code` is the stable code shared by all languages. */
+class SentinelRecoveryError extends Error {
+  /**
+   * @param {string} message
+   * @param {string} code
+   * @param {string|null} [serverCode]
+   */
+  constructor(message, code, serverCode = null) {
+    super(message)
+    this.name = new.target.name
+    /** The stable code (`config`, `timeout`, ...). */
+    this.code = code
+    /** For server errors: the first word of the server's reply (`ERR`, `READONLY`, ...). */
+    this.serverCode = serverCode
+  }
+}
+
+/** The URL or an option is invalid. */
+class ConfigError extends SentinelRecoveryError {}
+/** No configured or learned sentinel could be reached. */
+class SentinelsUnreachableError extends SentinelRecoveryError {}
+/** Every sentinel that answered does not monitor the service. */
+class ServiceUnknownError extends SentinelRecoveryError {}
+/** Sentinels know the service but report no healthy, verified primary. */
+class NoHealthyPrimaryError extends SentinelRecoveryError {}
+/** An operation did not finish before its deadline. */
+class TimeoutError extends SentinelRecoveryError {}
+/** The connection broke while the request was in flight. */
+class ConnectionLostError extends SentinelRecoveryError {}
+/** The server answered with an error reply (`serverCode` holds its first word). */
+class ServerError extends SentinelRecoveryError {}
+/** The peer sent something that is not valid RESP or not the expected shape. */
+class ProtocolError extends SentinelRecoveryError {}
+/** TLS setup or handshake failed. */
+class TlsError extends SentinelRecoveryError {}
+/** The server refused the credentials. */
+class AuthError extends SentinelRecoveryError {}
+/** The client was closed. */
+class ClosedError extends SentinelRecoveryError {}
+/** The bounded queue of commands waiting for a primary is full. */
+class QueueFullError extends SentinelRecoveryError {}
+
+/** Error class by stable code. */
+const ERROR_CLASSES = Object.freeze({
+  config: ConfigError,
+  sentinels_unreachable: SentinelsUnreachableError,
+  service_unknown: ServiceUnknownError,
+  no_healthy_primary: NoHealthyPrimaryError,
+  timeout: TimeoutError,
+  connection_lost: ConnectionLostError,
+  server: ServerError,
+  protocol: ProtocolError,
+  tls: TlsError,
+  auth: AuthError,
+  closed: ClosedError,
+  queue_full: QueueFullError,
+})
+
+/** The event kinds, each also emitted under its own name. */
+const EVENT_KINDS = Object.freeze([
+  'primary_changed',
+  'replicas_changed',
+  'sentinels_changed',
+  'sentinel_down',
+  'sentinel_up',
+  'connection_lost',
+  'connection_restored',
+  'discovery_failed',
+])
+
+function makeError(code, message, serverCode) {
+  const Class = ERROR_CLASSES[code] || SentinelRecoveryError
+  return new Class(message, code, serverCode == null ? null : serverCode)
+}
+
+/** A synchronous native error ("code: message") as its SentinelRecoveryError subclass. */
+function fromNative(e) {
+  const m = /^([a-z_]+): ([\s\S]*)$/.exec(e && e.message)
+  if (m && ERROR_CLASSES[m[1]]) return makeError(m[1], m[2], null)
+  return e
+}
+
+/** `decodeResponses` -> `decode_responses`; snake_case keys are kept as they are. */
+function snakeCase(key) {
+  return key.replace(/[A-Z]/g, (c) => '_' + c.toLowerCase())
+}
+
+/** Options object -> flat [key, value, ...] of core keys and strings; the core checks them. */
+function coreOptions(options) {
+  const flat = []
+  for (const [key, value] of Object.entries(options)) {
+    if (key === 'decodeResponses' || key === 'decode_responses' || value === undefined) continue
+    flat.push(snakeCase(key), value === null ? '' : String(value))
+  }
+  return flat
+}
+
+let nextClientId = 1
+/** Clients with pending operations, by id; the wake function looks them up here. */
+const busy = new Map()
+
+/**
+ * A client of one Sentinel-managed service. Create it with `Client.connect(url, options)`.
+ * Emits `'event'` with every event, and each event under its kind's name too.
+ */
+class Client extends EventEmitter {
+  /** @private Use Client.connect or Client.open. */
+  constructor(url, options = {}) {
+    super()
+    if (typeof url !== 'string') throw new TypeError('url must be a string')
+    if (options === null || typeof options !== 'object') throw new TypeError('options must be an object')
+    const id = nextClientId++
+    const decode = Boolean(options.decodeResponses ?? options.decode_responses ?? false)
+    this._id = id
+    this._pending = new Map()
+    this._nextOp = 1
+    this._held = false
+    // The callbacks reference only the id, never the client, so a dropped client can be
+    // collected; only clients with pending operations are kept reachable, in `busy`.
+    const self = new WeakRef(this)
+    const onEvent = (json) => {
+      const client = self.deref()
+      if (client) client._event(json)
+    }
+    try {
+      this._native = native.open(url, coreOptions(options), decode, () => wake(id), onEvent)
+    } catch (e) {
+      throw fromNative(e)
+    }
+  }
+
+  /**
+   * Opens a client and waits for the first discovery round; if it finds no primary the client
+   * is closed and the promise rejects with the reason (`SentinelsUnreachableError`,
+   * `ServiceUnknownError`, `NoHealthyPrimaryError`).
+   * @returns {Promise<Client>}
+   */
+  static async connect(url, options = {}) {
+    const client = new Client(url, options)
+    try {
+      await client._op((op) => client._native.ready(op))
+    } catch (e) {
+      await client.close()
+      throw e
+    }
+    return client
+  }
+
+  /** Opens a client without waiting for discovery (commands wait for a primary up to their deadline). */
+  static open(url, options = {}) {
+    return new Client(url, options)
+  }
+
+  /**
+   * Runs one command, e.g. `execute(['SET', 'k', 'v'])`. Arguments are strings, Buffers,
+   * Uint8Arrays or numbers. Resolves with the reply (Buffers for bulk strings unless
+   * `decodeResponses`), rejects with a SentinelRecoveryError subclass.
+   * @param {Array<string|Buffer|Uint8Array|number|bigint>} args
+   */
+  execute(args) {
+    if (!Array.isArray(args) || args.length === 0) {
+      return Promise.reject(new TypeError('execute expects a non-empty array of arguments'))
+    }
+    let copied = false
+    for (let i = 0; i < args.length; i++) {
+      const a = args[i]
+      if (typeof a !== 'string' && !(a instanceof Uint8Array)) {
+        if (typeof a === 'number' || typeof a === 'bigint') {
+          if (!copied) {
+            args = args.slice()
+            copied = true
+          }
+          args[i] = String(a)
+        } else {
+          return Promise.reject(new TypeError(`argument ${i} must be a string, Buffer or number`))
+        }
+      }
+    }
+    return this._op((op) => this._native.execute(op, args))
+  }
+
+  /** The current topology: `{service, primary, replicas, sentinels, epoch, healthy}`. Never waits. */
+  topology() {
+    try {
+      return JSON.parse(this._native.topology())
+    } catch (e) {
+      throw fromNative(e)
+    }
+  }
+
+  /** Whether close() was called. */
+  get closed() {
+    return this._native.closed
+  }
+
+  /**
+   * Closes the client; resolves when it is closed. No event is emitted after that. Commands
+   * still pending settle (with ClosedError if they could not finish). Idempotent.
+   * @returns {Promise<void>}
+   */
+  async close() {
+    await this._op((op) => this._native.close(op))
+  }
+
+  /** Starts one native operation and returns the promise it settles. */
+  _op(start) {
+    const op = this._nextOp++
+    if (this._nextOp > 0xffffffff) this._nextOp = 1
+    const promise = new Promise((resolve, reject) => {
+      this._pending.set(op, { resolve, reject })
+    })
+    if (!this._held) {
+      this._held = true
+      busy.set(this._id, this)
+      this._native.hold(true)
+    }
+    try {
+      start(op)
+    } catch (e) {
+      const p = this._pending.get(op)
+      this._pending.delete(op)
+      p.reject(fromNative(e))
+      this._release()
+    }
+    return promise
+  }
+
+  _release() {
+    if (this._held && this._pending.size === 0) {
+      this._held = false
+      busy.delete(this._id)
+      this._native.hold(false)
+    }
+  }
+
+  /** Settles every finished operation. Runs on the event loop, woken by the core. */
+  _drain() {
+    const done = this._native.drain(makeError)
+    for (let i = 0; i < done.length; i += 3) {
+      const p = this._pending.get(done[i])
+      if (p === undefined) continue
+      this._pending.delete(done[i])
+      if (done[i + 1]) p.resolve(done[i + 2])
+      else p.reject(done[i + 2])
+    }
+    this._release()
+  }
+
+  _event(json) {
+    const event = JSON.parse(json)
+    if (event.kind === 'discovery_failed' && event.error) {
+      event.error = makeError(event.error.code, event.error.message, event.error.server_code)
+    }
+    try {
+      this.emit('event', event)
+      this.emit(event.kind, event)
+    } catch (e) {
+      // Like any other emitter with no caller to throw to: an uncaught exception.
+      process.nextTick(() => {
+        throw e
+      })
+    }
+  }
+}
+
+function wake(id) {
+  const client = busy.get(id)
+  if (client) client._drain()
+}
+
+module.exports = {
+  Client,
+  SentinelRecoveryError,
+  ConfigError,
+  SentinelsUnreachableError,
+  ServiceUnknownError,
+  NoHealthyPrimaryError,
+  TimeoutError,
+  ConnectionLostError,
+  ServerError,
+  ProtocolError,
+  TlsError,
+  AuthError,
+  ClosedError,
+  QueueFullError,
+  ERROR_CLASSES,
+  EVENT_KINDS,
+}

@@ -1,0 +1,22 @@
+// ESM entry point: the CommonJS module re-exported.
+import cjs from './index.js'
+
+export const {
+  Client,
+  SentinelRecoveryError,
+  ConfigError,
+  SentinelsUnreachableError,
+  ServiceUnknownError,
+  NoHealthyPrimaryError,
+  TimeoutError,
+  ConnectionLostError,
+  ServerError,
+  ProtocolError,
+  TlsError,
+  AuthError,
+  ClosedError,
+  QueueFullError,
+  ERROR_CLASSES,
+  EVENT_KINDS,
+} = cjs
+export default cjs
