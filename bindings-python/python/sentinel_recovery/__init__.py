@@ -1,0 +1,425 @@
+"""sentinel-recovery for Python: find and follow a Redis or Valkey primary through Sentinel.
+
+Discovery, failover handling, DNS and reconnects run on the core's own threads (``sr-worker-N``),
+never on the asyncio event loop and never while holding the GIL. Two clients share one core:
+
+* :class:`Client` for asyncio::
+
+      async with Client.connect("redis+sentinel://127.0.0.1:26379/mymaster") as client:
+          await client.execute("SET", "key", "value")
+          async for event in client.events():
+              print(event["kind"])
+
+* :class:`BlockingClient` for threads; it releases the GIL while it waits::
+
+      with BlockingClient.connect("redis+sentinel://127.0.0.1:26379/mymaster") as client:
+          client.execute("GET", "key")
+
+Options are the URL's query keys (``command_timeout_ms=2000``, ``read_from="replica"``, ...),
+given as keyword arguments; they override the URL. ``decode_responses=True`` returns ``str``
+instead of ``bytes``. Errors are subclasses of :class:`Error` with a stable ``code``. Log records
+of the core go to the :mod:`logging` logger ``sentinel_recovery``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import logging
+import os
+from typing import (
+    Any,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Dict,
+    Generator,
+    Iterator,
+    List,
+    Optional,
+    Tuple,
+    Union,
+)
+
+from . import _native
+from ._errors import (
+    AuthError,
+    ClosedError,
+    ConfigError,
+    ConnectionLostError,
+    Error,
+    NoHealthyPrimaryError,
+    ProtocolError,
+    QueueFullError,
+    SentinelsUnreachableError,
+    ServerError,
+    ServiceUnknownError,
+    TimeoutError,
+    TlsError,
+    _make_error,
+)
+from ._native import set_worker_threads
+
+__all__ = [
+    "Client",
+    "BlockingClient",
+    "AsyncEvents",
+    "Events",
+    "Topology",
+    "Event",
+    "Arg",
+    "set_worker_threads",
+    "Error",
+    "ConfigError",
+    "SentinelsUnreachableError",
+    "ServiceUnknownError",
+    "NoHealthyPrimaryError",
+    "TimeoutError",
+    "ConnectionLostError",
+    "ServerError",
+    "ProtocolError",
+    "TlsError",
+    "AuthError",
+    "ClosedError",
+    "QueueFullError",
+]
+
+__version__: str = _native.__version__
+
+#: A command argument: bytes-like or str (UTF-8); int and float are sent as their decimal text.
+Arg = Union[bytes, bytearray, memoryview, str, int, float]
+#: A topology snapshot: ``service``, ``primary`` (``{"host", "port"}`` or ``None``),
+#: ``replicas``, ``sentinels`` (``{"host", "port", "up"}``), ``epoch``, ``healthy``.
+Topology = Dict[str, Any]
+#: An event: ``kind``, ``service``, ``at`` (unix ms) and the fields of its kind, e.g.
+#: ``{"kind": "primary_changed", "old": {...}, "new": {...}, ...}``.
+Event = Dict[str, Any]
+OptionValue = Union[str, int, float, bool, "os.PathLike[str]", None]
+
+_LOGGER = logging.getLogger("sentinel_recovery")
+_LOGGER.addHandler(logging.NullHandler())  # the application decides where records go
+_native._set_error_factory(_make_error)
+_native._set_log_level(_LOGGER.getEffectiveLevel())
+atexit.register(_native._shutdown)
+
+
+def _option_text(key: str, value: OptionValue) -> str:
+    """An option value as the text the core parses (the core checks it)."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return str(int(value)) if value.is_integer() else repr(value)
+    if isinstance(value, str):
+        return value
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(f"option {key}: expected str, int, float, bool or a path, got {type(value).__name__}")
+
+
+def _open(url: str, decode_responses: bool, options: Dict[str, OptionValue]) -> "_native.NativeClient":
+    if not isinstance(url, str):
+        raise TypeError("url must be a str")
+    pairs = [(key, _option_text(key, value)) for key, value in options.items()]
+    _native._set_log_level(_LOGGER.getEffectiveLevel())
+    return _native.NativeClient.open(url, pairs, bool(decode_responses))
+
+
+class AsyncEvents:
+    """An async iterator over a client's events (dicts), from the moment it was created.
+
+    Ends when the client is closed. ``await events.aclose()`` (or leaving ``async with``) stops it.
+    Events reach the loop through ``loop.call_soon_threadsafe``, in the order they happened.
+    """
+
+    def __init__(self, native: "_native.NativeClient") -> None:
+        loop = asyncio.get_running_loop()
+        self._queue: "asyncio.Queue[Optional[Event]]" = asyncio.Queue()
+        self._done = False
+        self._subscription = native.subscribe_async(loop, self._queue)
+
+    def __aiter__(self) -> "AsyncEvents":
+        return self
+
+    async def __anext__(self) -> Event:
+        if self._done:
+            raise StopAsyncIteration
+        item = await self._queue.get()
+        if item is None:
+            self._finish()
+            raise StopAsyncIteration
+        return item
+
+    def _finish(self) -> None:
+        if not self._done:
+            self._done = True
+            self._subscription.cancel()
+            self._queue.put_nowait(None)  # wakes a consumer waiting in __anext__
+
+    async def aclose(self) -> None:
+        """Stops the subscription; a pending ``__anext__`` ends the iteration."""
+        self._finish()
+
+    async def __aenter__(self) -> "AsyncEvents":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self._finish()
+
+
+class Client:
+    """An asyncio client of one Sentinel-managed service.
+
+    Create it with ``await Client.connect(url, **options)`` (waits for the first discovery) or
+    ``Client.open(url, **options)`` (returns at once). All methods may be called from the event
+    loop: none of them blocks it. Use it from the loop it was used first with; completions are
+    delivered to the loop that awaits them.
+    """
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: "_native.NativeClient") -> None:
+        """Internal: use :meth:`connect` or :meth:`open`."""
+        self._native = native
+
+    @classmethod
+    def open(cls, url: str, *, decode_responses: bool = False, **options: OptionValue) -> "Client":
+        """Opens a client and returns at once; discovery runs in the background.
+
+        Commands issued before the primary is known wait for it (bounded by ``queue_size`` and
+        ``command_timeout_ms``). Raises :class:`ConfigError` for a bad URL or option.
+        """
+        return cls(_open(url, decode_responses, options))
+
+    @classmethod
+    def connect(cls, url: str, *, decode_responses: bool = False, **options: OptionValue) -> "_Connecting":
+        """Opens a client and waits for the first discovery round.
+
+        Use as ``client = await Client.connect(...)`` or ``async with Client.connect(...) as
+        client:``. Raises :class:`SentinelsUnreachableError`, :class:`ServiceUnknownError` or
+        :class:`NoHealthyPrimaryError` when no primary is found (the client is closed then), and
+        :class:`ConfigError` for a bad URL or option.
+        """
+        return _Connecting(cls, url, decode_responses, options)
+
+    async def ready(self) -> Topology:
+        """Waits for the first discovery round; returns the topology or raises its error."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._native.ready_async(loop, fut)
+        return await fut
+
+    async def execute(self, *args: Arg) -> Any:
+        """Runs one command on the primary (or a replica for reads, per ``read_from``).
+
+        Returns the reply: ``None``, ``int``, ``float``, ``bool``, ``bytes`` (``str`` with
+        ``decode_responses=True``), ``list``, ``dict`` or ``set``. Raises :class:`ServerError`
+        for an error reply, :class:`TimeoutError`, :class:`ConnectionLostError` (the command may
+        have run), :class:`QueueFullError`, :class:`ClosedError`, ...
+        """
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._native.execute_async(loop, fut, args)
+        return await fut
+
+    def topology(self) -> Topology:
+        """The current topology snapshot; never waits."""
+        return self._native.topology()
+
+    def events(self) -> AsyncEvents:
+        """An async iterator over events from now on: ``async for event in client.events()``."""
+        return AsyncEvents(self._native)
+
+    def refresh(self) -> None:
+        """Asks for a discovery round now."""
+        self._native.refresh()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._native.closed
+
+    @property
+    def queued(self) -> int:
+        """Commands now waiting for a usable node."""
+        return self._native.queued
+
+    async def close(self) -> None:
+        """Closes the client: event iterators end, pending commands fail with :class:`ClosedError`.
+
+        Idempotent.
+        """
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._native.close_async(loop, fut)
+        await fut
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        state = " closed" if self._native.closed else ""
+        return f"<sentinel_recovery.Client {self._native.url}{state}>"
+
+
+class _Connecting:
+    """The result of :meth:`Client.connect`: awaitable, and usable with ``async with``."""
+
+    __slots__ = ("_cls", "_url", "_decode", "_options", "_client")
+
+    def __init__(self, cls: type, url: str, decode: bool, options: Dict[str, OptionValue]) -> None:
+        self._cls = cls
+        self._url = url
+        self._decode = decode
+        self._options = options
+        self._client: Optional[Client] = None
+
+    async def _connect(self) -> Client:
+        client = self._cls.open(self._url, decode_responses=self._decode, **self._options)
+        try:
+            await client.ready()
+        except BaseException:
+            await client.close()
+            raise
+        return client
+
+    def __await__(self) -> Generator[Any, None, Client]:
+        return self._connect().__await__()
+
+    async def __aenter__(self) -> Client:
+        self._client = await self._connect()
+        return self._client
+
+    async def __aexit__(self, *exc: Any) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+class Events:
+    """A blocking iterator over a client's events (dicts), from the moment it was created.
+
+    Each wait releases the GIL. Ends when the client is closed or :meth:`close` is called.
+    """
+
+    __slots__ = ("_iter",)
+
+    def __init__(self, native: "_native.NativeClient") -> None:
+        self._iter = native.subscribe_blocking()
+
+    def __iter__(self) -> "Events":
+        return self
+
+    def __next__(self) -> Event:
+        return self._iter.__next__()
+
+    def next(self, timeout: Optional[float] = None) -> Optional[Event]:
+        """The next event, waiting at most ``timeout`` seconds; ``None`` on timeout.
+
+        Raises ``StopIteration`` once the stream has ended.
+        """
+        return self._iter.next(timeout)
+
+    def close(self) -> None:
+        """Stops the iterator."""
+        self._iter.close()
+
+    def __enter__(self) -> "Events":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class BlockingClient:
+    """A client for threaded code: every call blocks only the calling thread, with the GIL released.
+
+    Create it with ``BlockingClient.connect(url, **options)`` (waits for the first discovery) or
+    ``BlockingClient.open(url, **options)`` (returns at once). Safe to share between threads.
+    """
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: "_native.NativeClient") -> None:
+        """Internal: use :meth:`connect` or :meth:`open`."""
+        self._native = native
+
+    @classmethod
+    def open(cls, url: str, *, decode_responses: bool = False, **options: OptionValue) -> "BlockingClient":
+        """Opens a client and returns at once; discovery runs in the background."""
+        return cls(_open(url, decode_responses, options))
+
+    @classmethod
+    def connect(cls, url: str, *, decode_responses: bool = False, **options: OptionValue) -> "BlockingClient":
+        """Opens a client and waits (GIL released) for the first discovery round.
+
+        Raises :class:`SentinelsUnreachableError`, :class:`ServiceUnknownError` or
+        :class:`NoHealthyPrimaryError` when no primary is found (the client is closed then).
+        """
+        client = cls.open(url, decode_responses=decode_responses, **options)
+        try:
+            client.ready()
+        except BaseException:
+            client.close()
+            raise
+        return client
+
+    def ready(self) -> Topology:
+        """Waits for the first discovery round; returns the topology or raises its error."""
+        return self._native.ready_blocking()
+
+    def execute(self, *args: Arg, timeout: Optional[float] = None) -> Any:
+        """Runs one command and returns its reply (see :meth:`Client.execute`).
+
+        ``timeout`` (seconds) replaces the ``command_timeout_ms`` option for this call.
+        """
+        return self._native.execute_blocking(args, timeout)
+
+    def topology(self) -> Topology:
+        """The current topology snapshot; never waits."""
+        return self._native.topology()
+
+    def events(self) -> Events:
+        """A blocking iterator over events from now on."""
+        return Events(self._native)
+
+    def on_event(self, callback: Optional[Callable[[Event], None]]) -> None:
+        """Calls ``callback(event)`` for each event, on a background thread of this module (never
+        on a core thread). Replaces an earlier callback; ``None`` removes it. When this (or
+        :meth:`close`) returns, the earlier callback is no longer called. Exceptions raised by the
+        callback are reported with ``sys.unraisablehook``.
+        """
+        self._native.set_event_callback(callback)
+
+    def refresh(self) -> None:
+        """Asks for a discovery round now."""
+        self._native.refresh()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._native.closed
+
+    @property
+    def queued(self) -> int:
+        """Commands now waiting for a usable node."""
+        return self._native.queued
+
+    def close(self) -> None:
+        """Closes the client; idempotent. No event callback runs after this returns."""
+        self._native.close_blocking()
+
+    def __enter__(self) -> "BlockingClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = " closed" if self._native.closed else ""
+        return f"<sentinel_recovery.BlockingClient {self._native.url}{state}>"

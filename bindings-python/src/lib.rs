@@ -1,0 +1,104 @@
+//! `sentinel_recovery._native`: the compiled part of the Python package `sentinel_recovery`.
+//!
+//! It converts values, owns host-side lifetimes and delivers completions; every behaviour lives in
+//! the core crate. Core threads never take the GIL: completions, events and log records reach
+//! Python through one dispatcher thread (see [`dispatch`]). The public API is the Python layer in
+//! `python/sentinel_recovery/`.
+
+mod client;
+mod convert;
+mod dispatch;
+mod errors;
+mod logging;
+
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+use pyo3::{intern, wrap_pyfunction};
+
+/// Completes a batch on the event loop thread: `(0, future, value)` sets a result, `(1, future,
+/// exc)` an exception (both skipped when the future is already done, e.g. cancelled), and `(2,
+/// queue, item)` puts an item into an `asyncio.Queue`.
+#[pyfunction]
+fn _deliver(py: Python<'_>, items: &Bound<'_, PyList>) {
+    for item in items.iter() {
+        let Ok(item) = item.cast::<PyTuple>() else {
+            continue;
+        };
+        let result = (|| -> PyResult<()> {
+            let kind: u8 = item.get_item(0)?.extract()?;
+            let target = item.get_item(1)?;
+            let value = item.get_item(2)?;
+            match kind {
+                0 | 1 => {
+                    if target.call_method0(intern!(py, "done"))?.is_truthy()? {
+                        return Ok(());
+                    }
+                    let method = if kind == 0 {
+                        intern!(py, "set_result")
+                    } else {
+                        intern!(py, "set_exception")
+                    };
+                    target.call_method1(method, (value,))?;
+                }
+                _ => {
+                    target.call_method1(intern!(py, "put_nowait"), (value,))?;
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            e.write_unraisable(py, Some(item.as_any()));
+        }
+    }
+}
+
+/// Registers the function that builds exceptions: `make_error(code, message, server_code)`.
+#[pyfunction]
+fn _set_error_factory(factory: Py<PyAny>) {
+    errors::set_factory(factory);
+}
+
+/// Sets the level (a `logging` level number) below which core log records are dropped.
+#[pyfunction]
+fn _set_log_level(level: i32) {
+    logging::set_threshold(level);
+}
+
+/// Stops the dispatcher thread before interpreter exit (registered with `atexit`).
+#[pyfunction]
+fn _shutdown(py: Python<'_>) {
+    py.detach(|| dispatch::shutdown(Duration::from_secs(2)));
+}
+
+/// Sets the number of core worker threads; only before the first client opens in this process.
+#[pyfunction]
+fn set_worker_threads(threads: usize) -> PyResult<()> {
+    sentinel_recovery::runtime::set_worker_threads(threads).map_err(|e| errors::to_pyerr(&e))
+}
+
+/// Whether the calling thread is one of the core's (`sr-worker-N`); for tests.
+#[pyfunction]
+fn _on_core_thread() -> bool {
+    sentinel_recovery::runtime::on_core_thread()
+}
+
+/// The compiled module.
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    logging::install();
+    let deliver = wrap_pyfunction!(_deliver, m)?;
+    dispatch::set_deliver(deliver.clone().into_any().unbind());
+    m.add_function(deliver)?;
+    m.add_function(wrap_pyfunction!(_set_error_factory, m)?)?;
+    m.add_function(wrap_pyfunction!(_set_log_level, m)?)?;
+    m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
+    m.add_function(wrap_pyfunction!(_on_core_thread, m)?)?;
+    m.add_function(wrap_pyfunction!(set_worker_threads, m)?)?;
+    m.add_class::<client::NativeClient>()?;
+    m.add_class::<client::Subscription>()?;
+    m.add_class::<client::EventIter>()?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    Ok(())
+}

@@ -1,0 +1,22 @@
+# Python binding (bindings-python/): `pip install ./bindings-python` into a venv under the shared
+# cargo target dir (maturin builds into $(CARGO_TARGET_DIR), so core is not compiled twice), then
+# the pytest suite against real topologies. Quick when everything is already installed.
+PY_VENV ?= $(CARGO_TARGET_DIR)/py-venv
+PYTHON ?= python3
+PY_TEST_DEPS := maturin pytest pytest-asyncio pytest-timeout
+
+TEST_TARGETS += test-python
+
+.PHONY: test-python python-install python-venv
+
+python-venv:
+	@test -x $(PY_VENV)/bin/python || $(PYTHON) -m venv $(PY_VENV)
+	@$(PY_VENV)/bin/python -c "import maturin, pytest, pytest_asyncio, pytest_timeout" 2>/dev/null \
+	  || $(PY_VENV)/bin/python -m pip install -q $(PY_TEST_DEPS)
+
+python-install: python-venv
+	PATH="$(PY_VENV)/bin:$$PATH" $(PY_VENV)/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps ./bindings-python
+
+test-python: deps python-install
+	cargo build -q -p sentinel-recovery-testkit --bins
+	cd bindings-python && $(PY_VENV)/bin/python -m pytest -q --timeout 120 tests
