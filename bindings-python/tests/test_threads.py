@@ -28,7 +28,9 @@ def test_cpu_thread_runs_while_blocking_client_waits(topology: Topology) -> None
         try:
             wait_until(lambda: counter[0] > 0, 5, "spinner started")
             before = counter[0]
-            assert client.execute("DEBUG", "SLEEP", "1") == b"OK"
+            # Half the sentinels' down-after (1000 ms): long enough to wait on, short enough that
+            # the shared topology's primary is never flagged down and failed over.
+            assert client.execute("DEBUG", "SLEEP", "0.5") == b"OK"
             during = counter[0] - before
         finally:
             stop.set()
