@@ -1,0 +1,210 @@
+using System;
+
+namespace SentinelRecovery
+{
+    /// <summary>The stable error codes shared by every language binding (the C ABI's
+    /// <c>SR_ERR_*</c> values).</summary>
+    public enum ErrorCode
+    {
+        /// <summary>The URL or an option is invalid; the message names the offending part.</summary>
+        Config = 1,
+        /// <summary>No configured or learned sentinel could be reached within the deadline.</summary>
+        SentinelsUnreachable = 2,
+        /// <summary>Every sentinel that answered said it does not monitor the service.</summary>
+        ServiceUnknown = 3,
+        /// <summary>Sentinels know the service but none reported a primary that is up and verified.</summary>
+        NoHealthyPrimary = 4,
+        /// <summary>An operation did not finish before its deadline.</summary>
+        Timeout = 5,
+        /// <summary>The connection broke while a request was in flight (the command may or may not have run).</summary>
+        ConnectionLost = 6,
+        /// <summary>The server answered with an error reply (see <see cref="ServerException.ServerCode"/>).</summary>
+        Server = 7,
+        /// <summary>The peer sent something that is not valid RESP or not the expected shape.</summary>
+        Protocol = 8,
+        /// <summary>TLS setup or handshake failed.</summary>
+        Tls = 9,
+        /// <summary>The server refused the credentials.</summary>
+        Auth = 10,
+        /// <summary>The client was closed (also: a command abandoned because the client closed).</summary>
+        Closed = 11,
+        /// <summary>The bounded queue of commands waiting for a primary is full.</summary>
+        QueueFull = 12,
+        /// <summary>C ABI only: an argument the native library refused (should not surface through this wrapper).</summary>
+        InvalidArgument = 100,
+        /// <summary>C ABI only: a reply accessor used on another type (should not surface through this wrapper).</summary>
+        WrongType = 101,
+        /// <summary>C ABI only: an internal error (a Rust panic) caught at the boundary.</summary>
+        Internal = 102,
+    }
+
+    /// <summary>Base of every error of the library. <see cref="Code"/> is stable across versions
+    /// and languages; messages never contain passwords.</summary>
+    public class SentinelRecoveryException : Exception
+    {
+        /// <summary>The stable error code.</summary>
+        public ErrorCode Code { get; private set; }
+
+        /// <summary>The code's snake_case name shared by all bindings (<c>"no_healthy_primary"</c>, ...).</summary>
+        public string CodeName { get { return CodeNames.Of(Code); } }
+
+        /// <summary>Creates an error with a code and a message.</summary>
+        public SentinelRecoveryException(ErrorCode code, string message) : base(message) { Code = code; }
+
+        /// <summary>Creates an error the right subclass for <paramref name="code"/>.</summary>
+        public static SentinelRecoveryException Create(ErrorCode code, string message, string serverCode = null)
+        {
+            switch (code)
+            {
+                case ErrorCode.Config: return new ConfigException(message);
+                case ErrorCode.SentinelsUnreachable: return new SentinelsUnreachableException(message);
+                case ErrorCode.ServiceUnknown: return new ServiceUnknownException(message);
+                case ErrorCode.NoHealthyPrimary: return new NoHealthyPrimaryException(message);
+                case ErrorCode.Timeout: return new SentinelTimeoutException(message);
+                case ErrorCode.ConnectionLost: return new ConnectionLostException(message);
+                case ErrorCode.Server: return new ServerException(message, serverCode);
+                case ErrorCode.Protocol: return new ProtocolException(message);
+                case ErrorCode.Tls: return new TlsException(message);
+                case ErrorCode.Auth: return new AuthException(message, serverCode);
+                case ErrorCode.Closed: return new ClientClosedException(message);
+                case ErrorCode.QueueFull: return new QueueFullException(message);
+                default: return new SentinelRecoveryException(code, message);
+            }
+        }
+
+        /// <summary>Copies a native error (borrowed or owned; not freed here).</summary>
+        internal static SentinelRecoveryException FromNative(IntPtr error)
+        {
+            int code = Native.sr_error_get_code(error);
+            string msg = Native.Utf8(Native.sr_error_get_message(error)) ?? Native.Utf8(Native.sr_error_message(code));
+            return Create((ErrorCode)code, msg, Native.Utf8(Native.sr_error_get_server_code(error)));
+        }
+
+        /// <summary>Copies and frees an owned native error; a generic one when the library gave none.</summary>
+        internal static SentinelRecoveryException TakeNative(int rc, IntPtr error)
+        {
+            if (error == IntPtr.Zero) return Create((ErrorCode)rc, Native.Utf8(Native.sr_error_message(rc)));
+            try { return FromNative(error); }
+            finally { Native.sr_error_free(error); }
+        }
+    }
+
+    /// <summary><see cref="ErrorCode.Config"/>: the URL or an option is invalid.</summary>
+    public class ConfigException : SentinelRecoveryException
+    {
+        /// <summary>Creates the error.</summary>
+        public ConfigException(string message) : base(ErrorCode.Config, message) { }
+    }
+
+    /// <summary><see cref="ErrorCode.SentinelsUnreachable"/>: no sentinel could be reached.</summary>
+    public class SentinelsUnreachableException : SentinelRecoveryException
+    {
+        /// <summary>Creates the error.</summary>
+        public SentinelsUnreachableException(string message) : base(ErrorCode.SentinelsUnreachable, message) { }
+    }
+
+    /// <summary><see cref="ErrorCode.ServiceUnknown"/>: no sentinel monitors the service.</summary>
+    public class ServiceUnknownException : SentinelRecoveryException
+    {
+        /// <summary>Creates the error.</summary>
+        public ServiceUnknownException(string message) : base(ErrorCode.ServiceUnknown, message) { }
+    }
+
+    /// <summary><see cref="ErrorCode.NoHealthyPrimary"/>: no primary that is up and verified.</summary>
+    public class NoHealthyPrimaryException : SentinelRecoveryException
+    {
+        /// <summary>Creates the error.</summary>
+        public NoHealthyPrimaryException(string message) : base(ErrorCode.NoHealthyPrimary, message) { }
+    }
+
+    /// <summary><see cref="ErrorCode.Timeout"/>: an operation missed its deadline (named so
+    /// it does not clash with <see cref="System.TimeoutException"/>).</summary>
+    public class SentinelTimeoutException : SentinelRecoveryException
+    {
+        /// <summary>Creates the error.</summary>
+        public SentinelTimeoutException(string message) : base(ErrorCode.Timeout, message) { }
+    }
+
+    /// <summary><see cref="ErrorCode.ConnectionLost"/>: the connection broke with the command in
+    /// flight; it may or may not have run.</summary>
+    public class ConnectionLostException : SentinelRecoveryException
+    {
+        /// <summary>Creates the error.</summary>
+        public ConnectionLostException(string message) : base(ErrorCode.ConnectionLost, message) { }
+    }
+
+    /// <summary><see cref="ErrorCode.Server"/>: the server answered with an error reply.</summary>
+    public class ServerException : SentinelRecoveryException
+    {
+        /// <summary>The first word of the server's error (<c>"ERR"</c>, <c>"WRONGTYPE"</c>, ...), or null.</summary>
+        public string ServerCode { get; private set; }
+
+        /// <summary>Creates the error.</summary>
+        public ServerException(string message, string serverCode) : base(ErrorCode.Server, message) { ServerCode = serverCode; }
+    }
+
+    /// <summary><see cref="ErrorCode.Protocol"/>: invalid or unexpected RESP.</summary>
+    public class ProtocolException : SentinelRecoveryException
+    {
+        /// <summary>Creates the error.</summary>
+        public ProtocolException(string message) : base(ErrorCode.Protocol, message) { }
+    }
+
+    /// <summary><see cref="ErrorCode.Tls"/>: TLS setup or handshake failed.</summary>
+    public class TlsException : SentinelRecoveryException
+    {
+        /// <summary>Creates the error.</summary>
+        public TlsException(string message) : base(ErrorCode.Tls, message) { }
+    }
+
+    /// <summary><see cref="ErrorCode.Auth"/>: the server refused the credentials.</summary>
+    public class AuthException : SentinelRecoveryException
+    {
+        /// <summary>The server's error word when the server reported it, or null.</summary>
+        public string ServerCode { get; private set; }
+
+        /// <summary>Creates the error.</summary>
+        public AuthException(string message, string serverCode = null) : base(ErrorCode.Auth, message) { ServerCode = serverCode; }
+    }
+
+    /// <summary><see cref="ErrorCode.Closed"/>: the client was disposed (before or while the
+    /// command ran).</summary>
+    public class ClientClosedException : SentinelRecoveryException
+    {
+        /// <summary>Creates the error.</summary>
+        public ClientClosedException(string message) : base(ErrorCode.Closed, message) { }
+    }
+
+    /// <summary><see cref="ErrorCode.QueueFull"/>: too many commands are waiting for a primary.</summary>
+    public class QueueFullException : SentinelRecoveryException
+    {
+        /// <summary>Creates the error.</summary>
+        public QueueFullException(string message) : base(ErrorCode.QueueFull, message) { }
+    }
+
+    internal static class CodeNames
+    {
+        internal static string Of(ErrorCode code)
+        {
+            switch (code)
+            {
+                case ErrorCode.Config: return "config";
+                case ErrorCode.SentinelsUnreachable: return "sentinels_unreachable";
+                case ErrorCode.ServiceUnknown: return "service_unknown";
+                case ErrorCode.NoHealthyPrimary: return "no_healthy_primary";
+                case ErrorCode.Timeout: return "timeout";
+                case ErrorCode.ConnectionLost: return "connection_lost";
+                case ErrorCode.Server: return "server";
+                case ErrorCode.Protocol: return "protocol";
+                case ErrorCode.Tls: return "tls";
+                case ErrorCode.Auth: return "auth";
+                case ErrorCode.Closed: return "closed";
+                case ErrorCode.QueueFull: return "queue_full";
+                case ErrorCode.InvalidArgument: return "invalid_argument";
+                case ErrorCode.WrongType: return "wrong_type";
+                case ErrorCode.Internal: return "panic";
+                default: return "unknown";
+            }
+        }
+    }
+}

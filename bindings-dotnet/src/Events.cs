@@ -1,0 +1,228 @@
+using System;
+using System.Collections.Concurrent;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Threading;
+
+namespace SentinelRecovery
+{
+    /// <summary>Kinds of topology events (DESIGN.md: same names in every language).</summary>
+    public enum EventKind
+    {
+        /// <summary>A kind newer than this wrapper; <see cref="TopologyEventArgs.KindName"/> and
+        /// <see cref="TopologyEventArgs.Json"/> still describe it.</summary>
+        Other = 0,
+        /// <summary><c>primary_changed</c>.</summary>
+        PrimaryChanged = 1,
+        /// <summary><c>replicas_changed</c>.</summary>
+        ReplicasChanged = 2,
+        /// <summary><c>sentinels_changed</c>.</summary>
+        SentinelsChanged = 3,
+        /// <summary><c>sentinel_down</c>.</summary>
+        SentinelDown = 4,
+        /// <summary><c>sentinel_up</c>.</summary>
+        SentinelUp = 5,
+        /// <summary><c>connection_lost</c>.</summary>
+        ConnectionLost = 6,
+        /// <summary><c>connection_restored</c>.</summary>
+        ConnectionRestored = 7,
+        /// <summary><c>discovery_failed</c>.</summary>
+        DiscoveryFailed = 8,
+    }
+
+    /// <summary>A topology event. Every event carries <see cref="Kind"/>, <see cref="Service"/> and
+    /// <see cref="At"/>; the subclass of each kind adds its own fields.</summary>
+    public class TopologyEventArgs : EventArgs
+    {
+        /// <summary>The kind.</summary>
+        public EventKind Kind { get; internal set; }
+
+        /// <summary>The kind's snake_case name shared by all bindings (<c>"primary_changed"</c>, ...).</summary>
+        public string KindName { get; internal set; }
+
+        /// <summary>The service.</summary>
+        public string Service { get; internal set; }
+
+        /// <summary>Unix time in milliseconds when the client observed the event.</summary>
+        public long AtUnixMs { get; internal set; }
+
+        /// <summary><see cref="AtUnixMs"/> as a UTC time.</summary>
+        public DateTimeOffset At { get { return DateTimeOffset.FromUnixTimeMilliseconds(AtUnixMs); } }
+
+        /// <summary>The whole event as one JSON object, the form the CLI prints.</summary>
+        public string Json { get; internal set; }
+
+        /// <summary>The JSON form.</summary>
+        public override string ToString() { return Json ?? KindName; }
+    }
+
+    /// <summary><c>primary_changed</c>: the client now follows <see cref="NewPrimary"/>.</summary>
+    public sealed class PrimaryChangedEventArgs : TopologyEventArgs
+    {
+        /// <summary>The previous primary (null at the first discovery).</summary>
+        public NodeAddress OldPrimary { get; internal set; }
+        /// <summary>The new primary.</summary>
+        public NodeAddress NewPrimary { get; internal set; }
+    }
+
+    /// <summary><c>replicas_changed</c>: the set of healthy replicas changed.</summary>
+    public sealed class ReplicasChangedEventArgs : TopologyEventArgs
+    {
+        /// <summary>The replicas now.</summary>
+        public IReadOnlyList<NodeAddress> Replicas { get; internal set; }
+    }
+
+    /// <summary><c>sentinels_changed</c>: a sentinel was learned.</summary>
+    public sealed class SentinelsChangedEventArgs : TopologyEventArgs
+    {
+        /// <summary>All known sentinels now.</summary>
+        public IReadOnlyList<SentinelInfo> Sentinels { get; internal set; }
+    }
+
+    /// <summary><c>sentinel_down</c> / <c>sentinel_up</c>: a sentinel stopped or resumed answering.</summary>
+    public sealed class SentinelStateEventArgs : TopologyEventArgs
+    {
+        /// <summary>The sentinel.</summary>
+        public NodeAddress Sentinel { get; internal set; }
+    }
+
+    /// <summary><c>connection_lost</c> / <c>connection_restored</c>: the connection to the primary.</summary>
+    public sealed class ConnectionEventArgs : TopologyEventArgs
+    {
+        /// <summary>The primary.</summary>
+        public NodeAddress Primary { get; internal set; }
+    }
+
+    /// <summary><c>discovery_failed</c>: a discovery round found no usable primary; the last
+    /// primary is kept and discovery keeps retrying.</summary>
+    public sealed class DiscoveryFailedEventArgs : TopologyEventArgs
+    {
+        /// <summary>Why (its <see cref="SentinelRecoveryException.Code"/> tells which case).</summary>
+        public SentinelRecoveryException Error { get; internal set; }
+    }
+
+    /// <summary>Raises events on one dedicated background thread (<c>sr-dotnet-events</c>), in the
+    /// order the core produced them.
+    ///
+    /// Why not the thread pool: the incident this library exists for was pool starvation. A core
+    /// callback only copies the event (<c>sr_event_clone</c>) and enqueues it (a lock-free enqueue
+    /// plus a semaphore release: it never waits). User handlers then run here, so a slow or
+    /// blocking handler delays other events but can never take a pool thread or a core thread,
+    /// and per-client order is kept (the pool would reorder). One thread serves every client of
+    /// the process, so 64 clients do not mean 64 threads.</summary>
+    internal static class EventDispatcher
+    {
+        private struct Item
+        {
+            public SentinelClient Client;
+            public IntPtr Event; // owned clone, freed after conversion
+        }
+
+        private static readonly BlockingCollection<Item> Queue = new BlockingCollection<Item>(new ConcurrentQueue<Item>());
+        private static int _started;
+
+        internal static void Enqueue(SentinelClient client, IntPtr ownedEvent)
+        {
+            if (Interlocked.CompareExchange(ref _started, 1, 0) == 0)
+            {
+                var t = new Thread(Run) { IsBackground = true, Name = "sr-dotnet-events" };
+                t.Start();
+            }
+            Queue.Add(new Item { Client = client, Event = ownedEvent });
+        }
+
+        private static void Run()
+        {
+            foreach (var item in Queue.GetConsumingEnumerable())
+            {
+                TopologyEventArgs args;
+                try
+                {
+                    args = Convert(item.Event);
+                }
+                catch (Exception e)
+                {
+                    Trace.TraceError("SentinelRecovery: dropping an event that could not be read: " + e.GetType().Name);
+                    continue;
+                }
+                finally
+                {
+                    Native.sr_event_free(item.Event);
+                }
+                item.Client.Raise(args);
+            }
+        }
+
+        internal static unsafe TopologyEventArgs Convert(IntPtr p)
+        {
+            var e = (Native.sr_event_t*)p;
+            TopologyEventArgs a;
+            switch ((EventKind)e->kind)
+            {
+                case EventKind.PrimaryChanged:
+                    a = new PrimaryChangedEventArgs { OldPrimary = NodeAddress.From(e->old_primary), NewPrimary = NodeAddress.From(e->address) };
+                    break;
+                case EventKind.ReplicasChanged:
+                    a = new ReplicasChangedEventArgs { Replicas = NodeAddress.List(e->replicas, e->replicas_len) };
+                    break;
+                case EventKind.SentinelsChanged:
+                    a = new SentinelsChangedEventArgs { Sentinels = SentinelInfo.List(e->sentinels, e->sentinels_len) };
+                    break;
+                case EventKind.SentinelDown:
+                case EventKind.SentinelUp:
+                    a = new SentinelStateEventArgs { Sentinel = NodeAddress.From(e->address) };
+                    break;
+                case EventKind.ConnectionLost:
+                case EventKind.ConnectionRestored:
+                    a = new ConnectionEventArgs { Primary = NodeAddress.From(e->address) };
+                    break;
+                case EventKind.DiscoveryFailed:
+                    a = new DiscoveryFailedEventArgs
+                    {
+                        Error = e->error == IntPtr.Zero ? null : SentinelRecoveryException.FromNative(e->error)
+                    };
+                    break;
+                default:
+                    a = new TopologyEventArgs();
+                    break;
+            }
+            int k = e->kind;
+            a.Kind = k >= 1 && k <= 8 ? (EventKind)k : EventKind.Other;
+            a.KindName = Native.Utf8(e->kind_name);
+            a.Service = Native.Utf8(e->service);
+            a.AtUnixMs = (long)e->at;
+            a.Json = Native.Utf8(e->json);
+            return a;
+        }
+    }
+
+    /// <summary>Runs <c>sr_client_wait_ready</c> (a blocking call) on one dedicated background
+    /// thread (<c>sr-dotnet-ready</c>), never on a pool thread. Waits are served one after the other;
+    /// discovery itself runs concurrently on the core, and clients of one service share a monitor,
+    /// so a queue of waits costs about the longest first round, not the sum.
+    /// (The C ABI has no callback form of wait_ready; with one, this thread would go away.)</summary>
+    internal static class ReadyWaiter
+    {
+        private static readonly BlockingCollection<Action> Queue = new BlockingCollection<Action>(new ConcurrentQueue<Action>());
+        private static int _started;
+
+        internal static void Enqueue(Action a)
+        {
+            if (Interlocked.CompareExchange(ref _started, 1, 0) == 0)
+            {
+                var t = new Thread(Run) { IsBackground = true, Name = "sr-dotnet-ready" };
+                t.Start();
+            }
+            Queue.Add(a);
+        }
+
+        private static void Run()
+        {
+            foreach (var a in Queue.GetConsumingEnumerable())
+            {
+                try { a(); }
+                catch (Exception e) { Trace.TraceError("SentinelRecovery: ready waiter: " + e.GetType().Name); }
+            }
+        }
+    }
+}

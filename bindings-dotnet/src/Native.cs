@@ -1,0 +1,235 @@
+// P/Invoke declarations for ffi-c/include/sentinel_recovery.h. C# 7.2 (Mono mcs): classic
+// delegates for callbacks, no function pointers, no NativeLibrary, no LibraryImport.
+using System;
+using System.Runtime.InteropServices;
+using System.Text;
+
+namespace SentinelRecovery
+{
+    /// <summary>The layouts and entry points of the C ABI. Internal: the public API never exposes a pointer.</summary>
+    internal static unsafe class Native
+    {
+        /// <summary>The library name: <c>libsentinel_recovery.so</c> on Linux (beside the assembly,
+        /// found through a Mono <c>dllmap</c>, or from <c>runtimes/linux-x64/native</c> on .NET).</summary>
+        internal const string Lib = "sentinel_recovery";
+
+        internal const int SR_OK = 0;
+
+        internal const int SR_REPLY_NIL = 0, SR_REPLY_INTEGER = 1, SR_REPLY_DOUBLE = 2, SR_REPLY_BOOLEAN = 3,
+            SR_REPLY_BIG_NUMBER = 4, SR_REPLY_BULK = 5, SR_REPLY_SIMPLE = 6, SR_REPLY_VERBATIM = 7,
+            SR_REPLY_ARRAY = 8, SR_REPLY_MAP = 9, SR_REPLY_SET = 10, SR_REPLY_PUSH = 11, SR_REPLY_ERROR = 12;
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct sr_option_t
+        {
+            public IntPtr key;
+            public IntPtr value;
+        }
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct sr_address_t
+        {
+            public IntPtr host;
+            public ushort port;
+        }
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct sr_sentinel_t
+        {
+            public IntPtr host;
+            public ushort port;
+            public byte up; // C bool
+        }
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct sr_topology_t
+        {
+            public IntPtr service;
+            public sr_address_t* primary;
+            public sr_address_t* replicas;
+            public UIntPtr replicas_len;
+            public sr_sentinel_t* sentinels;
+            public UIntPtr sentinels_len;
+            public ulong epoch;
+            public byte healthy;
+        }
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct sr_event_t
+        {
+            public int kind;
+            public IntPtr kind_name;
+            public IntPtr service;
+            public ulong at;
+            public sr_address_t* old_primary;
+            public sr_address_t* address;
+            public sr_address_t* replicas;
+            public UIntPtr replicas_len;
+            public sr_sentinel_t* sentinels;
+            public UIntPtr sentinels_len;
+            public IntPtr error;
+            public IntPtr json;
+        }
+
+        /// <summary><c>sr_reply_cb</c>: runs on a core thread; must copy and return, never throw.</summary>
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void ReplyCallback(IntPtr userData, IntPtr reply, IntPtr error);
+
+        /// <summary><c>sr_event_cb</c>: runs on a core thread; must copy and return, never throw.</summary>
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void EventCallback(IntPtr userData, IntPtr evt);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr sr_version();
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_open(byte* url, sr_option_t* options, UIntPtr optionsLen,
+            out ClientHandle client, out IntPtr error);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_wait_ready(ClientHandle client, out IntPtr topology, out IntPtr error);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_execute(ClientHandle client, UIntPtr argc, IntPtr* argv, UIntPtr* argvLen,
+            IntPtr callback, IntPtr userData);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_execute_blocking(ClientHandle client, UIntPtr argc, IntPtr* argv,
+            UIntPtr* argvLen, out IntPtr reply, out IntPtr error);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_topology(ClientHandle client, out IntPtr topology, out IntPtr error);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_set_event_callback(ClientHandle client, IntPtr callback, IntPtr userData);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_close(IntPtr client);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void sr_client_free(IntPtr client);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_error_get_code(IntPtr error);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr sr_error_get_message(IntPtr error);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr sr_error_get_server_code(IntPtr error);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void sr_error_free(IntPtr error);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr sr_error_message(int code);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr sr_error_code_name(int code);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_reply_type(IntPtr reply);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_reply_integer(IntPtr reply, out long value);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_reply_double(IntPtr reply, out double value);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_reply_boolean(IntPtr reply, out byte value);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_reply_bytes(IntPtr reply, out byte* data, out UIntPtr len);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_reply_verbatim_format(IntPtr reply, out byte* data, out UIntPtr len);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_reply_len(IntPtr reply, out UIntPtr len);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_reply_element(IntPtr reply, UIntPtr index, out IntPtr element);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_reply_map_entry(IntPtr reply, UIntPtr index, out IntPtr key, out IntPtr value);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void sr_reply_free(IntPtr reply);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_runtime_set_worker_threads(UIntPtr threads, out IntPtr error);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_runtime_shutdown(ulong timeoutMs);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void sr_topology_free(IntPtr topology);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr sr_event_clone(IntPtr evt);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void sr_event_free(IntPtr evt);
+
+        /// <summary>A NUL-terminated UTF-8 string (borrowed) as a managed string; null for NULL.</summary>
+        internal static string Utf8(IntPtr p)
+        {
+            if (p == IntPtr.Zero) return null;
+            byte* b = (byte*)p;
+            int n = 0;
+            while (b[n] != 0) n++;
+            return Encoding.UTF8.GetString(b, n);
+        }
+
+        /// <summary><paramref name="s"/> as NUL-terminated UTF-8.</summary>
+        internal static byte[] ToUtf8Z(string s)
+        {
+            int n = Encoding.UTF8.GetByteCount(s);
+            byte[] b = new byte[n + 1];
+            Encoding.UTF8.GetBytes(s, 0, s.Length, b, 0);
+            return b;
+        }
+    }
+
+    /// <summary>The native client. <see cref="ReleaseHandle"/> closes (blocking until every
+    /// completion of the client has been delivered) and frees it. It runs on a host thread (the
+    /// caller of Dispose, or the finalizer thread), never on a core thread: the library only ever
+    /// calls into managed code through the two static callbacks, which never dispose anything.</summary>
+    internal sealed class ClientHandle : SafeHandle
+    {
+        /// <summary>The weak GCHandle given as user_data to the event callback; freed after close,
+        /// when the library has promised never to call that callback again.</summary>
+        internal IntPtr EventUserData;
+
+        private ClientHandle() : base(IntPtr.Zero, true) { }
+
+        public override bool IsInvalid { get { return handle == IntPtr.Zero; } }
+
+        /// <summary>Closes the client (idempotent in the C ABI: a second close gives SR_ERR_CLOSED).
+        /// Takes a reference so a concurrent ReleaseHandle can't free the pointer under us.</summary>
+        internal void Close_()
+        {
+            bool added = false;
+            try
+            {
+                DangerousAddRef(ref added);
+                Native.sr_client_close(handle);
+            }
+            catch (ObjectDisposedException) { }
+            finally
+            {
+                if (added) DangerousRelease();
+            }
+        }
+
+        protected override bool ReleaseHandle()
+        {
+            Native.sr_client_close(handle);
+            Native.sr_client_free(handle);
+            IntPtr ud = System.Threading.Interlocked.Exchange(ref EventUserData, IntPtr.Zero);
+            if (ud != IntPtr.Zero) GCHandle.FromIntPtr(ud).Free();
+            return true;
+        }
+    }
+}

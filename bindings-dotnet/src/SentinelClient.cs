@@ -1,0 +1,565 @@
+using System;
+using System.Collections.Generic;
+using System.Diagnostics;
+using System.Globalization;
+using System.Runtime.InteropServices;
+using System.Text;
+using System.Threading;
+using System.Threading.Tasks;
+
+namespace SentinelRecovery
+{
+    /// <summary>
+    /// A client of one Sentinel-managed Redis/Valkey service. Discovery, failover handling and all
+    /// network I/O run on the library's own threads (<c>sr-worker-N</c>); this class never blocks a
+    /// thread-pool thread and never runs your code on a library thread:
+    /// <list type="bullet">
+    /// <item>command completions go through a <see cref="TaskCompletionSource{T}"/> created with
+    /// <see cref="TaskCreationOptions.RunContinuationsAsynchronously"/>, so awaiting code resumes on
+    /// the pool (or your synchronization context), not on the library thread that delivered the reply;</item>
+    /// <item>events are copied on the library thread and raised on one dedicated background thread
+    /// (<c>sr-dotnet-events</c>), in order;</item>
+    /// <item>the only calls that block are <see cref="Execute"/> and <see cref="Dispose"/>, and they
+    /// block only the calling thread.</item>
+    /// </list>
+    /// Thread-safe. Dispose it when done (a finalizer closes it otherwise).
+    /// </summary>
+    public sealed class SentinelClient : IDisposable
+    {
+        // Kept alive for the whole process: native code holds pointers to these two thunks.
+        private static readonly Native.ReplyCallback ReplyCallback = OnReply;
+        private static readonly Native.EventCallback EventCallback = OnEvent;
+        private static readonly IntPtr ReplyCallbackPtr = Marshal.GetFunctionPointerForDelegate(ReplyCallback);
+        private static readonly IntPtr EventCallbackPtr = Marshal.GetFunctionPointerForDelegate(EventCallback);
+        private static readonly Action<object> CancelCommand = s => ((PendingCommand)s).Tcs.TrySetCanceled();
+        private static readonly Action<Task<RedisReply>, object> DisposeRegistration =
+            (t, s) => ((PendingCommand)s).Registration.Dispose();
+
+        private readonly ClientHandle _handle;
+        private int _disposed;
+
+        private sealed class PendingCommand
+        {
+            internal readonly TaskCompletionSource<RedisReply> Tcs =
+                new TaskCompletionSource<RedisReply>(TaskCreationOptions.RunContinuationsAsynchronously);
+            internal CancellationTokenRegistration Registration;
+        }
+
+        private SentinelClient(ClientHandle handle) { _handle = handle; }
+
+        static SentinelClient()
+        {
+            // At exit, stop the core's threads so none is left attached to the runtime: Mono's
+            // shutdown otherwise waits for the core threads that ever called back.
+            AppDomain.CurrentDomain.ProcessExit += (s, e) =>
+            {
+                try { Native.sr_runtime_shutdown(1000); } catch { }
+            };
+        }
+
+        /// <summary>The native library's version (<c>MAJOR.MINOR.PATCH</c>).</summary>
+        public static string NativeVersion { get { return Native.Utf8(Native.sr_version()); } }
+
+        /// <summary>Sets the number of core worker threads (1..256, default 2 or
+        /// <c>SR_WORKER_THREADS</c>). Only before the first client is opened.</summary>
+        /// <exception cref="ConfigException">The runtime already runs, or the number is out of range.</exception>
+        public static void SetWorkerThreads(int threads)
+        {
+            if (threads < 0) throw new ArgumentOutOfRangeException("threads");
+            IntPtr err;
+            int rc = Native.sr_runtime_set_worker_threads((UIntPtr)(uint)threads, out err);
+            if (rc != Native.SR_OK) throw SentinelRecoveryException.TakeNative(rc, err);
+        }
+
+        /// <summary>
+        /// Opens a client and waits (asynchronously, without holding any pool thread) for its first
+        /// discovery round. If that round fails the client is disposed and the task fails with the
+        /// round's error (<see cref="SentinelsUnreachableException"/>, <see cref="ServiceUnknownException"/>,
+        /// <see cref="NoHealthyPrimaryException"/>); use <see cref="Open"/> to keep a client that
+        /// retries in the background instead.
+        /// </summary>
+        /// <param name="url"><c>redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service[?key=value&amp;...]</c>
+        /// (<c>valkey+sentinel://</c>; <c>rediss+sentinel://</c> for TLS).</param>
+        /// <param name="options">Options overriding the URL's query keys (<c>command_timeout_ms</c>,
+        /// <c>sentinel_password</c>, <c>read_from</c>, ...), or null.</param>
+        /// <param name="cancellationToken">Cancels the wait (the client is then disposed).</param>
+        /// <exception cref="ConfigException">Thrown synchronously for an invalid URL or option.</exception>
+        public static Task<SentinelClient> ConnectAsync(string url, IDictionary<string, string> options = null,
+            CancellationToken cancellationToken = default(CancellationToken))
+        {
+            var client = Open(url, options);
+            var tcs = new TaskCompletionSource<SentinelClient>(TaskCreationOptions.RunContinuationsAsynchronously);
+            client.WaitReady(cancellationToken, true).ContinueWith((t, s) =>
+            {
+                var c = (SentinelClient)s;
+                if (t.IsCanceled) tcs.TrySetCanceled();
+                else if (t.IsFaulted) tcs.TrySetException(t.Exception.InnerExceptions);
+                else tcs.TrySetResult(c);
+            }, client, CancellationToken.None, TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
+            return tcs.Task;
+        }
+
+        /// <summary>
+        /// Opens a client and returns at once; discovery runs in the background and keeps retrying.
+        /// Commands sent before a primary is known wait for one up to their deadline.
+        /// </summary>
+        /// <param name="url">As for <see cref="ConnectAsync"/>.</param>
+        /// <param name="options">As for <see cref="ConnectAsync"/>.</param>
+        /// <exception cref="ConfigException">An invalid URL or option (the message names it, never a password).</exception>
+        public static unsafe SentinelClient Open(string url, IDictionary<string, string> options = null)
+        {
+            if (url == null) throw new ArgumentNullException("url");
+            var strings = new List<string> { url };
+            if (options != null)
+            {
+                foreach (var kv in options)
+                {
+                    if (kv.Key == null || kv.Value == null) throw new ArgumentException("option keys and values must not be null", "options");
+                    strings.Add(kv.Key);
+                    strings.Add(kv.Value);
+                }
+            }
+            var offsets = new int[strings.Count];
+            int total = 0;
+            foreach (var s in strings)
+            {
+                if (s.IndexOf('\0') >= 0) throw new ArgumentException("URL and options must not contain NUL characters");
+                total += Encoding.UTF8.GetByteCount(s) + 1;
+            }
+            var buf = new byte[total];
+            int pos = 0;
+            for (int i = 0; i < strings.Count; i++)
+            {
+                offsets[i] = pos;
+                pos += Encoding.UTF8.GetBytes(strings[i], 0, strings[i].Length, buf, pos) + 1;
+            }
+            int nopt = (strings.Count - 1) / 2;
+            var opts = new Native.sr_option_t[Math.Max(nopt, 1)];
+            ClientHandle handle;
+            IntPtr err;
+            int rc;
+            fixed (byte* b = buf)
+            fixed (Native.sr_option_t* o = opts)
+            {
+                for (int i = 0; i < nopt; i++)
+                {
+                    o[i].key = (IntPtr)(b + offsets[1 + 2 * i]);
+                    o[i].value = (IntPtr)(b + offsets[2 + 2 * i]);
+                }
+                rc = Native.sr_client_open(b, nopt == 0 ? null : o, (UIntPtr)(uint)nopt, out handle, out err);
+            }
+            Array.Clear(buf, 0, buf.Length); // may hold passwords
+            if (rc != Native.SR_OK)
+            {
+                if (handle != null) handle.Dispose();
+                throw SentinelRecoveryException.TakeNative(rc, err);
+            }
+            var client = new SentinelClient(handle);
+            // Weak: a client nobody references can still be finalized (its handle closes it).
+            handle.EventUserData = GCHandle.ToIntPtr(GCHandle.Alloc(client, GCHandleType.Weak));
+            rc = Native.sr_client_set_event_callback(handle, EventCallbackPtr, handle.EventUserData);
+            if (rc != Native.SR_OK)
+            {
+                client.Dispose();
+                throw SentinelRecoveryException.Create((ErrorCode)rc, Native.Utf8(Native.sr_error_message(rc)));
+            }
+            return client;
+        }
+
+        /// <summary>
+        /// Completes when the client's first discovery round has finished: with the topology if it
+        /// found a verified primary, otherwise with that round's error (the client stays open and
+        /// keeps retrying). Completes at once when the client already follows a healthy primary.
+        /// The blocking native wait runs on a dedicated thread, never on the pool.
+        /// </summary>
+        public Task<Topology> WaitReadyAsync(CancellationToken cancellationToken = default(CancellationToken))
+        {
+            return WaitReady(cancellationToken, false);
+        }
+
+        private Task<Topology> WaitReady(CancellationToken ct, bool disposeOnFailure)
+        {
+            var tcs = new TaskCompletionSource<Topology>(TaskCreationOptions.RunContinuationsAsynchronously);
+            try
+            {
+                var t = GetTopology();
+                if (t.Healthy)
+                {
+                    tcs.TrySetResult(t);
+                    return tcs.Task;
+                }
+            }
+            catch (SentinelRecoveryException e)
+            {
+                if (disposeOnFailure) Dispose();
+                tcs.TrySetException(e);
+                return tcs.Task;
+            }
+            if (ct.IsCancellationRequested)
+            {
+                if (disposeOnFailure) Dispose();
+                tcs.TrySetCanceled();
+                return tcs.Task;
+            }
+            var reg = ct.CanBeCanceled ? ct.Register(s => ((TaskCompletionSource<Topology>)s).TrySetCanceled(), tcs) : default(CancellationTokenRegistration);
+            ReadyWaiter.Enqueue(() =>
+            {
+                // On the dedicated sr-dotnet-ready thread: blocking here is what it is for.
+                Exception failure = null;
+                Topology result = null;
+                if (!tcs.Task.IsCompleted)
+                {
+                    try
+                    {
+                        IntPtr topo, err;
+                        int rc = Native.sr_client_wait_ready(_handle, out topo, out err);
+                        if (rc == Native.SR_OK) result = Topology.Take(topo);
+                        else failure = SentinelRecoveryException.TakeNative(rc, err);
+                    }
+                    catch (ObjectDisposedException)
+                    {
+                        failure = new ClientClosedException("the client was disposed");
+                    }
+                    catch (Exception e)
+                    {
+                        failure = e;
+                    }
+                }
+                reg.Dispose();
+                if (disposeOnFailure && (failure != null || tcs.Task.IsCanceled)) Dispose();
+                if (failure != null) tcs.TrySetException(failure);
+                else if (result != null) tcs.TrySetResult(result);
+            });
+            return tcs.Task;
+        }
+
+        /// <summary>
+        /// Sends one command (name first, then its arguments) and completes with the reply.
+        /// Arguments may be <see cref="string"/> (sent as UTF-8), <c>byte[]</c>,
+        /// <see cref="ArraySegment{T}"/> of bytes, or any integer or floating-point number (sent in
+        /// invariant culture). The deadline is the client's <c>command_timeout_ms</c> option
+        /// (default 5000). Errors fault the task with a <see cref="SentinelRecoveryException"/>
+        /// subclass (<see cref="ServerException"/> for an error reply, <see cref="ClientClosedException"/>
+        /// after or during <see cref="Dispose"/>, ...).
+        /// </summary>
+        /// <exception cref="ArgumentException">No arguments, or an argument of an unsupported type (thrown synchronously).</exception>
+        public Task<RedisReply> ExecuteAsync(params object[] args)
+        {
+            return ExecuteAsync(CancellationToken.None, args);
+        }
+
+        /// <summary>
+        /// As <see cref="ExecuteAsync(object[])"/>, cancellable. Cancellation cannot withdraw a
+        /// command already handed to the library: it may still reach and run on the server. The
+        /// returned task is cancelled at once and the reply, when it arrives, is discarded.
+        /// </summary>
+        public unsafe Task<RedisReply> ExecuteAsync(CancellationToken cancellationToken, params object[] args)
+        {
+            byte[] buf;
+            int[] lens;
+            Encode(args, out buf, out lens);
+            if (cancellationToken.IsCancellationRequested) return CanceledTask();
+            if (Volatile.Read(ref _disposed) != 0) return Faulted(new ClientClosedException("the client was disposed"));
+
+            var op = new PendingCommand();
+            var gch = GCHandle.Alloc(op);
+            int rc;
+            try
+            {
+                rc = Send(buf, lens, GCHandle.ToIntPtr(gch));
+            }
+            catch (ObjectDisposedException)
+            {
+                rc = (int)ErrorCode.Closed;
+            }
+            catch
+            {
+                gch.Free();
+                throw;
+            }
+            if (rc != Native.SR_OK)
+            {
+                // Not accepted: the callback will never run, so the handle is ours to free.
+                gch.Free();
+                return Faulted(SentinelRecoveryException.Create((ErrorCode)rc,
+                    rc == (int)ErrorCode.Closed ? "the client was disposed" : Native.Utf8(Native.sr_error_message(rc))));
+            }
+            if (cancellationToken.CanBeCanceled)
+            {
+                op.Registration = cancellationToken.Register(CancelCommand, op);
+                // Disposed on the pool once the task completes; never on a core thread, where
+                // Dispose could wait for a running cancellation callback.
+                op.Tcs.Task.ContinueWith(DisposeRegistration, op, CancellationToken.None,
+                    TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
+            }
+            return op.Tcs.Task;
+        }
+
+        private unsafe int Send(byte[] buf, int[] lens, IntPtr userData)
+        {
+            int argc = lens.Length;
+            var argv = new IntPtr[argc];
+            var argvLen = new UIntPtr[argc];
+            fixed (byte* b = buf)
+            fixed (IntPtr* pv = argv)
+            fixed (UIntPtr* pl = argvLen)
+            {
+                int pos = 0;
+                for (int i = 0; i < argc; i++)
+                {
+                    pv[i] = (IntPtr)(b + pos);
+                    pl[i] = (UIntPtr)(uint)lens[i];
+                    pos += lens[i];
+                }
+                return Native.sr_client_execute(_handle, (UIntPtr)(uint)argc, pv, pl, ReplyCallbackPtr, userData);
+            }
+        }
+
+        /// <summary>
+        /// Sends one command and blocks the calling thread (only it) until the reply or the
+        /// deadline. Meant for synchronous code on threads you own; prefer <see cref="ExecuteAsync(object[])"/>
+        /// on pool threads.
+        /// </summary>
+        /// <exception cref="SentinelRecoveryException">The command failed (a subclass per code).</exception>
+        public unsafe RedisReply Execute(params object[] args)
+        {
+            byte[] buf;
+            int[] lens;
+            Encode(args, out buf, out lens);
+            if (Volatile.Read(ref _disposed) != 0) throw new ClientClosedException("the client was disposed");
+            int argc = lens.Length;
+            var argv = new IntPtr[argc];
+            var argvLen = new UIntPtr[argc];
+            IntPtr reply, err;
+            int rc;
+            try
+            {
+                fixed (byte* b = buf)
+                fixed (IntPtr* pv = argv)
+                fixed (UIntPtr* pl = argvLen)
+                {
+                    int pos = 0;
+                    for (int i = 0; i < argc; i++)
+                    {
+                        pv[i] = (IntPtr)(b + pos);
+                        pl[i] = (UIntPtr)(uint)lens[i];
+                        pos += lens[i];
+                    }
+                    rc = Native.sr_client_execute_blocking(_handle, (UIntPtr)(uint)argc, pv, pl, out reply, out err);
+                }
+            }
+            catch (ObjectDisposedException)
+            {
+                throw new ClientClosedException("the client was disposed");
+            }
+            if (rc != Native.SR_OK) throw SentinelRecoveryException.TakeNative(rc, err);
+            try { return RedisReply.Copy(reply); }
+            finally { Native.sr_reply_free(reply); }
+        }
+
+        /// <summary>The current topology snapshot; never waits on network work.</summary>
+        /// <exception cref="ClientClosedException">The client was disposed.</exception>
+        public Topology GetTopology()
+        {
+            if (Volatile.Read(ref _disposed) != 0) throw new ClientClosedException("the client was disposed");
+            IntPtr topo, err;
+            int rc;
+            try
+            {
+                rc = Native.sr_client_topology(_handle, out topo, out err);
+            }
+            catch (ObjectDisposedException)
+            {
+                throw new ClientClosedException("the client was disposed");
+            }
+            if (rc != Native.SR_OK) throw SentinelRecoveryException.TakeNative(rc, err);
+            return Topology.Take(topo);
+        }
+
+        /// <summary>The primary changed (also at the first discovery, with a null old primary).</summary>
+        public event EventHandler<PrimaryChangedEventArgs> PrimaryChanged;
+        /// <summary>The set of healthy replicas changed.</summary>
+        public event EventHandler<ReplicasChangedEventArgs> ReplicasChanged;
+        /// <summary>A sentinel was learned.</summary>
+        public event EventHandler<SentinelsChangedEventArgs> SentinelsChanged;
+        /// <summary>A sentinel stopped answering.</summary>
+        public event EventHandler<SentinelStateEventArgs> SentinelDown;
+        /// <summary>A sentinel answered again.</summary>
+        public event EventHandler<SentinelStateEventArgs> SentinelUp;
+        /// <summary>The connection to the primary broke.</summary>
+        public event EventHandler<ConnectionEventArgs> ConnectionLost;
+        /// <summary>A connection to the primary works again.</summary>
+        public event EventHandler<ConnectionEventArgs> ConnectionRestored;
+        /// <summary>A discovery round found no usable primary; the last one is kept, discovery retries.</summary>
+        public event EventHandler<DiscoveryFailedEventArgs> DiscoveryFailed;
+
+        /// <summary>
+        /// Every event, of every kind (after the kind's own event). Handlers of all events run on
+        /// the dedicated <c>sr-dotnet-events</c> thread, one at a time, in order; keep them short
+        /// (start a task for longer work). An exception thrown by a handler is reported through
+        /// <see cref="Trace"/> and does not stop other handlers or later events.
+        /// </summary>
+        public event EventHandler<TopologyEventArgs> TopologyEvent;
+
+        private bool HasSubscribers
+        {
+            get
+            {
+                return TopologyEvent != null || PrimaryChanged != null || ReplicasChanged != null || SentinelsChanged != null ||
+                    SentinelDown != null || SentinelUp != null || ConnectionLost != null || ConnectionRestored != null ||
+                    DiscoveryFailed != null;
+            }
+        }
+
+        /// <summary>On the dispatcher thread.</summary>
+        internal void Raise(TopologyEventArgs a)
+        {
+            if (Volatile.Read(ref _disposed) != 0) return;
+            switch (a.Kind)
+            {
+                case EventKind.PrimaryChanged: Invoke(PrimaryChanged, a); break;
+                case EventKind.ReplicasChanged: Invoke(ReplicasChanged, a); break;
+                case EventKind.SentinelsChanged: Invoke(SentinelsChanged, a); break;
+                case EventKind.SentinelDown: Invoke(SentinelDown, a); break;
+                case EventKind.SentinelUp: Invoke(SentinelUp, a); break;
+                case EventKind.ConnectionLost: Invoke(ConnectionLost, a); break;
+                case EventKind.ConnectionRestored: Invoke(ConnectionRestored, a); break;
+                case EventKind.DiscoveryFailed: Invoke(DiscoveryFailed, a); break;
+            }
+            Invoke(TopologyEvent, a);
+        }
+
+        private void Invoke(Delegate handlers, TopologyEventArgs a)
+        {
+            if (handlers == null) return;
+            foreach (var h in handlers.GetInvocationList())
+            {
+                try
+                {
+                    h.DynamicInvoke(this, a);
+                }
+                catch (Exception e)
+                {
+                    var inner = e is System.Reflection.TargetInvocationException && e.InnerException != null ? e.InnerException : e;
+                    Trace.TraceError("SentinelRecovery: a " + a.KindName + " event handler threw " + inner.GetType().FullName + ": " + inner.Message);
+                }
+            }
+        }
+
+        /// <summary>
+        /// Closes the client: fails its waiting commands with <see cref="ClientClosedException"/>,
+        /// stops its events and releases its connections. Blocks the calling thread until every
+        /// completion of this client has been delivered (they only complete tasks, so this is short);
+        /// no event handler of this client starts afterwards. Safe to call more than once and from
+        /// any thread, including event handlers and task continuations.
+        /// </summary>
+        public void Dispose()
+        {
+            if (Interlocked.Exchange(ref _disposed, 1) != 0) return;
+            _handle.Close_();
+            _handle.Dispose();
+        }
+
+        // ---- callbacks from core threads: copy, hand off, return; never throw ----
+
+        private static void OnReply(IntPtr userData, IntPtr reply, IntPtr error)
+        {
+            try
+            {
+                var gch = GCHandle.FromIntPtr(userData);
+                var op = (PendingCommand)gch.Target;
+                gch.Free(); // exactly once: the library calls this once per accepted command
+                if (op.Tcs.Task.IsCompleted) return; // cancelled: the reply is discarded
+                try
+                {
+                    if (reply != IntPtr.Zero) op.Tcs.TrySetResult(RedisReply.Copy(reply));
+                    else op.Tcs.TrySetException(SentinelRecoveryException.FromNative(error));
+                }
+                catch (Exception e)
+                {
+                    op.Tcs.TrySetException(e);
+                }
+            }
+            catch
+            {
+                // Nothing may unwind into native code.
+            }
+        }
+
+        private static void OnEvent(IntPtr userData, IntPtr evt)
+        {
+            try
+            {
+                var client = GCHandle.FromIntPtr(userData).Target as SentinelClient;
+                if (client == null || !client.HasSubscribers || Volatile.Read(ref client._disposed) != 0) return;
+                IntPtr copy = Native.sr_event_clone(evt);
+                if (copy != IntPtr.Zero) EventDispatcher.Enqueue(client, copy);
+            }
+            catch
+            {
+                // Nothing may unwind into native code.
+            }
+        }
+
+        // ---- helpers ----
+
+        private static Task<RedisReply> Faulted(Exception e)
+        {
+            var t = new TaskCompletionSource<RedisReply>();
+            t.SetException(e);
+            return t.Task;
+        }
+
+        private static Task<RedisReply> CanceledTask()
+        {
+            var t = new TaskCompletionSource<RedisReply>();
+            t.SetCanceled();
+            return t.Task;
+        }
+
+        /// <summary>All arguments into one buffer (pinned only for the duration of the call).</summary>
+        private static void Encode(object[] args, out byte[] buf, out int[] lens)
+        {
+            if (args == null || args.Length == 0) throw new ArgumentException("a command needs at least its name", "args");
+            var parts = new byte[args.Length][];
+            lens = new int[args.Length];
+            int total = 0;
+            for (int i = 0; i < args.Length; i++)
+            {
+                parts[i] = ToBytes(args[i], i);
+                lens[i] = parts[i].Length;
+                total += parts[i].Length;
+            }
+            buf = new byte[total];
+            int pos = 0;
+            foreach (var p in parts)
+            {
+                Buffer.BlockCopy(p, 0, buf, pos, p.Length);
+                pos += p.Length;
+            }
+        }
+
+        private static byte[] ToBytes(object a, int index)
+        {
+            var s = a as string;
+            if (s != null) return Encoding.UTF8.GetBytes(s);
+            var b = a as byte[];
+            if (b != null) return b;
+            if (a is ArraySegment<byte>)
+            {
+                var seg = (ArraySegment<byte>)a;
+                var c = new byte[seg.Count];
+                if (seg.Count > 0) Buffer.BlockCopy(seg.Array, seg.Offset, c, 0, seg.Count);
+                return c;
+            }
+            if (a is double) return Encoding.ASCII.GetBytes(((double)a).ToString("R", CultureInfo.InvariantCulture));
+            if (a is float) return Encoding.ASCII.GetBytes(((float)a).ToString("R", CultureInfo.InvariantCulture));
+            if (a is int || a is long || a is short || a is sbyte || a is byte || a is ushort || a is uint || a is ulong || a is decimal)
+                return Encoding.ASCII.GetBytes(((IFormattable)a).ToString(null, CultureInfo.InvariantCulture));
+            if (a is CancellationToken)
+                throw new ArgumentException("pass the CancellationToken first: ExecuteAsync(token, \"GET\", key)", "args");
+            throw new ArgumentException("argument " + index + " has unsupported type " + (a == null ? "null" : a.GetType().Name) +
+                " (use string, byte[], ArraySegment<byte> or a number)", "args");
+        }
+    }
+}

@@ -1,0 +1,26 @@
+# .NET binding (bindings-dotnet/): C# 7.2 wrapper built with Debian's Mono (mcs), its NUnit 2.6
+# suite run by nunit-console on Mono against real topologies, then the .nupkg assembled and loaded
+# from its unpacked layout by a consumer program.
+.PHONY: deps-dotnet build-dotnet test-dotnet pack-dotnet bench-dotnet
+
+TEST_TARGETS += test-dotnet
+
+deps-dotnet:
+	@bindings-dotnet/scripts/deps.sh
+
+build-dotnet: deps-dotnet
+	cargo build -p sentinel-recovery-ffi
+	cargo build -p sentinel-recovery-testkit --bins
+	bindings-dotnet/scripts/build.sh
+
+pack-dotnet: build-dotnet
+	bindings-dotnet/scripts/pack.sh
+
+test-dotnet: build-dotnet
+	bindings-dotnet/scripts/test.sh
+	bindings-dotnet/scripts/pack.sh
+	bindings-dotnet/scripts/consumer-test.sh
+
+# The thread-pool probe of the original incident (not part of `make test`; ~4 minutes).
+bench-dotnet: build-dotnet
+	bench/dotnet/run.sh
