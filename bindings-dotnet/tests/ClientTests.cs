@@ -236,15 +236,13 @@ namespace SentinelRecovery.Tests
         }
 
         [Test]
-        public void AuthOrNoHealthyPrimaryWhenThePrimaryRefusesTheCredentials()
+        public void AuthWhenThePrimaryRefusesTheCredentials()
         {
             // The sentinels report a primary, but verifying it (HELLO with a password it does not
-            // know) fails. The core reports this either as auth or as no_healthy_primary (with the
-            // server's WRONGPASS in the message), depending on which step of the first round saw it;
-            // both are acceptable here, a password in the message is not.
+            // know) fails: a round in which every candidate failed on credentials reports auth.
             var url = _topo.Url.Replace("redis+sentinel://", "redis+sentinel://bob:s3cretpw@");
             var e = Wait.Fails(SentinelClient.ConnectAsync(url), 15000, "ConnectAsync with wrong credentials");
-            Assert.That(e, Is.InstanceOf<NoHealthyPrimaryException>().Or.InstanceOf<AuthException>());
+            Assert.That(e, Is.InstanceOf<AuthException>());
             Assert.That(e.Message, Is.StringContaining("WRONGPASS"));
             Assert.That(e.Message, Is.Not.StringContaining("s3cretpw"));
         }

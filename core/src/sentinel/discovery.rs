@@ -422,12 +422,16 @@ fn classify(service: &str, outcomes: &[SentinelOutcome], rejected: &[(Address, E
     reasons.extend(rejected.iter().map(|(_, e)| e.message().to_string()));
     let mut seen = std::collections::HashSet::new();
     reasons.retain(|r| seen.insert(r.clone()));
+    let what = match code {
+        Some(ErrorCode::Auth) => {
+            "the primary the sentinels report refused the data-node credentials"
+        }
+        Some(_) => "TLS with the primary the sentinels report failed",
+        None => "sentinels report no healthy primary",
+    };
     Error::new(
         code.unwrap_or(ErrorCode::NoHealthyPrimary),
-        format!(
-            "sentinels report no healthy primary for '{service}' ({})",
-            join_or_none(&reasons)
-        ),
+        format!("{what} for '{service}' ({})", join_or_none(&reasons)),
     )
 }
 
