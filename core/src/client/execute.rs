@@ -249,7 +249,7 @@ async fn run_shared(
         let (address, expect, round) =
             wait_for_node(inner, monitor, kind, min_round, deadline).await?;
         let retry_after = |reason: &'static str| {
-            monitor.refresh(reason);
+            monitor.report(reason, round);
             round + 1
         };
         let conn = match inner.nodes.get(&address, expect, deadline).await {
@@ -266,7 +266,7 @@ async fn run_shared(
         let sent = tokio::time::timeout_at(deadline, conn.pipeline(&commands)).await;
         let results = match sent {
             Err(_) => {
-                monitor.refresh("command timed out");
+                monitor.report("command timed out", round);
                 return Err(Error::timeout(format!(
                     "no reply from {address} within the command deadline"
                 )));
@@ -292,7 +292,7 @@ async fn run_shared(
             .iter()
             .any(|r| matches!(r, Err(e) if e.code() == ErrorCode::ConnectionLost))
         {
-            monitor.refresh("data connection lost");
+            monitor.report("data connection lost", round);
         }
         return Ok(results
             .into_iter()
@@ -327,7 +327,7 @@ async fn run_dedicated(
             Ok(conn) => conn,
             Err(e) if Instant::now() >= connect_by => return Err(e),
             Err(_) => {
-                monitor.refresh("data connection failed");
+                monitor.report("data connection failed", round);
                 min_round = round + 1;
                 continue;
             }
@@ -341,7 +341,7 @@ async fn run_dedicated(
         conn.close();
         return match reply {
             Err(e) if e.server_code().is_some_and(|c| RE_RESOLVE.contains(&c)) => {
-                monitor.refresh("node refused command (READONLY/LOADING/MASTERDOWN)");
+                monitor.report("node refused command (READONLY/LOADING/MASTERDOWN)", round);
                 min_round = round + 1;
                 continue;
             }

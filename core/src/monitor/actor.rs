@@ -21,7 +21,7 @@ use crate::resp::{ConnectOptions, Connection};
 use crate::sentinel::discovery::{
     self, Found, Round, RoundSettings, SentinelOutcome, SentinelTarget,
 };
-use crate::sentinel::events::SentinelEvent;
+use crate::sentinel::events::{InstanceKind, SentinelEvent};
 use crate::sentinel::replies::{self, Role};
 use crate::sentinel::sentinels::SentinelList;
 
@@ -43,6 +43,8 @@ pub(super) struct Actor {
     backoff: Backoff,
     last_error: Option<Error>,
     rounds: u64,
+    /// Rounds started, for telling whether a report was already served by a newer round.
+    started: u64,
     status: watch::Sender<Status>,
     events: broadcast::Sender<Event>,
     sentinel_events_tx: mpsc::UnboundedSender<Received>,
@@ -106,6 +108,7 @@ impl Actor {
             healthy: false,
             last_error: None,
             rounds: 0,
+            started: 0,
             status,
             events,
             sentinel_events_tx: tx,
@@ -183,6 +186,12 @@ impl Actor {
                 _ = sleep_until(at) => return Some(if self.healthy { "periodic check" } else { "retry" }),
                 cmd = commands.recv() => match cmd? {
                     Command::Refresh(reason) => return Some(reason),
+                    Command::Report(reason, round) => {
+                        let served = self.started > round;
+                        if !served && self.healthy {
+                            return Some(reason);
+                        }
+                    }
                 },
                 Some(received) = sentinel_events.recv() => {
                     if let Some(reason) = self.on_sentinel_event(received) {
@@ -201,6 +210,17 @@ impl Actor {
     /// round. Duplicates (the same text from several sentinels) are dropped.
     fn on_sentinel_event(&mut self, received: Received) -> Option<&'static str> {
         let Received { raw, event } = received;
+        // Several sentinels publish the same fact, sometimes with different trailing text
+        // (`#quorum 2/2` and `#quorum 3/2`): the key leaves that text out.
+        let key = match &event {
+            SentinelEvent::Instance { event, instance } => {
+                format!(
+                    "{event} {:?} {} {}",
+                    instance.kind, instance.name, instance.address
+                )
+            }
+            _ => raw.clone(),
+        };
         let now = Instant::now();
         while self
             .recent
@@ -209,21 +229,18 @@ impl Actor {
         {
             self.recent.pop_front();
         }
-        if self.recent.iter().any(|(r, _)| *r == raw) {
+        if self.recent.iter().any(|(r, _)| *r == key) {
             return None;
         }
-        self.recent.push_back((raw.clone(), now));
+        self.recent.push_back((key, now));
         if event.service().is_some_and(|s| s != self.config.service) {
             return None;
         }
         tracing::debug!(event = %raw, "sentinel event");
+        let is_primary = |a: &Address| self.primary.as_ref() == Some(a);
         match event {
             SentinelEvent::SwitchMaster { new, .. } => {
-                if self.primary.as_ref() == Some(&new) && self.healthy {
-                    None
-                } else {
-                    Some("+switch-master")
-                }
+                (!(is_primary(&new) && self.healthy)).then_some("+switch-master")
             }
             SentinelEvent::Instance { event, instance } if event == "+sentinel" => {
                 if self
@@ -235,7 +252,22 @@ impl Actor {
                 }
                 None
             }
-            SentinelEvent::Instance { .. } => Some("sentinel event"),
+            // About the master itself, only what can change the answer: going down while we think
+            // it healthy, coming back while we don't. Confirmations of a state already known (a
+            // second +odown, -odown after the switch, +failover-end for a primary already left)
+            // would each cost a round and tell nothing new; the retry schedule covers the rest.
+            SentinelEvent::Instance { event, instance }
+                if instance.kind == InstanceKind::Master =>
+            {
+                match event.as_str() {
+                    "+sdown" | "+odown" => (self.healthy && is_primary(&instance.address))
+                        .then_some("primary reported down"),
+                    "-sdown" | "-odown" => (!self.healthy).then_some("primary reported up"),
+                    "+failover-end" => is_primary(&instance.address).then_some("+failover-end"),
+                    _ => Some("sentinel event"),
+                }
+            }
+            SentinelEvent::Instance { .. } => Some("replica event"),
             SentinelEvent::Tilt { .. } => Some("sentinel tilt"),
         }
     }
@@ -268,6 +300,7 @@ impl Actor {
             .collect();
         let current = self.primary.clone().zip(self.primary_conn.clone());
         let started = Instant::now();
+        self.started += 1;
         let Round {
             mut outcomes,
             mut stragglers,

@@ -40,6 +40,9 @@ pub(crate) struct Status {
 pub(crate) enum Command {
     /// Run a discovery round as soon as the current one (if any) is over.
     Refresh(&'static str),
+    /// The data path found the node of round `.1` unusable: run a round unless one has started
+    /// since that round finished, or the monitor is already retrying on its backoff schedule.
+    Report(&'static str, u64),
 }
 
 /// A running monitor, shared by every client of the same sentinels, service and credentials.
@@ -148,6 +151,13 @@ impl Monitor {
     /// Asks for a discovery round; several requests before it starts are served by one round.
     pub fn refresh(&self, reason: &'static str) {
         let _ = self.commands.send(Command::Refresh(reason));
+    }
+
+    /// Reports that the node picked from the status of round `round` failed. Many commands
+    /// failing on one dead primary cause one round, not one each, and never bypass the retry
+    /// backoff once the monitor knows it has no healthy primary.
+    pub fn report(&self, reason: &'static str, round: u64) {
+        let _ = self.commands.send(Command::Report(reason, round));
     }
 
     /// Whether the monitor belongs to this process and still runs (a forked child must not use
