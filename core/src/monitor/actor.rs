@@ -25,6 +25,9 @@ use crate::sentinel::events::{InstanceKind, SentinelEvent};
 use crate::sentinel::replies::{self, Role};
 use crate::sentinel::sentinels::SentinelList;
 
+/// The reason given for events about replicas (and other sentinels' view of them).
+const REPLICA_EVENT: &str = "replica event";
+
 /// The same event published by several sentinels within this window is handled once.
 const DEDUPE_WINDOW: Duration = Duration::from_secs(2);
 
@@ -194,8 +197,18 @@ impl Actor {
                     }
                 },
                 Some(received) = sentinel_events.recv() => {
-                    if let Some(reason) = self.on_sentinel_event(received) {
-                        return Some(reason);
+                    match self.on_sentinel_event(received) {
+                        // A replica came, went or changed: one SENTINEL REPLICAS instead of a
+                        // whole round, when the primary is settled; a round if that fails.
+                        Some(REPLICA_EVENT) if self.healthy => {
+                            let refreshed = self.refresh_replicas().await;
+                            if !refreshed {
+                                return Some(REPLICA_EVENT);
+                            }
+                        }
+                        Some(REPLICA_EVENT) => {}
+                        Some(reason) => return Some(reason),
+                        None => {}
                     }
                 }
                 _ = primary_closed => {
@@ -267,7 +280,7 @@ impl Actor {
                     _ => Some("sentinel event"),
                 }
             }
-            SentinelEvent::Instance { .. } => Some("replica event"),
+            SentinelEvent::Instance { .. } => Some(REPLICA_EVENT),
             SentinelEvent::Tilt { .. } => Some("sentinel tilt"),
         }
     }
@@ -434,6 +447,35 @@ impl Actor {
                 self.sentinels_changed();
             }
         }
+    }
+
+    /// Re-reads the replica list from one sentinel that answered in the last round. Returns
+    /// false when no sentinel could be asked, so the caller falls back to a full round.
+    async fn refresh_replicas(&mut self) -> bool {
+        let Some(primary) = self.primary.clone() else {
+            return false;
+        };
+        let Some(conn) = self.links.values().find(|c| !c.is_closed()).cloned() else {
+            return false;
+        };
+        let reply = conn
+            .request_timeout(
+                &["SENTINEL", "REPLICAS", self.config.service.as_str()],
+                self.settings.deadline,
+            )
+            .await
+            .and_then(|v| replies::instances(v, "SENTINEL REPLICAS"));
+        let Ok(reported) = reply else { return false };
+        let next = self.merge_replicas(&primary, reported).await;
+        if next != self.replicas {
+            self.replicas = next;
+            tracing::info!(replicas = ?self.replicas.iter().map(|a| a.to_string()).collect::<Vec<_>>(), "replicas changed");
+            self.emit(EventKind::ReplicasChanged {
+                replicas: self.replicas.clone(),
+            });
+            self.publish();
+        }
+        true
     }
 
     /// Healthy replicas as reported, plus earlier replicas that the report does not show as down
