@@ -21,6 +21,7 @@ pub mod config;
 pub mod dns;
 pub mod error;
 pub mod monitor;
+pub mod node;
 pub mod resp;
 pub mod runtime;
 pub mod sentinel;

@@ -41,7 +41,7 @@ from typing import (
     Union,
 )
 
-from . import _native
+from . import _errors, _native
 from ._errors import (
     AuthError,
     ClosedError,
@@ -69,19 +69,8 @@ __all__ = [
     "Event",
     "Arg",
     "set_worker_threads",
-    "Error",
-    "ConfigError",
-    "SentinelsUnreachableError",
-    "ServiceUnknownError",
-    "NoHealthyPrimaryError",
-    "TimeoutError",
-    "ConnectionLostError",
-    "ServerError",
-    "ProtocolError",
-    "TlsError",
-    "AuthError",
-    "ClosedError",
-    "QueueFullError",
+    # The exception classes, listed once in _errors.
+    *_errors.__all__,
 ]
 
 __version__: str = _native.__version__

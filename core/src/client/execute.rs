@@ -9,11 +9,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::command::{self, Kind};
-use super::nodes::Expect;
 use super::{Client, Inner};
 use crate::config::{Address, ReadFrom};
 use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::{Monitor, Status};
+use crate::node::Expect;
 use crate::resp::Value;
 
 /// Server errors that mean "not executed here, and this node is not (or not yet) the one to use".
@@ -193,7 +193,7 @@ fn pick(inner: &Inner, status: &Status, kind: Kind) -> Option<(Address, Expect)>
 }
 
 /// Waits until [`pick`] finds a node in a status from round `min_round` or later.
-async fn wait_for_node(
+pub(super) async fn wait_for_node(
     inner: &Inner,
     monitor: &Monitor,
     kind: Kind,

@@ -9,18 +9,9 @@ use tokio::time::Instant;
 
 use crate::config::Address;
 use crate::dns::Resolver;
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, Result};
+use crate::node::{self, Expect};
 use crate::resp::{ConnectOptions, Connection};
-use crate::sentinel::replies::{self, Role};
-
-/// The role a node must have for a connection to it to be used.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Expect {
-    /// ROLE must say master.
-    Primary,
-    /// ROLE must say slave.
-    Replica,
-}
 
 type Slot = Arc<tokio::sync::Mutex<Option<Connection>>>;
 
@@ -81,26 +72,12 @@ impl Nodes {
                 .min(left.max(Duration::from_millis(1))),
             ..self.options.clone()
         };
-        let addrs =
-            tokio::time::timeout_at(deadline, self.resolver.resolve(&address.host, address.port))
+        let (conn, _) =
+            tokio::time::timeout_at(deadline, node::connect(&self.resolver, address, &options))
                 .await
-                .map_err(|_| {
-                    Error::timeout(format!("resolving {} took too long", address.host))
-                })??;
-        let mut last = Error::new(
-            ErrorCode::ConnectionLost,
-            format!("{address} resolved to no address"),
-        );
-        for addr in addrs {
-            match Connection::connect_named(addr, &address.host, &options).await {
-                Ok(conn) => {
-                    verify(&conn, address, expect, options.connect_timeout).await?;
-                    return Ok(conn);
-                }
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
+                .map_err(|_| Error::timeout(format!("reaching {address} took too long")))??;
+        node::verify_role(&conn, address, expect, options.connect_timeout).await?;
+        Ok(conn)
     }
 
     /// A fresh connection of its own (blocking commands, transactions), verified like the shared
@@ -127,41 +104,5 @@ impl Nodes {
                 }
             }
         }
-    }
-}
-
-/// The connection must reach a node in the role the topology says, or it is not used: a node
-/// that was demoted (or not yet promoted) behind the sentinels' back would otherwise take writes
-/// it refuses or reads it should not serve.
-async fn verify(
-    conn: &Connection,
-    address: &Address,
-    expect: Expect,
-    timeout: Duration,
-) -> Result<()> {
-    let role = conn
-        .request_timeout(&["ROLE"], timeout)
-        .await
-        .and_then(replies::role);
-    let ok = match (&role, expect) {
-        (Ok(Role::Master), Expect::Primary) => true,
-        (Ok(Role::Replica { .. }), Expect::Replica) => true,
-        (Err(e), _) if e.server_code() == Some("NOPERM") => {
-            // ROLE denied by ACL: trust the sentinels' verified view rather than fail every command.
-            tracing::debug!(node = %address, error = %e, "ROLE refused; using the node as reported");
-            true
-        }
-        _ => false,
-    };
-    if ok {
-        return Ok(());
-    }
-    conn.close();
-    match role {
-        Err(e) => Err(e.context(format!("ROLE on {address}"))),
-        Ok(role) => Err(Error::new(
-            ErrorCode::NoHealthyPrimary,
-            format!("{address} is {role:?}, not the expected {expect:?}"),
-        )),
     }
 }

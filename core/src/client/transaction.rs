@@ -10,8 +10,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::command::{self, Kind};
-use super::execute::on_core;
-use super::nodes::Expect;
+use super::execute::{on_core, wait_for_node};
 use super::Client;
 use crate::config::Address;
 use crate::error::{Error, ErrorCode, Result};
@@ -34,21 +33,11 @@ impl Client {
         let monitor = self.monitor()?;
         let (conn, primary) = on_core(async move {
             let deadline = Instant::now() + Duration::from_millis(inner.config.command_timeout_ms);
-            let mut status = monitor.watch_status();
-            loop {
-                let current = status.borrow_and_update().clone();
-                if let (Some(primary), true) = (current.topology.primary.clone(), current.topology.healthy) {
-                    let conn = inner.nodes.dedicated(&primary, Expect::Primary, deadline).await?;
-                    return Ok((conn, primary));
-                }
-                tokio::select! {
-                    _ = inner.closed.cancelled() => return Err(Error::closed()),
-                    changed = status.changed() => if changed.is_err() { return Err(Error::closed()) },
-                    _ = tokio::time::sleep_until(deadline) => {
-                        return Err(Error::timeout("no healthy primary to start a transaction on"));
-                    }
-                }
-            }
+            // The same wait (bounded queue, deadline, closed) as every command's.
+            let (primary, expect, _) =
+                wait_for_node(&inner, &monitor, Kind::Write, 0, deadline).await?;
+            let conn = inner.nodes.dedicated(&primary, expect, deadline).await?;
+            Ok((conn, primary))
         })
         .await?;
         Ok(Transaction {

@@ -17,6 +17,7 @@ use super::{Command, Status};
 use crate::config::{Address, Config};
 use crate::dns::Resolver;
 use crate::error::Error;
+use crate::node;
 use crate::resp::{ConnectOptions, Connection};
 use crate::sentinel::discovery::{
     self, Found, Round, RoundSettings, SentinelOutcome, SentinelTarget,
@@ -516,8 +517,12 @@ impl Actor {
     }
 
     async fn is_live_replica(&self, address: &Address) -> bool {
-        let Ok((conn, _)) =
-            discovery::connect(&self.settings, address, &self.settings.data_connect).await
+        let Ok((conn, _)) = node::connect(
+            &self.settings.resolver,
+            address,
+            &self.settings.data_connect,
+        )
+        .await
         else {
             return false;
         };

@@ -11,8 +11,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
 use crate::config::Address;
+use crate::node;
 use crate::resp::ConnectOptions;
-use crate::sentinel::discovery::{self, RoundSettings};
+use crate::sentinel::discovery::RoundSettings;
 use crate::sentinel::events::{self, SentinelEvent, CHANNELS};
 
 /// An event and the raw text it came from (the raw text is the de-duplication key).
@@ -36,7 +37,7 @@ pub async fn run(
     let mut retry = retry;
     loop {
         let session = async {
-            let (conn, _) = discovery::connect(&settings, &address, &options).await?;
+            let (conn, _) = node::connect(&settings.resolver, &address, &options).await?;
             let mut sub = conn.subscribe(CHANNELS, options.connect_timeout).await?;
             tracing::debug!(sentinel = %address, "subscribed to sentinel events");
             retry.reset();

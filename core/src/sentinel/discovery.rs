@@ -12,10 +12,11 @@ use std::time::Duration;
 use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
 
-use super::replies::{self, InstanceInfo, Role};
+use super::replies::{self, InstanceInfo};
 use crate::config::Address;
 use crate::dns::Resolver;
 use crate::error::{Error, ErrorCode, Result};
+use crate::node::{self, Expect};
 use crate::resp::{ConnectOptions, Connection};
 
 /// What a round needs to know about one sentinel.
@@ -226,7 +227,13 @@ async fn ask(settings: &RoundSettings, target: SentinelTarget) -> SentinelOutcom
     };
     let conn = match target.conn.filter(|c| !c.is_closed()) {
         Some(conn) => conn,
-        None => match connect(settings, &target.address, &settings.sentinel_connect).await {
+        None => match node::connect(
+            &settings.resolver,
+            &target.address,
+            &settings.sentinel_connect,
+        )
+        .await
+        {
             Ok((conn, resolved)) => {
                 outcome.resolved = Some(resolved);
                 // The run id lets the sentinel list merge this entry with the same sentinel
@@ -281,31 +288,6 @@ async fn query_master(conn: &Connection, service: &str) -> Result<Answer> {
     }
 }
 
-/// Resolves `address` and opens a connection to its first reachable IP.
-pub async fn connect(
-    settings: &RoundSettings,
-    address: &Address,
-    options: &ConnectOptions,
-) -> Result<(Connection, Vec<SocketAddr>)> {
-    let resolved = settings
-        .resolver
-        .resolve(&address.host, address.port)
-        .await?;
-    let mut last = Error::new(
-        ErrorCode::ConnectionLost,
-        format!("{address} resolved to no address"),
-    );
-    for addr in &resolved {
-        // Named: with TLS the certificate is checked against the host as configured or as the
-        // sentinel reported it (a hostname under announce-hostnames), not the resolved IP.
-        match Connection::connect_named(*addr, &address.host, options).await {
-            Ok(conn) => return Ok((conn, resolved)),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
-}
-
 /// ROLE check of a candidate primary. Reuses the monitor's connection when it points there.
 async fn verify(
     settings: &RoundSettings,
@@ -318,38 +300,14 @@ async fn verify(
     let conn = match reusable {
         Some(conn) => conn,
         None => {
-            connect(settings, &info.address, &settings.data_connect)
+            node::connect(&settings.resolver, &info.address, &settings.data_connect)
                 .await?
                 .0
         }
     };
-    let reply = conn
-        .request_timeout(&["ROLE"], settings.data_connect.connect_timeout)
-        .await
-        .and_then(replies::role);
-    match reply {
-        Ok(Role::Master) => Ok(conn),
-        // An ACL user without ROLE: nothing better to check with, so the sentinels' MASTER flags
-        // (already checked) are trusted, as StackExchange.Redis does since 2.13.17.
-        Err(e) if e.server_code() == Some("NOPERM") => {
-            tracing::warn!(candidate = %info.address, "ROLE refused by ACL; primary not verified");
-            Ok(conn)
-        }
-        Ok(other) => {
-            conn.close();
-            Err(Error::new(
-                ErrorCode::NoHealthyPrimary,
-                format!(
-                    "{} reported as primary but ROLE says {other:?} (stale sentinel)",
-                    info.address
-                ),
-            ))
-        }
-        Err(e) => {
-            conn.close();
-            Err(e.context(format!("ROLE on {}", info.address)))
-        }
-    }
+    let timeout = settings.data_connect.connect_timeout;
+    node::verify_role(&conn, &info.address, Expect::Primary, timeout).await?;
+    Ok(conn)
 }
 
 async fn details(
