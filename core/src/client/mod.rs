@@ -113,13 +113,24 @@ impl Client {
         &self.inner.config
     }
 
+    /// The monitor this client follows. In a child forked after the client was opened (gunicorn
+    /// `--preload`, Celery prefork), the inherited monitor and connections belong to tasks that
+    /// do not exist here: the client takes a monitor of this process and forgets the inherited
+    /// connections without touching their sockets, which the parent still uses.
     fn monitor(&self) -> Result<Arc<Monitor>> {
-        self.inner
-            .monitor
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .ok_or_else(Error::closed)
+        let mut guard = self.inner.monitor.lock().unwrap_or_else(|e| e.into_inner());
+        let current = guard.as_ref().ok_or_else(Error::closed)?;
+        if !current.is_inherited() {
+            return Ok(current.clone());
+        }
+        let fresh = registry::acquire(&self.inner.config)?;
+        if let Some(inherited) = guard.replace(fresh.clone()) {
+            // Dropping it would cancel tokens whose waiters live in the parent's runtime.
+            std::mem::forget(inherited);
+        }
+        self.inner.nodes.forget_inherited();
+        tracing::debug!("client inherited across fork: using a monitor of this process");
+        Ok(fresh)
     }
 
     /// Waits until the monitor has finished at least one discovery round and returns the
@@ -185,15 +196,23 @@ impl Client {
     pub async fn close(&self) {
         self.inner.closed.cancel();
         self.inner.sink.clear();
-        self.inner.nodes.close_all();
         let monitor = self
             .inner
             .monitor
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        if let Some(last) = monitor.and_then(registry::release) {
-            last.shutdown().await;
+        match monitor {
+            Some(inherited) if inherited.is_inherited() => {
+                self.inner.nodes.forget_inherited();
+                std::mem::forget(inherited);
+            }
+            monitor => {
+                self.inner.nodes.close_all();
+                if let Some(last) = monitor.and_then(registry::release) {
+                    last.shutdown().await;
+                }
+            }
         }
     }
 }
@@ -202,14 +221,22 @@ impl Drop for Inner {
     fn drop(&mut self) {
         self.closed.cancel();
         self.sink.clear();
-        self.nodes.close_all();
         let monitor = self
             .monitor
             .get_mut()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        // Dropping the last reference cancels the monitor's tasks; they end on their own.
-        drop(monitor.and_then(registry::release));
+        match monitor {
+            Some(inherited) if inherited.is_inherited() => {
+                self.nodes.forget_inherited();
+                std::mem::forget(inherited);
+            }
+            monitor => {
+                self.nodes.close_all();
+                // Dropping the last reference cancels the monitor's tasks; they end on their own.
+                drop(monitor.and_then(registry::release));
+            }
+        }
     }
 }
 

@@ -91,6 +91,17 @@ impl Nodes {
         self.open(address, expect, deadline).await
     }
 
+    /// Drops the connections inherited from the parent of a fork without closing them: their
+    /// sockets are the parent's too, and their tasks run only there. Later `get` calls connect
+    /// anew from this process.
+    pub fn forget_inherited(&self) {
+        let slots: Vec<Slot> = {
+            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            slots.drain().map(|(_, s)| s).collect()
+        };
+        std::mem::forget(slots);
+    }
+
     /// Closes every connection; later `get` calls open new ones.
     pub fn close_all(&self) {
         let slots: Vec<Slot> = {

@@ -166,6 +166,12 @@ impl Monitor {
         self.pid == std::process::id() && !self.cancel.is_cancelled()
     }
 
+    /// Whether this monitor was started by another process (the parent of a fork): its tasks
+    /// and connections do not run here.
+    pub fn is_inherited(&self) -> bool {
+        self.pid != std::process::id()
+    }
+
     /// Stops every task of the monitor and waits until they have ended.
     pub async fn shutdown(&self) {
         self.cancel.cancel();
