@@ -136,6 +136,10 @@ pub struct Config {
     pub dns_server: Option<std::net::SocketAddr>,
     /// Commands allowed to wait for a primary at once; more fail with `queue_full`.
     pub queue_size: usize,
+    /// Subscribe to sentinel events (`sentinel_events`, on by default). Off, changes are learnt
+    /// only from discovery rounds (the periodic check and the data path's reports): for one-shot
+    /// tools such as `exec`, which would otherwise open and drop a subscription per sentinel.
+    pub sentinel_events: bool,
     /// TLS to sentinels (`sentinel_tls`; `tls` and the `rediss+sentinel://` scheme set it too).
     pub sentinel_tls: bool,
     /// TLS to data nodes, primary and replicas (`data_tls`; `tls` and `rediss+sentinel://` set it
@@ -190,6 +194,7 @@ impl Default for Config {
             dns_timeout_ms: 1000,
             dns_server: None,
             queue_size: 4096,
+            sentinel_events: true,
             sentinel_tls: false,
             data_tls: false,
             tls_ca_file: None,
@@ -292,6 +297,17 @@ impl Config {
             "retry_max_ms" => self.retry_max_ms = parse_num(key, value, 1, 3_600_000)?,
             "dns_timeout_ms" => self.dns_timeout_ms = parse_num(key, value, 1, 3_600_000)?,
             "queue_size" => self.queue_size = parse_num(key, value, 0, 10_000_000)?,
+            "sentinel_events" => {
+                self.sentinel_events = match value {
+                    "true" | "yes" | "1" => true,
+                    "false" | "no" | "0" => false,
+                    _ => {
+                        return Err(Error::config(format!(
+                            "option sentinel_events must be true or false, not '{value}'"
+                        )))
+                    }
+                }
+            }
             "dns_server" => {
                 self.dns_server = Some(value.parse().map_err(|_| {
                     Error::config(format!("option dns_server must be ip:port, not '{value}'"))
@@ -353,10 +369,22 @@ impl Config {
             "sentinel_tls_key_file" => self.sentinel_tls_key_file = parse_path(value),
             "tls_server_name" => {
                 if !value.is_empty() {
+                    let bare = value
+                        .strip_prefix('[')
+                        .and_then(|v| v.strip_suffix(']'))
+                        .unwrap_or(value);
+                    if bare.parse::<std::net::IpAddr>().is_err() {
+                        if let Some(problem) = host_name_problem(value) {
+                            return Err(Error::config(format!(
+                                "option tls_server_name: {problem}"
+                            )));
+                        }
+                    }
                     crate::tls::parse_server_name(value).map_err(|_| {
                         Error::config(format!(
                             "option tls_server_name must be a DNS name or an IP address, not \
-                             '{value}'"
+                             '{}'",
+                            shorten(value)
                         ))
                     })?;
                 }
@@ -371,6 +399,13 @@ impl Config {
     pub fn validate(&self) -> crate::Result<()> {
         if self.sentinels.is_empty() {
             return Err(Error::config("no sentinel given"));
+        }
+        for (i, sentinel) in self.sentinels.iter().enumerate() {
+            if sentinel.host.parse::<std::net::IpAddr>().is_err() {
+                if let Some(problem) = host_name_problem(&sentinel.host) {
+                    return Err(Error::config(format!("sentinel #{}: {problem}", i + 1)));
+                }
+            }
         }
         if self.service.is_empty() {
             return Err(Error::config("service name is empty"));
@@ -487,7 +522,68 @@ fn parse_userinfo(userinfo: &str) -> crate::Result<Credentials> {
     })
 }
 
+/// Longest host name in characters, without a final dot (RFC 1035: 255 octets on the wire).
+const MAX_HOST_NAME: usize = 253;
+/// Longest label (the part between dots) of a host name.
+const MAX_HOST_LABEL: usize = 63;
+/// Characters of a long value shown in error texts.
+const SHOWN_CHARS: usize = 64;
+
+/// `text` for an error message: at most its first 64 characters, with an ellipsis when cut, so a
+/// huge value never ends up whole in errors or logs.
+pub(crate) fn shorten(text: &str) -> String {
+    match text.char_indices().nth(SHOWN_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_string(),
+    }
+}
+
+/// Why `host` cannot be a host name, or `None` when it can: empty, longer than 253 characters
+/// (a final dot aside), a label empty or longer than 63, or a character other than ASCII letters,
+/// digits, `-`, `_` and `.`. The text gives lengths and shows at most the start of the name. For
+/// names only: check IP literals before calling.
+pub(crate) fn host_name_problem(host: &str) -> Option<String> {
+    let name = host.strip_suffix('.').unwrap_or(host);
+    if name.is_empty() {
+        return Some(format!("'{}' is not a valid host name", shorten(host)));
+    }
+    if name.len() > MAX_HOST_NAME {
+        return Some(format!(
+            "host name is {} characters long, more than the {MAX_HOST_NAME} allowed: '{}'",
+            name.len(),
+            shorten(name)
+        ));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'))
+    {
+        return Some(format!("'{}' is not a valid host name", shorten(name)));
+    }
+    for (i, label) in name.split('.').enumerate() {
+        if label.is_empty() {
+            return Some(format!(
+                "host name '{}' has an empty label (two dots in a row, or a leading dot)",
+                shorten(name)
+            ));
+        }
+        if label.len() > MAX_HOST_LABEL {
+            return Some(format!(
+                "label #{} of host name '{}' is {} characters long, more than the \
+                 {MAX_HOST_LABEL} allowed",
+                i + 1,
+                shorten(name),
+                label.len()
+            ));
+        }
+    }
+    None
+}
+
 /// Parses `host`, `host:port`, `[v6]` or `[v6]:port` (default port 26379).
+///
+/// Host names are checked up front (length, labels, characters); errors show at most the start
+/// of what was given.
 pub(crate) fn parse_host_port(text: &str) -> crate::Result<Address> {
     if text.is_empty() {
         return Err(Error::config("empty host"));
@@ -495,17 +591,21 @@ pub(crate) fn parse_host_port(text: &str) -> crate::Result<Address> {
     let (host, port) = if let Some(rest) = text.strip_prefix('[') {
         let (host, after) = rest
             .split_once(']')
-            .ok_or_else(|| Error::config(format!("'{text}' has an unclosed '['")))?;
-        let port =
-            match after {
-                "" => None,
-                p => Some(p.strip_prefix(':').ok_or_else(|| {
-                    Error::config(format!("unexpected '{p}' after ']' in '{text}'"))
-                })?),
-            };
+            .ok_or_else(|| Error::config(format!("'{}' has an unclosed '['", shorten(text))))?;
+        let port = match after {
+            "" => None,
+            p => Some(p.strip_prefix(':').ok_or_else(|| {
+                Error::config(format!(
+                    "unexpected '{}' after ']' in '{}'",
+                    shorten(p),
+                    shorten(text)
+                ))
+            })?),
+        };
         if host.parse::<std::net::Ipv6Addr>().is_err() {
             return Err(Error::config(format!(
-                "'{host}' in brackets is not an IPv6 address"
+                "'{}' in brackets is not an IPv6 address",
+                shorten(host)
             )));
         }
         (host, port)
@@ -514,27 +614,32 @@ pub(crate) fn parse_host_port(text: &str) -> crate::Result<Address> {
             Some((h, p)) if !h.contains(':') => (h, Some(p)),
             Some(_) => {
                 return Err(Error::config(format!(
-                    "'{text}': write IPv6 addresses in brackets, like [::1]:26379"
+                    "'{}': write IPv6 addresses in brackets, like [::1]:26379",
+                    shorten(text)
                 )))
             }
             None => (text, None),
         }
     };
     if host.is_empty() {
-        return Err(Error::config(format!("'{text}' has an empty host")));
+        return Err(Error::config(format!(
+            "'{}' has an empty host",
+            shorten(text)
+        )));
     }
-    if !host
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_' | ':'))
-    {
-        return Err(Error::config(format!("'{host}' is not a valid host name")));
+    if host.parse::<std::net::IpAddr>().is_err() {
+        if let Some(problem) = host_name_problem(host) {
+            return Err(Error::config(problem));
+        }
     }
     let port = match port {
         None => DEFAULT_SENTINEL_PORT,
         Some(p) => match p.parse::<u16>() {
             Ok(0) | Err(_) => {
                 return Err(Error::config(format!(
-                    "port '{p}' of '{host}' is not in 1..65535"
+                    "port '{}' of '{}' is not in 1..65535",
+                    shorten(p),
+                    shorten(host)
                 )))
             }
             Ok(n) => n,
@@ -712,5 +817,70 @@ mod tests {
         assert!(c.set("client_name", "has space").is_err());
         c.set("dns_server", "127.0.0.1:5353").unwrap();
         assert_eq!(c.dns_server, Some("127.0.0.1:5353".parse().unwrap()));
+    }
+
+    #[test]
+    fn overlong_host_names_are_refused_up_front_without_being_echoed() {
+        // Failure messages show the start only: a whole 2 MB name is what this guards against.
+        let start = |m: &str| m.chars().take(300).collect::<String>();
+        let huge = "a".repeat(2_000_000);
+        let m = err(&format!(
+            "redis+sentinel://ok.example,{huge}.example:26379/s"
+        ));
+        assert!(m.starts_with("sentinel #2: "), "{}", start(&m));
+        assert!(m.contains("2000008 characters"), "{}", start(&m));
+        assert!(m.contains("more than the 253 allowed"), "{}", start(&m));
+        assert!(m.contains("aaaa…"), "{}", start(&m));
+        assert!(m.len() < 200, "{}", start(&m));
+
+        let label = "b".repeat(64);
+        let m = err(&format!("redis+sentinel://x.{label}.example/s"));
+        assert!(m.starts_with("sentinel #1: "), "{m}");
+        assert!(m.contains("label #2"), "{m}");
+        assert!(
+            m.contains("64 characters long, more than the 63 allowed"),
+            "{m}"
+        );
+        assert!(err("redis+sentinel://a..b/s").contains("empty label"));
+        assert!(err("redis+sentinel://.a/s").contains("empty label"));
+        let m = err(&format!("redis+sentinel://h:{huge}/s"));
+        assert!(m.contains("port 'aaaa") && m.len() < 200, "{}", start(&m));
+
+        // Longest allowed: 253 characters, labels of 63; a final dot does not count.
+        let longest = [
+            &"c".repeat(63)[..],
+            &"d".repeat(63),
+            &"e".repeat(63),
+            &"f".repeat(61),
+        ]
+        .join(".");
+        assert_eq!(longest.len(), 253);
+        let c =
+            Config::from_url(&format!("redis+sentinel://{longest}.:1,[::1],10.0.0.1/s")).unwrap();
+        assert_eq!(c.sentinels[0].host.len(), 254);
+
+        // Options objects and hand-built configs get the same check.
+        let mut c = Config::from_url("redis+sentinel://h/s").unwrap();
+        let e = c.set("tls_server_name", &huge).unwrap_err();
+        assert!(
+            e.message().starts_with("option tls_server_name: "),
+            "{}",
+            start(e.message())
+        );
+        assert!(e.message().contains("2000000 characters") && e.message().len() < 200);
+        c.sentinels
+            .push(Address::new(format!("{label}.example"), 1));
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::Config);
+        assert!(e.message().starts_with("sentinel #2: label #1"), "{e}");
+    }
+
+    #[test]
+    fn shorten_cuts_at_a_character_boundary() {
+        assert_eq!(shorten("short"), "short");
+        let long = "é".repeat(100);
+        let shown = shorten(&long);
+        assert_eq!(shown.chars().count(), 65);
+        assert!(shown.ends_with('…'));
     }
 }

@@ -23,6 +23,8 @@ struct State {
     records: Mutex<Vec<Record>>,
     log: Mutex<Vec<(String, u16, Instant)>>,
     ttl: Mutex<u32>,
+    /// Queries are logged but never answered.
+    dropping: AtomicBool,
     stop: AtomicBool,
 }
 
@@ -30,7 +32,8 @@ struct State {
 /// `A` queries get the name's IPv4 records, `AAAA` its IPv6 records; a known name without records of
 /// the asked type gets an empty NOERROR answer; both after the name's delay. Unknown names get
 /// NXDOMAIN at once. Answers have TTL 0 unless [`SlowDns::set_ttl`] says otherwise. A delayed answer
-/// never holds up others (each is sent from its own thread). Stops when dropped.
+/// never holds up others (each is sent from its own thread). [`SlowDns::set_dropping`] turns it
+/// into a server that logs every query and answers none. Stops when dropped.
 pub struct SlowDns {
     addr: SocketAddr,
     state: Arc<State>,
@@ -58,6 +61,7 @@ impl SlowDns {
             ),
             log: Mutex::new(Vec::new()),
             ttl: Mutex::new(0),
+            dropping: AtomicBool::new(false),
             stop: AtomicBool::new(false),
         });
         let mut last_err = None;
@@ -143,6 +147,31 @@ impl SlowDns {
             .retain(|r| r.name != name);
     }
 
+    /// Starts a server that logs every query and answers none, as a DNS server that drops
+    /// queries (or a firewall that drops its packets) looks to a client.
+    pub fn start_dropping() -> Result<SlowDns, TestkitError> {
+        let dns = SlowDns::start(&[])?;
+        dns.set_dropping(true);
+        Ok(dns)
+    }
+
+    /// While `on`, every query is logged and none is answered (records and delays are kept for
+    /// when it is turned off again).
+    pub fn set_dropping(&self, on: bool) {
+        self.state.dropping.store(on, Ordering::SeqCst);
+    }
+
+    /// The queries received so far for `name` (any case, with or without the final dot), as
+    /// (qtype, arrival time).
+    pub fn queries_for(&self, name: &str) -> Vec<(u16, Instant)> {
+        let name = normalize(name);
+        self.query_log()
+            .into_iter()
+            .filter(|(n, _, _)| *n == name)
+            .map(|(_, t, at)| (t, at))
+            .collect()
+    }
+
     /// Sets the TTL of answers (default 0, so resolvers do not cache).
     pub fn set_ttl(&self, ttl: u32) {
         *self.state.ttl.lock().unwrap_or_else(|e| e.into_inner()) = ttl;
@@ -181,7 +210,8 @@ fn parse_question(msg: &[u8]) -> Option<(String, u16, usize)> {
     Some((labels.join("."), qtype, i + 4))
 }
 
-/// Builds the answer for `query`; returns (delay, response) or `None` for garbage.
+/// Builds the answer for `query`; returns (delay, response), or `None` for garbage and while
+/// queries are dropped.
 fn answer(query: &[u8], state: &State) -> Option<(Duration, Vec<u8>)> {
     let (name, qtype, qend) = parse_question(query)?;
     state
@@ -189,6 +219,9 @@ fn answer(query: &[u8], state: &State) -> Option<(Duration, Vec<u8>)> {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .push((name.clone(), qtype, Instant::now()));
+    if state.dropping.load(Ordering::SeqCst) {
+        return None;
+    }
     let records: Vec<Record> = state
         .records
         .lock()
@@ -359,4 +392,36 @@ pub fn decode_response(msg: &[u8]) -> Option<(u16, u8, Vec<IpAddr>)> {
         i += 10 + rdlen;
     }
     Some((id, rcode, ips))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(dns: &SlowDns, id: u16, name: &str) -> Option<(u16, u8, Vec<IpAddr>)> {
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        sock.send_to(&encode_query(id, name, QTYPE_A), dns.addr())
+            .unwrap();
+        let mut buf = [0u8; 512];
+        let (n, _) = sock.recv_from(&mut buf).ok()?;
+        decode_response(&buf[..n])
+    }
+
+    #[test]
+    fn a_dropping_server_logs_queries_and_answers_none() {
+        let dns = SlowDns::start_dropping().unwrap();
+        dns.add_record("known.test", "10.0.0.1".parse().unwrap(), Duration::ZERO);
+        assert_eq!(ask(&dns, 7, "known.test"), None, "dropped");
+        assert_eq!(ask(&dns, 8, "unknown.test"), None, "dropped");
+        assert_eq!(dns.queries_for("KNOWN.test.").len(), 1);
+        assert_eq!(dns.queries_for("unknown.test")[0].0, QTYPE_A);
+        dns.set_dropping(false);
+        assert_eq!(
+            ask(&dns, 9, "known.test"),
+            Some((9, 0, vec!["10.0.0.1".parse().unwrap()]))
+        );
+        assert_eq!(dns.queries_for("known.test").len(), 2);
+    }
 }
