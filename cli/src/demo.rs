@@ -118,6 +118,9 @@ async fn run(url: &str) -> Result<(), String> {
                 EventKind::ConnectionLost { address } => {
                     format!("client connection_lost {address}")
                 }
+                EventKind::FailoverStarted { promoting, .. } => {
+                    format!("client failover_started (writes wait) promoting {promoting}")
+                }
                 _ => continue,
             };
             event_marks

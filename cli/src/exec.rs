@@ -1,7 +1,7 @@
 //! `sentinel-recovery exec URL -- CMD [ARG...]`: one command on the primary, printed as redis-cli
 //! prints replies.
 
-use sentinel_recovery::{Client, Value};
+use sentinel_recovery::{Client, Config, Value};
 
 pub fn main(args: &[String]) -> Result<(), String> {
     let split = args.iter().position(|a| a == "--");
@@ -20,7 +20,14 @@ pub fn main(args: &[String]) -> Result<(), String> {
         .build()
         .map_err(|e| e.to_string())?;
     runtime.block_on(async {
-        let client = Client::connect(url).await.map_err(|e| e.to_string())?;
+        // One round, no event subscriptions: a one-shot command need not follow changes.
+        let mut config = Config::from_url(url).map_err(|e| e.to_string())?;
+        if !url.contains("sentinel_events=") {
+            config.sentinel_events = false;
+        }
+        let client = Client::connect_with(config)
+            .await
+            .map_err(|e| e.to_string())?;
         let reply = client.execute(command).await;
         client.close().await;
         match reply {

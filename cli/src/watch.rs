@@ -125,6 +125,16 @@ fn print_event(e: &Event, json: bool) {
             address.to_string()
         }
         EventKind::DiscoveryFailed { error } => error.to_string(),
+        EventKind::FailoverStarted { primary, promoting } => {
+            format!("{primary} -> {promoting} (writes wait)")
+        }
+        EventKind::SentinelTilt { sentinel, on } => {
+            format!(
+                "{sentinel} {}",
+                if *on { "entered TILT" } else { "left TILT" }
+            )
+        }
+        EventKind::SentinelServiceUnknown { sentinel } => sentinel.to_string(),
         _ => String::new(),
     };
     line(&format!("{} {} {detail}", stamp(e.at), e.kind.name()));

@@ -24,6 +24,10 @@ pub struct sr_sentinel_t {
     pub port: u16,
     /// Whether the last attempt to ask it succeeded (false before it was ever reached).
     pub up: bool,
+    /// Whether it is in TILT: it answers, but takes part in no failover until TILT ends.
+    pub tilt: bool,
+    /// False once it answered that it does not monitor the service.
+    pub knows_service: bool,
 }
 
 /// A point-in-time view of the service, from sr_client_topology().
@@ -67,6 +71,13 @@ pub const SR_EVENT_CONNECTION_LOST: c_int = 6;
 pub const SR_EVENT_CONNECTION_RESTORED: c_int = 7;
 /// A discovery round found no usable primary (`error`); the last primary is kept.
 pub const SR_EVENT_DISCOVERY_FAILED: c_int = 8;
+/// The failover leader started promoting a replica (`old_primary`: the primary being demoted,
+/// `address`: the replica promoted); writes wait until primary_changed, or resume on an abort.
+pub const SR_EVENT_FAILOVER_STARTED: c_int = 9;
+/// A sentinel entered (`on` true) or left (`on` false) TILT (`address`).
+pub const SR_EVENT_SENTINEL_TILT: c_int = 10;
+/// A reachable sentinel does not monitor the service (`address`).
+pub const SR_EVENT_SENTINEL_SERVICE_UNKNOWN: c_int = 11;
 /// An event kind newer than this header; `kind_name` and `json` still describe it.
 pub const SR_EVENT_OTHER: c_int = 0;
 
@@ -102,6 +113,8 @@ pub struct sr_event_t {
     /// The whole event as one JSON object (`{"kind":"primary_changed","old":...,"new":...,
     /// "service":...,"at":...}`), the same form the CLI prints.
     pub json: *const c_char,
+    /// sentinel_tilt: true when the sentinel entered TILT, false when it left.
+    pub on: bool,
 }
 
 /// Owned storage behind the pointers of a view struct.
@@ -165,6 +178,8 @@ impl Store {
                 host: self.string(&s.host),
                 port: s.port,
                 up: s.up,
+                tilt: s.tilt,
+                knows_service: s.knows_service,
             })
             .collect();
         let out = (v.as_ptr(), v.len());
@@ -237,6 +252,7 @@ impl EventBox {
             sentinels_len: 0,
             error: std::ptr::null(),
             json: store.string(&json),
+            on: false,
         };
         match &event.kind {
             EventKind::PrimaryChanged { old, new } => {
@@ -273,6 +289,20 @@ impl EventBox {
                 let boxed = Box::new(sr_error_t::from(e));
                 view.error = &*boxed;
                 error = Some(boxed);
+            }
+            EventKind::FailoverStarted { primary, promoting } => {
+                view.kind = SR_EVENT_FAILOVER_STARTED;
+                view.old_primary = store.address(Some(primary));
+                view.address = store.address(Some(promoting));
+            }
+            EventKind::SentinelTilt { sentinel, on } => {
+                view.kind = SR_EVENT_SENTINEL_TILT;
+                view.address = store.address(Some(sentinel));
+                view.on = *on;
+            }
+            EventKind::SentinelServiceUnknown { sentinel } => {
+                view.kind = SR_EVENT_SENTINEL_SERVICE_UNKNOWN;
+                view.address = store.address(Some(sentinel));
             }
             _ => {}
         }
@@ -339,6 +369,8 @@ mod tests {
                 host: "localhost".into(),
                 port: 26379,
                 up: true,
+                tilt: false,
+                knows_service: true,
             }],
             epoch: 3,
             healthy: true,

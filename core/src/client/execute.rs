@@ -19,6 +19,13 @@ use crate::resp::Value;
 /// Server errors that mean "not executed here, and this node is not (or not yet) the one to use".
 const RE_RESOLVE: &[&str] = &["READONLY", "LOADING", "MASTERDOWN"];
 
+/// Server errors during a connection's handshake that another attempt may not get.
+const HANDSHAKE_TRANSIENT: &[&str] = &["LOADING", "MASTERDOWN", "BUSY", "TRYAGAIN"];
+
+/// Replies to writes that a primary sends this long after its demotion began are not trusted:
+/// writes it acknowledges later are writes the promoted replica will never have.
+const FENCE_GRACE: Duration = Duration::from_millis(100);
+
 impl Client {
     /// Runs one command on the primary (or on a replica for reads, per `read_from`) and returns
     /// its reply, RESP3 values as sent (RESP2 servers work too).
@@ -166,6 +173,10 @@ impl Drop for QueueSlot<'_> {
 }
 
 /// Picks the node for `kind` from a status, or `None` when the command has to wait.
+///
+/// Writes wait while the primary is fenced (a failover is demoting it); reads may go on. Nodes
+/// that just failed are passed over while others are usable: replica reads go to the other
+/// replicas, then (for `prefer-replica`) to the primary.
 fn pick(inner: &Inner, status: &Status, kind: Kind) -> Option<(Address, Expect)> {
     let t = &status.topology;
     // Sentinels that actively report the primary down (or no longer know the service) mean wait;
@@ -178,18 +189,83 @@ fn pick(inner: &Inner, status: &Status, kind: Kind) -> Option<(Address, Expect)>
         .primary
         .clone()
         .filter(|_| primary_usable)
+        .filter(|a| kind == Kind::Read || status.fenced_since(a).is_none())
         .map(|a| (a, Expect::Primary));
-    let replica = || {
-        (!t.replicas.is_empty()).then(|| {
-            let i = inner.next_replica.fetch_add(1, Ordering::Relaxed) % t.replicas.len();
-            (t.replicas[i].clone(), Expect::Replica)
+    let rotate = |candidates: Vec<&Address>| {
+        (!candidates.is_empty()).then(|| {
+            let i = inner.next_replica.fetch_add(1, Ordering::Relaxed) % candidates.len();
+            (candidates[i].clone(), Expect::Replica)
         })
     };
+    let fresh = || {
+        rotate(
+            t.replicas
+                .iter()
+                .filter(|a| !inner.nodes.avoided(a))
+                .collect(),
+        )
+    };
     match (kind, inner.config.read_from) {
-        (Kind::Read, ReadFrom::Replica) => replica(),
-        (Kind::Read, ReadFrom::PreferReplica) => replica().or(primary),
+        (Kind::Read, ReadFrom::Replica) => fresh().or_else(|| rotate(t.replicas.iter().collect())),
+        (Kind::Read, ReadFrom::PreferReplica) => fresh().or(primary),
         _ => primary,
     }
+}
+
+/// The round to wait for before the next attempt after `failed` failed in round `round`: none
+/// when another node can take the command now, else the next one.
+fn next_attempt(inner: &Inner, monitor: &Monitor, kind: Kind, failed: &Address, round: u64) -> u64 {
+    let status = monitor.status();
+    match pick(inner, &status, kind) {
+        Some((other, _)) if other != *failed && status.rounds >= round => round,
+        _ => round + 1,
+    }
+}
+
+/// A handshake error that reconnecting cannot fix (a `SELECT` out of range, a refused
+/// `CLIENT SETNAME`, credentials or TLS the node refuses): the command fails with it at once.
+fn is_permanent_handshake_error(e: &Error) -> bool {
+    match e.code() {
+        ErrorCode::Auth | ErrorCode::Tls | ErrorCode::Config => true,
+        ErrorCode::Server => !e
+            .server_code()
+            .is_some_and(|c| HANDSHAKE_TRANSIENT.contains(&c) || RE_RESOLVE.contains(&c)),
+        _ => false,
+    }
+}
+
+/// Write replies from a primary whose demotion began more than [`FENCE_GRACE`] ago become
+/// `connection_lost` errors: the write ran there, but the failover will discard it.
+fn distrust_late_writes(
+    monitor: &Monitor,
+    address: &Address,
+    kind: Kind,
+    results: Vec<Result<Value>>,
+) -> Vec<Result<Value>> {
+    if kind == Kind::Read {
+        return results;
+    }
+    let Some(since) = monitor.fenced_since(address) else {
+        return results;
+    };
+    let late = Instant::now().saturating_duration_since(since);
+    if late <= FENCE_GRACE {
+        return results;
+    }
+    results
+        .into_iter()
+        .map(|r| match r {
+            Ok(_) => Err(Error::new(
+                ErrorCode::ConnectionLost,
+                format!(
+                    "{address} answered {} ms after a failover began demoting it; the write may be \
+                     discarded with its data set",
+                    late.as_millis()
+                ),
+            )),
+            other => other,
+        })
+        .collect()
 }
 
 /// Waits until [`pick`] finds a node in a status from round `min_round` or later.
@@ -257,9 +333,14 @@ async fn run_shared(
             Err(e) if e.code() == ErrorCode::Timeout && Instant::now() >= deadline => {
                 return Err(e)
             }
+            Err(e) if is_permanent_handshake_error(&e) => {
+                return Err(e.context(format!("connecting to {address}")));
+            }
             Err(e) => {
                 tracing::debug!(node = %address, error = %e, "node unusable; re-resolving");
-                min_round = retry_after("data connection failed");
+                inner.nodes.mark_failed(&address);
+                monitor.report("data connection failed", round);
+                min_round = next_attempt(inner, monitor, kind, &address, round);
                 continue;
             }
         };
@@ -285,9 +366,17 @@ async fn run_shared(
             // Every command was refused before running (READONLY: demoted behind the sentinels'
             // back; LOADING; MASTERDOWN): nothing ran, so find the right node and try again.
             tracing::info!(node = %address, "node refused the command; re-resolving");
-            min_round = retry_after("node refused command (READONLY/LOADING/MASTERDOWN)");
+            inner.nodes.mark_failed(&address);
+            monitor.report("node refused command (READONLY/LOADING/MASTERDOWN)", round);
+            min_round = next_attempt(inner, monitor, kind, &address, round);
             continue;
         }
+        inner.nodes.mark_ok(&address);
+        let results = if expect == Expect::Primary {
+            distrust_late_writes(monitor, &address, kind, results)
+        } else {
+            results
+        };
         if results
             .iter()
             .any(|r| matches!(r, Err(e) if e.code() == ErrorCode::ConnectionLost))
@@ -326,6 +415,9 @@ async fn run_dedicated(
         let conn = match inner.nodes.dedicated(&address, expect, connect_by).await {
             Ok(conn) => conn,
             Err(e) if Instant::now() >= connect_by => return Err(e),
+            Err(e) if is_permanent_handshake_error(&e) => {
+                return Err(e.context(format!("connecting to {address}")));
+            }
             Err(_) => {
                 monitor.report("data connection failed", round);
                 min_round = round + 1;
@@ -345,7 +437,12 @@ async fn run_dedicated(
                 min_round = round + 1;
                 continue;
             }
-            other => other,
+            other => {
+                let mut results = distrust_late_writes(monitor, &address, Kind::Write, vec![other]);
+                results
+                    .pop()
+                    .unwrap_or_else(|| Err(Error::protocol("no reply")))
+            }
         };
     }
 }

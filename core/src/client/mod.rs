@@ -89,9 +89,9 @@ impl Client {
         Client::open(Config::from_url(url)?)
     }
 
-    /// Opens a client and waits for the first discovery round. If it finds no primary, the
-    /// client is closed and the error says which case happened (`sentinels_unreachable`,
-    /// `service_unknown`, `no_healthy_primary`).
+    /// Opens a client and waits, as [`Client::ready`] does, for a verified primary. If none is
+    /// found in time, the client is closed and the error says which case happened
+    /// (`sentinels_unreachable`, `service_unknown`, `no_healthy_primary`, `auth`, `tls`).
     pub async fn connect(url: &str) -> Result<Client> {
         Client::connect_with(Config::from_url(url)?).await
     }
@@ -133,28 +133,44 @@ impl Client {
         Ok(fresh)
     }
 
-    /// Waits until the monitor has finished at least one discovery round and returns the
-    /// topology if that round found a verified primary, or its error.
+    /// Waits for a verified primary the way a command does: up to `command_timeout_ms`, through
+    /// a failover in progress or sentinels that are briefly unreachable. Returns the topology
+    /// once a round has verified the primary. Fails at once on what waiting cannot fix
+    /// (refused credentials, failed TLS, a service no reachable sentinel knows, bad options),
+    /// and at the deadline with the last round's error.
     pub async fn ready(&self) -> Result<Topology> {
+        let timeout = std::time::Duration::from_millis(self.inner.config.command_timeout_ms);
+        let deadline = tokio::time::Instant::now() + timeout;
         let mut status = self.monitor()?.watch_status();
         let closed = self.inner.closed.clone();
         loop {
-            {
+            let last_error = {
                 let s = status.borrow_and_update();
-                if s.rounds > 0 {
-                    return match (&s.last_error, s.topology.healthy) {
-                        (_, true) => Ok((*s.topology).clone()),
-                        (Some(e), _) => Err(e.clone()),
-                        (None, false) => Err(Error::new(
-                            ErrorCode::NoHealthyPrimary,
-                            "no verified primary yet",
-                        )),
-                    };
+                if s.rounds > 0 && s.topology.healthy {
+                    return Ok((*s.topology).clone());
                 }
-            }
+                if let Some(e) = s.last_error.as_ref().filter(|e| {
+                    matches!(
+                        e.code(),
+                        ErrorCode::Auth
+                            | ErrorCode::Tls
+                            | ErrorCode::Config
+                            | ErrorCode::ServiceUnknown
+                    )
+                }) {
+                    return Err(e.clone());
+                }
+                s.last_error.clone()
+            };
             tokio::select! {
                 _ = closed.cancelled() => return Err(Error::closed()),
                 changed = status.changed() => if changed.is_err() { return Err(Error::closed()) },
+                _ = tokio::time::sleep_until(deadline) => {
+                    return Err(last_error.unwrap_or_else(|| Error::new(
+                        ErrorCode::NoHealthyPrimary,
+                        format!("no verified primary within {} ms", timeout.as_millis()),
+                    )));
+                }
             }
         }
     }

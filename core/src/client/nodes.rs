@@ -15,11 +15,18 @@ use crate::resp::{ConnectOptions, Connection};
 
 type Slot = Arc<tokio::sync::Mutex<Option<Connection>>>;
 
+/// How long a node that just failed is passed over; doubles per consecutive failure.
+const AVOID_BASE: Duration = Duration::from_millis(500);
+const AVOID_MAX: Duration = Duration::from_secs(10);
+
 /// The data connections of one client.
 pub struct Nodes {
     options: ConnectOptions,
     resolver: Resolver,
     slots: Mutex<HashMap<(Address, Expect), Slot>>,
+    /// Nodes that failed a command or a connect: until when they are passed over, and how many
+    /// times in a row they failed.
+    failed: Mutex<HashMap<Address, (Instant, u32)>>,
 }
 
 impl Nodes {
@@ -29,7 +36,33 @@ impl Nodes {
             options,
             resolver,
             slots: Mutex::new(HashMap::new()),
+            failed: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Notes that `address` failed: it is picked again only after the other nodes, for a while
+    /// that grows with each failure in a row.
+    pub fn mark_failed(&self, address: &Address) {
+        let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        let count = failed.get(address).map_or(0, |(_, n)| *n);
+        let avoid = AVOID_BASE.saturating_mul(1 << count.min(10)).min(AVOID_MAX);
+        failed.insert(address.clone(), (Instant::now() + avoid, count + 1));
+    }
+
+    /// Notes that `address` answered: it is no longer passed over.
+    pub fn mark_ok(&self, address: &Address) {
+        let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        if !failed.is_empty() {
+            failed.remove(address);
+        }
+    }
+
+    /// Whether `address` failed recently enough to be passed over.
+    pub fn avoided(&self, address: &Address) -> bool {
+        let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        failed
+            .get(address)
+            .is_some_and(|(until, _)| *until > Instant::now())
     }
 
     /// The open connection to `address`, or a new one. Concurrent callers share one connect.

@@ -11,16 +11,18 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::backoff::Backoff;
+use super::promotion::{self, Announced, Promoted};
 use super::snapshot::{unix_ms, Event, EventKind, Topology};
 use super::subscriber::{self, Received};
-use super::{Command, Status};
+use super::{Command, Fenced, Status};
 use crate::config::{Address, Config};
 use crate::dns::Resolver;
 use crate::error::Error;
 use crate::node;
 use crate::resp::{ConnectOptions, Connection};
+use crate::sentinel::discovery::Known;
 use crate::sentinel::discovery::{
-    self, Found, Round, RoundSettings, SentinelOutcome, SentinelTarget,
+    self, Answer, Found, Round, RoundSettings, SentinelOutcome, SentinelTarget,
 };
 use crate::sentinel::events::{InstanceKind, SentinelEvent};
 use crate::sentinel::replies::{self, Role};
@@ -31,6 +33,32 @@ const REPLICA_EVENT: &str = "replica event";
 
 /// The same event published by several sentinels within this window is handled once.
 const DEDUPE_WINDOW: Duration = Duration::from_secs(2);
+
+/// How long writes stay fenced while the replica the leader promotes has not answered ROLE
+/// `master`; then they resume on the old primary (the failover did not happen).
+const PROMOTION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long a primary replaced by a failover stays fenced: sentinels that have not heard of the
+/// switch yet may still name it, and it may still answer ROLE `master` until it is reconfigured.
+const RETIRED_FOR: Duration = Duration::from_secs(60);
+
+/// The first delay between rounds that the data path asks for; doubles while reports keep coming.
+const REPORT_BASE: Duration = Duration::from_millis(100);
+
+/// A failover the leader has started: the replica it promotes, and the primary it demotes.
+struct Fence {
+    old: Address,
+    promoting: Address,
+    since: Instant,
+    cancel: CancellationToken,
+}
+
+/// A primary that a failover replaced, with the config epoch it had then.
+struct Retired {
+    address: Address,
+    epoch: u64,
+    since: Instant,
+}
 
 pub(super) struct Actor {
     config: Config,
@@ -55,6 +83,18 @@ pub(super) struct Actor {
     sentinel_events_rx: Option<mpsc::UnboundedReceiver<Received>>,
     subscribers: HashMap<u64, CancellationToken>,
     recent: VecDeque<(String, Instant)>,
+    fence: Option<Fence>,
+    retired: Vec<Retired>,
+    /// False after switching on a verified announcement, until a round confirms the primary
+    /// with the sentinels' epoch, replicas and peers.
+    confirmed: bool,
+    promotions_tx: mpsc::UnboundedSender<Promoted>,
+    promotions_rx: Option<mpsc::UnboundedReceiver<Promoted>>,
+    /// Spacing of the rounds the data path asks for, so that no fault of a node can make the
+    /// monitor ask the sentinels faster than this schedule.
+    report_backoff: Backoff,
+    report_not_before: Instant,
+    deferred_report: Option<&'static str>,
     unpublished: Vec<Event>,
     publishing: Arc<Mutex<()>>,
     cancel: CancellationToken,
@@ -94,7 +134,19 @@ impl Actor {
             resolver,
         };
         let (tx, rx) = mpsc::unbounded_channel();
+        let (promotions_tx, promotions_rx) = mpsc::unbounded_channel();
         Actor {
+            fence: None,
+            retired: Vec::new(),
+            confirmed: true,
+            promotions_tx,
+            promotions_rx: Some(promotions_rx),
+            report_backoff: Backoff::new(
+                REPORT_BASE.max(Duration::from_millis(config.retry_base_ms)),
+                Duration::from_millis(config.retry_max_ms).max(REPORT_BASE),
+            ),
+            report_not_before: Instant::now(),
+            deferred_report: None,
             list: SentinelList::new(&config.sentinels),
             backoff: Backoff::new(
                 Duration::from_millis(config.retry_base_ms),
@@ -146,6 +198,7 @@ impl Actor {
         let span = tracing::info_span!("monitor", service = %self.config.service);
         async move {
             let Some(mut sentinel_events) = self.sentinel_events_rx.take() else { return };
+            let Some(mut promotions) = self.promotions_rx.take() else { return };
             self.ensure_subscribers();
             let mut reason = "initial discovery";
             loop {
@@ -156,7 +209,7 @@ impl Actor {
                 };
                 reason = tokio::select! {
                     _ = cancel.cancelled() => break,
-                    r = self.wait_for_trigger(next_round, &mut commands, &mut sentinel_events) => match r {
+                    r = self.wait_for_trigger(next_round, &mut commands, &mut sentinel_events, &mut promotions) => match r {
                         Some(r) => r,
                         None => break,
                     },
@@ -177,8 +230,11 @@ impl Actor {
         at: Instant,
         commands: &mut mpsc::UnboundedReceiver<Command>,
         sentinel_events: &mut mpsc::UnboundedReceiver<Received>,
+        promotions: &mut mpsc::UnboundedReceiver<Promoted>,
     ) -> Option<&'static str> {
         loop {
+            let report_at = self.report_not_before;
+            let deferred = self.deferred_report;
             let primary_conn = self.primary_conn.clone();
             let primary_closed = async move {
                 match primary_conn {
@@ -193,10 +249,23 @@ impl Actor {
                     Command::Report(reason, round) => {
                         let served = self.started > round;
                         if !served && self.healthy {
-                            return Some(reason);
+                            if let Some(reason) = self.gate_report(reason) {
+                                return Some(reason);
+                            }
                         }
                     }
                 },
+                _ = sleep_until(report_at), if deferred.is_some() => {
+                    self.deferred_report = None;
+                    if self.healthy {
+                        return deferred;
+                    }
+                }
+                Some(promoted) = promotions.recv() => {
+                    if let Some(reason) = self.on_promoted(promoted) {
+                        return Some(reason);
+                    }
+                }
                 Some(received) = sentinel_events.recv() => {
                     match self.on_sentinel_event(received) {
                         // A replica came, went or changed: one SENTINEL REPLICAS instead of a
@@ -220,10 +289,30 @@ impl Actor {
         }
     }
 
+    /// Lets a round the data path asked for start now, or defers it to the report schedule:
+    /// however fast commands fail, rounds they cause follow a backoff that resets only after a
+    /// quiet period.
+    fn gate_report(&mut self, reason: &'static str) -> Option<&'static str> {
+        let now = Instant::now();
+        let quiet =
+            Duration::from_millis(self.config.check_interval_ms).max(Duration::from_secs(1));
+        if now > self.report_not_before + quiet {
+            self.report_backoff.reset();
+        }
+        if now >= self.report_not_before {
+            self.report_not_before = now + self.report_backoff.next_delay();
+            self.deferred_report = None;
+            Some(reason)
+        } else {
+            self.deferred_report = Some(reason);
+            None
+        }
+    }
+
     /// Applies what an event says at once where that is safe, and tells whether it calls for a
     /// round. Duplicates (the same text from several sentinels) are dropped.
     fn on_sentinel_event(&mut self, received: Received) -> Option<&'static str> {
-        let Received { raw, event } = received;
+        let Received { from, raw, event } = received;
         // Several sentinels publish the same fact, sometimes with different trailing text
         // (`#quorum 2/2` and `#quorum 3/2`): the key leaves that text out.
         let key = match &event {
@@ -233,6 +322,8 @@ impl Actor {
                     instance.kind, instance.name, instance.address
                 )
             }
+            // About the sentinel itself: the same text from two sentinels is two facts.
+            SentinelEvent::Tilt { .. } => format!("{from} {raw}"),
             _ => raw.clone(),
         };
         let now = Instant::now();
@@ -254,8 +345,44 @@ impl Actor {
         let is_primary = |a: &Address| self.primary.as_ref() == Some(a);
         match event {
             SentinelEvent::SwitchMaster { new, .. } => {
-                (!(is_primary(&new) && self.healthy)).then_some("+switch-master")
+                if is_primary(&new) && self.healthy {
+                    // A sentinel caught up with a switch made on an announcement: one round
+                    // now reads the new epoch, replicas and peers from the sentinels.
+                    return (!self.confirmed).then_some("+switch-master");
+                }
+                // The announced address is verified with ROLE and adopted as soon as it answers
+                // master (a round now could still hear the old primary from sentinels that have
+                // not switched yet); meanwhile no write goes to the old one.
+                match self.primary.clone() {
+                    Some(primary) if primary != new => {
+                        self.start_fence(new, Some(primary), Announced::Switch)
+                    }
+                    _ => self.watch_promotion(new, Announced::Switch, self.cancel.child_token()),
+                }
+                None
             }
+            SentinelEvent::Instance { event, instance }
+                if event == "+failover-state-send-slaveof-noone" =>
+            {
+                self.start_fence(instance.address, instance.master, Announced::Promotion);
+                None
+            }
+            SentinelEvent::Instance { event, instance }
+                if event == "-failover-abort-slave-timeout"
+                    || event == "-failover-abort-no-good-slave" =>
+            {
+                let ours = self
+                    .fence
+                    .as_ref()
+                    .is_some_and(|f| f.old == instance.address);
+                if ours {
+                    tracing::warn!(primary = %instance.address, event = %event, "failover aborted; writes resume");
+                    self.lift_fence();
+                    self.publish();
+                }
+                ours.then_some("failover aborted")
+            }
+            SentinelEvent::Instance { event, .. } if event == "-failover-abort-not-elected" => None,
             SentinelEvent::Instance { event, instance } if event == "+sentinel" => {
                 if self
                     .list
@@ -282,8 +409,173 @@ impl Actor {
                 }
             }
             SentinelEvent::Instance { .. } => Some(REPLICA_EVENT),
-            SentinelEvent::Tilt { .. } => Some("sentinel tilt"),
+            SentinelEvent::Tilt { entered } => {
+                if let Some(id) = self.list.find(&from) {
+                    self.sentinel_tilt(id, entered);
+                    self.publish();
+                }
+                None
+            }
         }
+    }
+
+    /// A failover replaces `old` by `promoting` (the leader started promoting it, or a sentinel
+    /// announced the switch): writes to the old primary stop (they wait within their deadlines)
+    /// until `promoting` answers ROLE master, the failover aborts, or the watch gives up.
+    fn start_fence(&mut self, promoting: Address, old: Option<Address>, announced: Announced) {
+        let Some(primary) = self.primary.clone() else {
+            return;
+        };
+        if old.as_ref() != Some(&primary) || promoting == primary {
+            return;
+        }
+        if self
+            .fence
+            .as_ref()
+            .is_some_and(|f| f.promoting == promoting)
+        {
+            return;
+        }
+        let since = self.fence.as_ref().map_or_else(Instant::now, |f| f.since);
+        self.lift_fence();
+        let cancel = self.cancel.child_token();
+        tracing::info!(primary = %primary, promoting = %promoting, ?announced, "failover: writes fenced");
+        self.fence = Some(Fence {
+            old: primary.clone(),
+            promoting: promoting.clone(),
+            since,
+            cancel: cancel.clone(),
+        });
+        if announced == Announced::Promotion {
+            self.emit(EventKind::FailoverStarted {
+                primary,
+                promoting: promoting.clone(),
+            });
+        }
+        self.publish();
+        self.watch_promotion(promoting, announced, cancel);
+    }
+
+    fn lift_fence(&mut self) {
+        if let Some(fence) = self.fence.take() {
+            fence.cancel.cancel();
+        }
+    }
+
+    /// Verifies `address` with ROLE in the background; [`Actor::on_promoted`] adopts it.
+    fn watch_promotion(
+        &mut self,
+        address: Address,
+        announced: Announced,
+        cancel: CancellationToken,
+    ) {
+        let until = Instant::now()
+            + match announced {
+                Announced::Promotion => PROMOTION_TIMEOUT,
+                Announced::Switch => self.settings.deadline.max(Duration::from_secs(1)),
+            };
+        self.tracker.spawn(promotion::watch(
+            self.settings.clone(),
+            address,
+            announced,
+            until,
+            cancel,
+            self.promotions_tx.clone(),
+        ));
+    }
+
+    /// The end of a promotion watch: switch to the node if it answered master; otherwise lift
+    /// the fence (the failover did not happen in time) or fall back to a round.
+    fn on_promoted(&mut self, promoted: Promoted) -> Option<&'static str> {
+        let Promoted {
+            address,
+            announced,
+            outcome,
+        } = promoted;
+        let fenced_for = self.fence.as_ref().is_some_and(|f| f.promoting == address);
+        match outcome {
+            Ok(conn) if self.primary.as_ref() == Some(&address) => {
+                conn.close();
+                if fenced_for {
+                    self.lift_fence();
+                    self.publish();
+                }
+                None
+            }
+            Ok(conn) => {
+                if !fenced_for && self.fence.is_some() {
+                    // A fence lifted meanwhile (abort): the failover is not ours to follow.
+                    conn.close();
+                    return None;
+                }
+                self.adopt(address, conn);
+                None
+            }
+            Err(e) if announced == Announced::Promotion => {
+                if fenced_for {
+                    tracing::warn!(promoting = %address, error = %e, "promotion not seen in time; writes resume");
+                    self.lift_fence();
+                    self.publish();
+                    return Some("promotion not seen in time");
+                }
+                None
+            }
+            Err(e) => {
+                tracing::info!(announced = %address, error = %e, "announced primary not verified; asking the sentinels");
+                if fenced_for {
+                    self.lift_fence();
+                    self.publish();
+                }
+                (self.primary.as_ref() != Some(&address)).then_some("+switch-master")
+            }
+        }
+    }
+
+    /// Switches to a ROLE-verified primary that the sentinels announced (or are promoting).
+    fn adopt(&mut self, new: Address, conn: Connection) {
+        let old = self.primary.replace(new.clone());
+        if let Some(previous) = self.primary_conn.replace(conn) {
+            previous.close();
+        }
+        let since = match &self.fence {
+            Some(f) if Some(&f.old) == old.as_ref() => f.since,
+            _ => Instant::now(),
+        };
+        self.lift_fence();
+        if let Some(old) = &old {
+            self.retire(old.clone(), since);
+        }
+        self.retired.retain(|r| r.address != new);
+        tracing::info!(old = ?old.as_ref().map(|a| a.to_string()), new = %new, "primary changed (verified announcement)");
+        self.emit(EventKind::PrimaryChanged {
+            old,
+            new: new.clone(),
+        });
+        if self.lost.take().is_some() {
+            self.emit(EventKind::ConnectionRestored {
+                address: new.clone(),
+            });
+        }
+        self.healthy = true;
+        self.confirmed = false;
+        self.backoff.reset();
+        self.last_error = None;
+        if self.replicas.contains(&new) {
+            self.replicas.retain(|a| *a != new);
+            self.emit(EventKind::ReplicasChanged {
+                replicas: self.replicas.clone(),
+            });
+        }
+        self.publish();
+    }
+
+    fn retire(&mut self, address: Address, since: Instant) {
+        self.retired.retain(|r| r.address != address);
+        self.retired.push(Retired {
+            address,
+            epoch: self.epoch,
+            since,
+        });
     }
 
     fn on_primary_lost(&mut self) {
@@ -312,14 +604,25 @@ impl Actor {
                 })
             })
             .collect();
-        let current = self.primary.clone().zip(self.primary_conn.clone());
+        let now = Instant::now();
+        self.retired
+            .retain(|r| now.duration_since(r.since) < RETIRED_FOR);
+        let known = Known {
+            current: self.primary.clone().zip(self.primary_conn.clone()),
+            epoch: self.epoch,
+            retired: self
+                .retired
+                .iter()
+                .map(|r| (r.address.clone(), r.epoch))
+                .collect(),
+        };
         let started = Instant::now();
         self.started += 1;
         let Round {
             mut outcomes,
             mut stragglers,
             result,
-        } = discovery::run(&self.settings, targets, current).await;
+        } = discovery::run(&self.settings, targets, known).await;
         self.rounds += 1;
         // Most of the others answered while the winner was verified; record them before the
         // snapshot is published so it shows them up.
@@ -361,6 +664,14 @@ impl Actor {
                 }
             }
             self.sentinel_state(outcome.id, outcome.answer.is_ok());
+            if let Some(tilt) = outcome.tilt {
+                self.sentinel_tilt(outcome.id, tilt);
+            }
+            match &outcome.answer {
+                Ok(Answer::Unknown) => self.sentinel_knows_service(outcome.id, false),
+                Ok(Answer::Master(_)) => self.sentinel_knows_service(outcome.id, true),
+                Err(_) => {}
+            }
         }
         for id in timed_out {
             if let Some(conn) = self.links.remove(&id) {
@@ -404,6 +715,11 @@ impl Actor {
             if let Some(conn) = self.primary_conn.take() {
                 conn.close();
             }
+            self.lift_fence();
+            if let Some(old) = &old {
+                self.retire(old.clone(), Instant::now());
+            }
+            self.retired.retain(|r| r.address != new);
             tracing::info!(old = ?old.as_ref().map(|a| a.to_string()), new = %new, "primary changed");
             self.emit(EventKind::PrimaryChanged {
                 old,
@@ -416,6 +732,9 @@ impl Actor {
                 address: new.clone(),
             });
         }
+        // A round that kept the current primary because every sentinel still named the one it
+        // replaced has confirmed nothing.
+        self.confirmed = replicas.is_some() || sentinels.is_some();
         self.epoch = primary.config_epoch;
         self.healthy = true;
         self.backoff.reset();
@@ -487,15 +806,33 @@ impl Actor {
         primary: &Address,
         reported: Vec<replies::InstanceInfo>,
     ) -> Vec<Address> {
-        let mut next: Vec<Address> = reported
+        let healthy: Vec<Address> = reported
             .iter()
             .filter(|r| !r.flags.is_unhealthy() && r.address != *primary)
             .map(|r| r.address.clone())
             .collect();
+        // A replica reported healthy is listed once it answers from here: the sentinels may
+        // reach it where this client cannot (NAT, an address only valid inside their network).
+        let (mut next, new): (Vec<Address>, Vec<Address>) = healthy
+            .iter()
+            .cloned()
+            .partition(|a| self.replicas.contains(a));
+        let probes = new.into_iter().map(|address| async move {
+            let live = self.is_live_replica(&address).await;
+            (address, live)
+        });
+        for (address, live) in futures_util::future::join_all(probes).await {
+            if live {
+                next.push(address);
+            } else {
+                tracing::info!(replica = %address, "reported healthy but unreachable from here; not listed");
+            }
+        }
+        let next_healthy = healthy;
         let uncertain: Vec<Address> = self
             .replicas
             .iter()
-            .filter(|a| *a != primary && !next.contains(a))
+            .filter(|a| *a != primary && !next_healthy.contains(a))
             .filter(|a| {
                 !reported
                     .iter()
@@ -513,17 +850,30 @@ impl Actor {
                 next.push(address);
             }
         }
+        // A set, kept sorted: sentinels list replicas in orders of their own, and an order is
+        // not a change.
+        next.sort();
+        next.dedup();
         next
     }
 
     async fn is_live_replica(&self, address: &Address) -> bool {
-        let Ok((conn, _)) = node::connect(
-            &self.settings.resolver,
-            address,
-            &self.settings.data_connect,
+        // Bounded like a sentinel answer: a blackholed replica must not hold up the round.
+        let limit = self
+            .settings
+            .data_connect
+            .connect_timeout
+            .min(self.settings.deadline.max(Duration::from_millis(200)));
+        let connected = tokio::time::timeout(
+            limit,
+            node::connect(
+                &self.settings.resolver,
+                address,
+                &self.settings.data_connect,
+            ),
         )
-        .await
-        else {
+        .await;
+        let Ok(Ok((conn, _))) = connected else {
             return false;
         };
         let role = conn
@@ -546,6 +896,29 @@ impl Actor {
         } else if !up && (changed || first) {
             tracing::warn!(sentinel = %address, "sentinel down");
             self.emit(EventKind::SentinelDown { sentinel: address });
+        }
+    }
+
+    fn sentinel_tilt(&mut self, id: u64, on: bool) {
+        let Some(address) = self.list.get(id).map(|e| e.address.clone()) else {
+            return;
+        };
+        if self.list.set_tilt(id, on).is_some() {
+            tracing::warn!(sentinel = %address, on, "sentinel TILT");
+            self.emit(EventKind::SentinelTilt {
+                sentinel: address,
+                on,
+            });
+        }
+    }
+
+    fn sentinel_knows_service(&mut self, id: u64, knows: bool) {
+        let Some(address) = self.list.get(id).map(|e| e.address.clone()) else {
+            return;
+        };
+        if self.list.set_knows_service(id, knows) == Some(false) {
+            tracing::warn!(sentinel = %address, service = %self.config.service, "sentinel does not know the service");
+            self.emit(EventKind::SentinelServiceUnknown { sentinel: address });
         }
     }
 
@@ -578,8 +951,11 @@ impl Actor {
         self.publish();
     }
 
-    /// One event subscription per known sentinel.
+    /// One event subscription per known sentinel (none when `sentinel_events` is off).
     fn ensure_subscribers(&mut self) {
+        if !self.config.sentinel_events {
+            return;
+        }
         for entry in self.list.entries() {
             if self.subscribers.contains_key(&entry.id) {
                 continue;
@@ -616,10 +992,23 @@ impl Actor {
             topology: Arc::new(topology),
             last_error: self.last_error.clone(),
             rounds: self.rounds,
+            fenced: Arc::new(self.fenced()),
         });
         for event in self.unpublished.drain(..) {
             let _ = self.events.send(event);
         }
+    }
+
+    fn fenced(&self) -> Vec<Fenced> {
+        let fence = self.fence.iter().map(|f| Fenced {
+            address: f.old.clone(),
+            since: f.since,
+        });
+        let retired = self.retired.iter().map(|r| Fenced {
+            address: r.address.clone(),
+            since: r.since,
+        });
+        fence.chain(retired).collect()
     }
 
     /// Queues an event; [`Actor::publish`] sends it once the snapshot shows the change, so a
@@ -633,6 +1022,7 @@ impl Actor {
     }
 
     fn stop(&mut self) {
+        self.lift_fence();
         for token in self.subscribers.values() {
             token.cancel();
         }

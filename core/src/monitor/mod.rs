@@ -8,6 +8,7 @@
 
 mod actor;
 mod backoff;
+mod promotion;
 pub(crate) mod registry;
 mod snapshot;
 mod subscriber;
@@ -21,7 +22,7 @@ use tokio_util::task::TaskTracker;
 pub use registry::live_monitors;
 pub use snapshot::{unix_ms, Event, EventKind, SentinelInfo, Topology};
 
-use crate::config::Config;
+use crate::config::{Address, Config};
 use crate::error::{Error, Result};
 
 /// What the monitor task publishes after every round.
@@ -33,6 +34,30 @@ pub(crate) struct Status {
     pub last_error: Option<Error>,
     /// Rounds finished so far.
     pub rounds: u64,
+    /// Primaries that writes must not go to: the one being demoted by a failover in progress,
+    /// and former ones a failover replaced (for a while, as they may still accept writes that
+    /// the new primary will never have).
+    pub fenced: Arc<Vec<Fenced>>,
+}
+
+/// A primary that writes must not go to, and since when.
+#[derive(Clone, Debug)]
+pub(crate) struct Fenced {
+    /// The demoted (or being demoted) primary.
+    pub address: Address,
+    /// When the monitor first learnt of its demotion: replies to writes that it sends after
+    /// this (plus a grace for those already in flight) may be discarded with its data set.
+    pub since: tokio::time::Instant,
+}
+
+impl Status {
+    /// Since when `address` has been fenced, if it is.
+    pub fn fenced_since(&self, address: &Address) -> Option<tokio::time::Instant> {
+        self.fenced
+            .iter()
+            .find(|f| f.address == *address)
+            .map(|f| f.since)
+    }
 }
 
 /// Requests from clients to the monitor task.
@@ -87,6 +112,7 @@ impl Monitor {
             }),
             last_error: None,
             rounds: 0,
+            fenced: Arc::new(Vec::new()),
         };
         let (status_tx, status_rx) = watch::channel(initial);
         let (events, _) = broadcast::channel(EVENT_BUFFER);
@@ -134,6 +160,11 @@ impl Monitor {
     /// The latest published status; never waits for network work.
     pub fn status(&self) -> Status {
         self.status.borrow().clone()
+    }
+
+    /// Since when writes to `address` have been fenced (a failover demotes it), if they are.
+    pub fn fenced_since(&self, address: &Address) -> Option<tokio::time::Instant> {
+        self.status.borrow().fenced_since(address)
     }
 
     /// A receiver that sees every status the monitor publishes from now on.

@@ -14,6 +14,12 @@ pub struct SentinelInfo {
     pub port: u16,
     /// Whether the last attempt to ask it succeeded; `false` before it was ever reached.
     pub up: bool,
+    /// Whether it is in TILT (`+tilt`, or `sentinel_tilt:1` in its `INFO sentinel`): it answers,
+    /// but its view may be stale and it takes part in no failover until TILT ends.
+    pub tilt: bool,
+    /// Whether it monitors the service; `false` once it answered that it does not (removed,
+    /// renamed, or a sentinel of another deployment). `true` until it says otherwise.
+    pub knows_service: bool,
 }
 
 /// A point-in-time view of the followed service. Reading it never blocks on network work.
@@ -88,6 +94,26 @@ pub enum EventKind {
         /// The primary connected to.
         address: Address,
     },
+    /// The failover leader started promoting a replica: writes to the primary wait until the
+    /// replica answers as primary (then `primary_changed`), or resume if the failover aborts.
+    FailoverStarted {
+        /// The primary being demoted.
+        primary: Address,
+        /// The replica being promoted.
+        promoting: Address,
+    },
+    /// A sentinel entered or left TILT.
+    SentinelTilt {
+        /// The sentinel.
+        sentinel: Address,
+        /// True when it entered TILT, false when it left.
+        on: bool,
+    },
+    /// A reachable sentinel answered that it does not monitor the service.
+    SentinelServiceUnknown {
+        /// The sentinel.
+        sentinel: Address,
+    },
     /// A discovery round found no usable primary; the monitor keeps its last primary and retries.
     DiscoveryFailed {
         /// Why: `sentinels_unreachable`, `service_unknown` or `no_healthy_primary`.
@@ -107,6 +133,9 @@ impl EventKind {
             EventKind::ConnectionLost { .. } => "connection_lost",
             EventKind::ConnectionRestored { .. } => "connection_restored",
             EventKind::DiscoveryFailed { .. } => "discovery_failed",
+            EventKind::FailoverStarted { .. } => "failover_started",
+            EventKind::SentinelTilt { .. } => "sentinel_tilt",
+            EventKind::SentinelServiceUnknown { .. } => "sentinel_service_unknown",
         }
     }
 }

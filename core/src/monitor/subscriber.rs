@@ -14,11 +14,13 @@ use crate::config::Address;
 use crate::node;
 use crate::resp::ConnectOptions;
 use crate::sentinel::discovery::RoundSettings;
-use crate::sentinel::events::{self, SentinelEvent, CHANNELS};
+use crate::sentinel::events::{self, SentinelEvent, BASE_CHANNELS, CHANNELS};
 
 /// An event and the raw text it came from (the raw text is the de-duplication key).
 #[derive(Debug)]
 pub struct Received {
+    /// The sentinel it came from.
+    pub from: Address,
     /// Channel and payload, as published.
     pub raw: String,
     /// The parsed event.
@@ -35,10 +37,22 @@ pub async fn run(
     cancel: CancellationToken,
 ) {
     let mut retry = retry;
+    let mut channels = CHANNELS;
     loop {
         let session = async {
             let (conn, _) = node::connect(&settings.resolver, &address, &options).await?;
-            let mut sub = conn.subscribe(CHANNELS, options.connect_timeout).await?;
+            let mut sub = match conn.subscribe(channels, options.connect_timeout).await {
+                Err(e) if e.server_code() == Some("NOPERM") && channels == CHANNELS => {
+                    // An ACL written for the older channel list: keep following failovers,
+                    // without fencing writes at promotion.
+                    tracing::warn!(sentinel = %address, error = %e,
+                        "sentinel ACL refuses the promotion channels; writes are not fenced while a replica is promoted");
+                    channels = BASE_CHANNELS;
+                    let (conn, _) = node::connect(&settings.resolver, &address, &options).await?;
+                    conn.subscribe(channels, options.connect_timeout).await?
+                }
+                other => other?,
+            };
             tracing::debug!(sentinel = %address, "subscribed to sentinel events");
             retry.reset();
             while let Some((channel, payload)) = sub.next().await {
@@ -49,7 +63,8 @@ pub async fn run(
                             String::from_utf8_lossy(&channel),
                             String::from_utf8_lossy(&payload)
                         );
-                        if to_monitor.send(Received { raw, event }).is_err() {
+                        let from = address.clone();
+                        if to_monitor.send(Received { from, raw, event }).is_err() {
                             break;
                         }
                     }

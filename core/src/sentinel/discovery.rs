@@ -5,6 +5,12 @@
 //! answer flagged down counts like a null reply. A candidate that `ROLE` says is a replica means the
 //! sentinel was stale: the next answer with another address is tried. The round never waits
 //! longer than its deadline for sentinels, however many accept and never answer.
+//!
+//! Sentinels disagree during a failover: the leader flags the old master `failover_in_progress`
+//! while it promotes a replica, and the others name the old master until they hear of the
+//! switch. So among the answers at hand, an unflagged one beats a `failover_in_progress` one and
+//! a higher config epoch beats a lower one; and a primary the monitor already saw replaced is
+//! not taken back from a sentinel that has not caught up.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -66,8 +72,30 @@ pub struct SentinelOutcome {
     pub resolved: Option<Vec<SocketAddr>>,
     /// Run id, learned from `SENTINEL MYID` on a new connection.
     pub run_id: Option<String>,
+    /// TILT state, learned from `INFO sentinel` on a new connection.
+    pub tilt: Option<bool>,
     /// Its answer or why it could not give one.
     pub answer: Result<Answer>,
+}
+
+/// What the monitor already knows, for judging answers.
+pub struct Known {
+    /// The primary it follows and its open connection, reused for verification.
+    pub current: Option<(Address, Connection)>,
+    /// The config epoch of the current primary.
+    pub epoch: u64,
+    /// Primaries a failover replaced, with the config epoch they had: a sentinel that names one
+    /// of them with no newer epoch (or flagged `failover_in_progress`) has not caught up.
+    pub retired: Vec<(Address, u64)>,
+}
+
+impl Known {
+    fn is_lagging(&self, info: &InstanceInfo) -> bool {
+        self.retired.iter().any(|(address, epoch)| {
+            info.address == *address
+                && (info.config_epoch <= *epoch || info.flags.has("failover_in_progress"))
+        })
+    }
 }
 
 /// The verified result of a successful round.
@@ -94,13 +122,10 @@ pub struct Round {
     pub result: Result<Found>,
 }
 
-/// Runs one round. `current` is the monitor's open connection to the primary it follows, reused
-/// for verification when a sentinel reports the same address.
-pub async fn run(
-    settings: &RoundSettings,
-    targets: Vec<SentinelTarget>,
-    current: Option<(Address, Connection)>,
-) -> Round {
+/// Runs one round. `known.current` is the monitor's open connection to the primary it follows,
+/// reused for verification when a sentinel reports the same address.
+pub async fn run(settings: &RoundSettings, targets: Vec<SentinelTarget>, known: Known) -> Round {
+    let current = known.current.clone();
     let deadline = Instant::now() + settings.deadline;
     let mut pending: Vec<u64> = targets.iter().map(|t| t.id).collect();
     let mut tasks = JoinSet::new();
@@ -119,36 +144,95 @@ pub async fn run(
                     conn: None,
                     resolved: None,
                     run_id: None,
+                    tilt: None,
                     answer: Err(Error::timeout("no answer before the sentinel deadline")),
                 },
             }
         });
     }
 
-    let mut outcomes = Vec::new();
+    let mut outcomes: Vec<SentinelOutcome> = Vec::new();
     let mut rejected: Vec<(Address, Error)> = Vec::new();
+    let mut lagging = false;
     let mut found = None;
+    let mut more = true;
     while found.is_none() {
-        let Ok(Some(joined)) = timeout_at(deadline, tasks.join_next()).await else {
-            break;
-        };
-        let Ok(outcome) = joined else { continue };
-        pending.retain(|id| *id != outcome.id);
-        if let (Ok(Answer::Master(info)), Some(conn)) = (&outcome.answer, &outcome.conn) {
-            if is_valid(info) && !rejected.iter().any(|(a, _)| *a == info.address) {
-                match verify(settings, info, current.as_ref()).await {
-                    Ok(primary_conn) => {
-                        found = Some((outcome.id, info.clone(), primary_conn, conn.clone()));
-                    }
-                    Err(e) => {
-                        tracing::info!(service = %settings.service, candidate = %info.address, error = %e,
-                            "candidate primary rejected");
-                        rejected.push((info.address.clone(), e));
-                    }
+        // Wait for one more answer, then take every answer already in: the best candidate is
+        // chosen among all answers at hand, not only the first.
+        if more {
+            match timeout_at(deadline, tasks.join_next()).await {
+                Ok(Some(Ok(outcome))) => {
+                    pending.retain(|id| *id != outcome.id);
+                    outcomes.push(outcome);
+                }
+                Ok(Some(Err(_))) => continue,
+                Ok(None) | Err(_) => more = false,
+            }
+            while let Some(joined) = tasks.try_join_next() {
+                if let Ok(outcome) = joined {
+                    pending.retain(|id| *id != outcome.id);
+                    outcomes.push(outcome);
                 }
             }
         }
-        outcomes.push(outcome);
+        let Some((index, info)) = best_candidate(&outcomes, &rejected, &known, &mut lagging) else {
+            if more {
+                continue;
+            }
+            break;
+        };
+        // A failover in progress: wait for the others while any may still answer unflagged.
+        if info.flags.has("failover_in_progress") && more && !pending.is_empty() {
+            continue;
+        }
+        match verify(settings, &info, current.as_ref()).await {
+            Ok(primary_conn) => {
+                let outcome = &outcomes[index];
+                let conn = outcome.conn.clone().expect("candidates have a connection");
+                found = Some((outcome.id, info, primary_conn, conn));
+            }
+            Err(e) => {
+                tracing::info!(service = %settings.service, candidate = %info.address, error = %e,
+                    "candidate primary rejected");
+                rejected.push((info.address.clone(), e));
+            }
+        }
+    }
+    // Every answer named a primary that a failover already replaced: the sentinels have not
+    // caught up with the switch the monitor verified. Keep the current primary if it still
+    // answers as one.
+    if found.is_none() && lagging {
+        if let Some((address, conn)) = current.as_ref() {
+            let info = InstanceInfo {
+                address: address.clone(),
+                flags: replies::Flags::default().with("master"),
+                run_id: None,
+                config_epoch: known.epoch,
+            };
+            let winner = outcomes.iter().find(|o| o.conn.is_some());
+            if let (Some(winner), Ok(primary_conn)) = (
+                winner,
+                verify(settings, &info, Some(&(address.clone(), conn.clone()))).await,
+            ) {
+                tracing::debug!(service = %settings.service, primary = %address,
+                    "sentinels still name the replaced primary; keeping the verified one");
+                return Round {
+                    result: Ok(Found {
+                        sentinel_id: winner.id,
+                        primary: info,
+                        primary_conn,
+                        replicas: None,
+                        sentinels: None,
+                    }),
+                    outcomes,
+                    stragglers: Stragglers {
+                        tasks,
+                        pending,
+                        deadline,
+                    },
+                };
+            }
+        }
     }
 
     let result = match found {
@@ -212,6 +296,38 @@ impl Stragglers {
     }
 }
 
+/// The most credible answer not tried yet: unflagged before `failover_in_progress`, then the
+/// highest config epoch. Answers naming a replaced primary are skipped (and noted in `lagging`).
+fn best_candidate(
+    outcomes: &[SentinelOutcome],
+    rejected: &[(Address, Error)],
+    known: &Known,
+    lagging: &mut bool,
+) -> Option<(usize, InstanceInfo)> {
+    outcomes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, o)| match (&o.answer, &o.conn) {
+            (Ok(Answer::Master(info)), Some(_)) => Some((i, info)),
+            _ => None,
+        })
+        // Flagged down or not: a sentinel naming the replaced primary has not caught up.
+        .filter(|(_, info)| {
+            let lags = known.is_lagging(info);
+            *lagging |= lags;
+            !lags
+        })
+        .filter(|(_, info)| is_valid(info))
+        .filter(|(_, info)| !rejected.iter().any(|(a, _)| *a == info.address))
+        .min_by_key(|(_, info)| {
+            (
+                info.flags.has("failover_in_progress"),
+                std::cmp::Reverse(info.config_epoch),
+            )
+        })
+        .map(|(i, info)| (i, info.clone()))
+}
+
 /// A master entry the client may follow: flagged master, not subjectively or objectively down.
 pub fn is_valid(info: &InstanceInfo) -> bool {
     info.flags.has("master") && !info.flags.is_down()
@@ -223,6 +339,7 @@ async fn ask(settings: &RoundSettings, target: SentinelTarget) -> SentinelOutcom
         conn: None,
         resolved: None,
         run_id: None,
+        tilt: None,
         answer: Err(Error::new(ErrorCode::SentinelsUnreachable, "not asked")),
     };
     let conn = match target.conn.filter(|c| !c.is_closed()) {
@@ -240,6 +357,11 @@ async fn ask(settings: &RoundSettings, target: SentinelTarget) -> SentinelOutcom
                 // reported under another address; older sentinels without MYID just stay unmerged.
                 if let Ok(v) = conn.request(&["SENTINEL", "MYID"]).await {
                     outcome.run_id = v.as_str().map(String::from);
+                }
+                // A sentinel in TILT answers, but from a view that may be stale; events keep
+                // this up to date while the connection lasts.
+                if let Ok(v) = conn.request(&["INFO", "sentinel"]).await {
+                    outcome.tilt = v.as_str().and_then(replies::info_tilt);
                 }
                 conn
             }
@@ -380,11 +502,27 @@ fn classify(service: &str, outcomes: &[SentinelOutcome], rejected: &[(Address, E
     reasons.extend(rejected.iter().map(|(_, e)| e.message().to_string()));
     let mut seen = std::collections::HashSet::new();
     reasons.retain(|r| seen.insert(r.clone()));
+    let unreachable: Vec<&Address> = rejected
+        .iter()
+        .filter(|(_, e)| matches!(e.code(), ErrorCode::ConnectionLost | ErrorCode::Timeout))
+        .map(|(a, _)| a)
+        .collect();
+    let unreachable_text;
     let what = match code {
         Some(ErrorCode::Auth) => {
             "the primary the sentinels report refused the data-node credentials"
         }
         Some(_) => "TLS with the primary the sentinels report failed",
+        // The sentinels agree on a healthy primary; this client just cannot reach it (NAT,
+        // firewall, an announced address that only works inside the servers' network).
+        None if !unreachable.is_empty() && unreachable.len() == rejected.len() => {
+            let names: Vec<String> = unreachable.iter().map(|a| a.to_string()).collect();
+            unreachable_text = format!(
+                "primary {} reported healthy by the sentinels but unreachable from here",
+                names.join(", ")
+            );
+            unreachable_text.as_str()
+        }
         None => "sentinels report no healthy primary",
     };
     Error::new(

@@ -11,6 +11,8 @@ use crate::config::Address;
 use crate::error::{Error, Result};
 
 /// The channels the monitor subscribes to: the events that can change the view of a service.
+/// The last four announce and abort promotions, for fencing writes; a sentinel whose ACL does
+/// not allow them is subscribed to [`BASE_CHANNELS`] instead.
 pub const CHANNELS: &[&str] = &[
     "+switch-master",
     "+sdown",
@@ -24,7 +26,14 @@ pub const CHANNELS: &[&str] = &[
     "-tilt",
     "+failover-end",
     "+reset-master",
+    "+failover-state-send-slaveof-noone",
+    "-failover-abort-not-elected",
+    "-failover-abort-no-good-slave",
+    "-failover-abort-slave-timeout",
 ];
+
+/// [`CHANNELS`] without the promotion channels: what older ACLs granted.
+pub const BASE_CHANNELS: &[&str] = CHANNELS.split_at(12).0;
 
 /// Kind of instance an event is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -162,6 +171,16 @@ fn parse_address(host: &str, port: &str) -> Option<Address> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn base_channels_are_the_channels_without_the_promotion_ones() {
+        assert_eq!(BASE_CHANNELS.len() + 4, CHANNELS.len());
+        assert!(BASE_CHANNELS.contains(&"+switch-master"));
+        assert!(BASE_CHANNELS.contains(&"+reset-master"));
+        assert!(!BASE_CHANNELS.iter().any(
+            |c| c.starts_with("-failover-abort") || *c == "+failover-state-send-slaveof-noone"
+        ));
+    }
 
     fn p(channel: &str, payload: &str) -> Result<SentinelEvent> {
         parse(channel.as_bytes(), payload.as_bytes())

@@ -192,10 +192,31 @@ pub fn role(value: Value) -> Result<Role> {
     })
 }
 
+/// `sentinel_tilt` from an `INFO sentinel` reply: `Some(true)` in TILT, `None` when the field is
+/// missing or not 0/1.
+pub fn info_tilt(info: &str) -> Option<bool> {
+    info.lines()
+        .find_map(|l| l.trim_end().strip_prefix("sentinel_tilt:"))
+        .and_then(|v| match v {
+            "0" => Some(false),
+            "1" => Some(true),
+            _ => None,
+        })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use bytes::Bytes;
+
+    #[test]
+    fn info_tilt_reads_the_flag() {
+        let info = "# Sentinel\r\nsentinel_masters:1\r\nsentinel_tilt:1\r\nsentinel_tilt_since_seconds:3\r\n";
+        assert_eq!(info_tilt(info), Some(true));
+        assert_eq!(info_tilt("sentinel_tilt:0\r\n"), Some(false));
+        assert_eq!(info_tilt("sentinel_masters:1"), None);
+        assert_eq!(info_tilt("sentinel_tilt:x"), None);
+    }
 
     fn bulk(s: &str) -> Value {
         Value::Bulk(Bytes::copy_from_slice(s.as_bytes()))

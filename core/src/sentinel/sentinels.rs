@@ -28,6 +28,10 @@ pub struct Entry {
     pub reported_down: bool,
     /// Our own last attempt to ask it succeeded.
     pub up: bool,
+    /// In TILT, as it said (event or `INFO sentinel`).
+    pub tilt: bool,
+    /// False once it answered that it does not monitor the service.
+    pub knows_service: bool,
 }
 
 impl Entry {
@@ -84,6 +88,8 @@ impl SentinelList {
             run_id,
             reported_down,
             up: false,
+            tilt: false,
+            knows_service: true,
         };
         self.next_id += 1;
         if let Some(existing) = self.entries.iter_mut().find(|e| e.same_sentinel(&entry)) {
@@ -144,6 +150,33 @@ impl SentinelList {
         Some(up)
     }
 
+    /// Records whether entry `id` is in TILT. Returns the new state if it changed.
+    pub fn set_tilt(&mut self, id: u64, tilt: bool) -> Option<bool> {
+        let e = self.entries.iter_mut().find(|e| e.id == id)?;
+        (e.tilt != tilt).then(|| {
+            e.tilt = tilt;
+            tilt
+        })
+    }
+
+    /// Records whether entry `id` monitors the service. Returns the new state if it changed.
+    pub fn set_knows_service(&mut self, id: u64, knows: bool) -> Option<bool> {
+        let e = self.entries.iter_mut().find(|e| e.id == id)?;
+        (e.knows_service != knows).then(|| {
+            e.knows_service = knows;
+            knows
+        })
+    }
+
+    /// The id of the entry with this address (as configured or reported, or one it resolved to).
+    pub fn find(&self, address: &Address) -> Option<u64> {
+        let literal = literal(address);
+        self.entries
+            .iter()
+            .find(|e| e.address == *address || e.resolved.iter().any(|r| literal.contains(r)))
+            .map(|e| e.id)
+    }
+
     fn merge_duplicates(&mut self) {
         let mut i = 0;
         while i < self.entries.len() {
@@ -186,6 +219,8 @@ impl SentinelList {
                 host: e.address.host.clone(),
                 port: e.address.port,
                 up: e.up,
+                tilt: e.tilt,
+                knows_service: e.knows_service,
             })
             .collect()
     }
