@@ -1,6 +1,8 @@
 //! Helpers shared by the end-to-end tests of the core against real topologies.
 #![allow(dead_code)]
 
+pub mod history;
+
 use std::time::{Duration, Instant};
 
 use sentinel_recovery::{Address, Client, Event, EventKind, EventStream, Topology};
