@@ -152,6 +152,16 @@
 // A discovery round found no usable primary (`error`); the last primary is kept.
 #define SR_EVENT_DISCOVERY_FAILED 8
 
+// The failover leader started promoting a replica (`old_primary`: the primary being demoted,
+// `address`: the replica promoted); writes wait until primary_changed, or resume on an abort.
+#define SR_EVENT_FAILOVER_STARTED 9
+
+// A sentinel entered (`on` true) or left (`on` false) TILT (`address`).
+#define SR_EVENT_SENTINEL_TILT 10
+
+// A reachable sentinel does not monitor the service (`address`).
+#define SR_EVENT_SENTINEL_SERVICE_UNKNOWN 11
+
 // An event kind newer than this header; `kind_name` and `json` still describe it.
 #define SR_EVENT_OTHER 0
 
@@ -205,6 +215,10 @@ typedef struct sr_sentinel_t {
   uint16_t port;
   // Whether the last attempt to ask it succeeded (false before it was ever reached).
   bool up;
+  // Whether it is in TILT: it answers, but takes part in no failover until TILT ends.
+  bool tilt;
+  // False once it answered that it does not monitor the service.
+  bool knows_service;
 } sr_sentinel_t;
 
 // A point-in-time view of the service, from sr_client_topology().
@@ -274,6 +288,8 @@ typedef struct sr_event_t {
   // The whole event as one JSON object (`{"kind":"primary_changed","old":...,"new":...,
   // "service":...,"at":...}`), the same form the CLI prints.
   const char *json;
+  // sentinel_tilt: true when the sentinel entered TILT, false when it left.
+  bool on;
 } sr_event_t;
 
 // Event callback, installed with sr_client_set_event_callback(): called for each topology event
