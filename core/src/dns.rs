@@ -33,7 +33,7 @@ use hickory_resolver::proto::rr::RecordType;
 use hickory_resolver::TokioResolver;
 use tokio::sync::watch;
 
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{duration_text, Error, ErrorCode, Result};
 
 /// Longest wait before retrying a refresh that failed (shorter when `cache_ttl` is shorter).
 const FAILED_REFRESH_RETRY: Duration = Duration::from_secs(1);
@@ -590,22 +590,6 @@ fn if_inet6_has_routable(text: &str) -> bool {
         .filter_map(|hex| u128::from_str_radix(hex, 16).ok())
         .map(Ipv6Addr::from)
         .any(|ip| !ip.is_loopback() && !ip.is_unspecified() && ip.segments()[0] & 0xffc0 != 0xfe80)
-}
-
-/// A duration for error texts: whole milliseconds below a second ("993 ms"), seconds with at
-/// most one decimal from there on ("1 s", "2.5 s").
-pub(crate) fn duration_text(d: Duration) -> String {
-    let ms = d.as_secs_f64() * 1000.0;
-    if ms < 999.5 {
-        format!("{} ms", ms.round() as u64)
-    } else {
-        let tenths = (d.as_secs_f64() * 10.0).round() as u64;
-        if tenths % 10 == 0 {
-            format!("{} s", tenths / 10)
-        } else {
-            format!("{}.{} s", tenths / 10, tenths % 10)
-        }
-    }
 }
 
 fn classify(host: &str, err: &NetError, timeout: Duration) -> Error {
@@ -1220,16 +1204,5 @@ mod tests {
         assert!(!if_inet6_has_routable(""));
         assert!(!if_inet6_has_routable(&format!("{lo}{link}")));
         assert!(if_inet6_has_routable(&format!("{lo}{link}{global}")));
-    }
-
-    #[test]
-    fn durations_read_as_milliseconds_or_seconds() {
-        assert_eq!(duration_text(Duration::from_nanos(993_316_323)), "993 ms");
-        assert_eq!(duration_text(Duration::from_millis(0)), "0 ms");
-        assert_eq!(duration_text(Duration::from_millis(200)), "200 ms");
-        assert_eq!(duration_text(Duration::from_micros(999_700)), "1 s");
-        assert_eq!(duration_text(Duration::from_secs(1)), "1 s");
-        assert_eq!(duration_text(Duration::from_millis(1_540)), "1.5 s");
-        assert_eq!(duration_text(Duration::from_secs(30)), "30 s");
     }
 }

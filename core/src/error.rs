@@ -216,9 +216,48 @@ impl serde::Serialize for Error {
     }
 }
 
+/// A duration for error texts: whole milliseconds below a second ("993 ms"), seconds with at
+/// most one decimal from there on ("1 s", "2.5 s").
+pub(crate) fn duration_text(d: std::time::Duration) -> String {
+    let ms = d.as_secs_f64() * 1000.0;
+    if ms < 999.5 {
+        format!("{} ms", ms.round() as u64)
+    } else {
+        let tenths = (d.as_secs_f64() * 10.0).round() as u64;
+        if tenths % 10 == 0 {
+            format!("{} s", tenths / 10)
+        } else {
+            format!("{}.{} s", tenths / 10, tenths % 10)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_as_milliseconds_or_seconds() {
+        assert_eq!(
+            duration_text(std::time::Duration::from_nanos(993_316_323)),
+            "993 ms"
+        );
+        assert_eq!(duration_text(std::time::Duration::from_millis(0)), "0 ms");
+        assert_eq!(
+            duration_text(std::time::Duration::from_millis(200)),
+            "200 ms"
+        );
+        assert_eq!(
+            duration_text(std::time::Duration::from_micros(999_700)),
+            "1 s"
+        );
+        assert_eq!(duration_text(std::time::Duration::from_secs(1)), "1 s");
+        assert_eq!(
+            duration_text(std::time::Duration::from_millis(1_540)),
+            "1.5 s"
+        );
+        assert_eq!(duration_text(std::time::Duration::from_secs(30)), "30 s");
+    }
 
     #[test]
     fn codes_round_trip_through_integers() {

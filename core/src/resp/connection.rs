@@ -176,8 +176,8 @@ impl Connection {
         match tokio::time::timeout(opts.connect_timeout, attempt).await {
             Ok(result) => result,
             Err(_) => Err(Error::timeout(format!(
-                "connecting to {addr} took longer than {:?}",
-                opts.connect_timeout
+                "connecting to {addr} took longer than {}",
+                crate::error::duration_text(opts.connect_timeout)
             ))),
         }
     }
@@ -269,8 +269,9 @@ impl Connection {
         match tokio::time::timeout(timeout, self.request(args)).await {
             Ok(result) => result,
             Err(_) => Err(Error::timeout(format!(
-                "no reply from {} within {timeout:?}",
-                self.shared.peer
+                "no reply from {} within {}",
+                self.shared.peer,
+                crate::error::duration_text(timeout)
             ))),
         }
     }
@@ -347,7 +348,8 @@ impl Connection {
         let outcome = match tokio::time::timeout(timeout, wait).await {
             Ok(result) => result,
             Err(_) => Err(Error::timeout(format!(
-                "no SUBSCRIBE confirmation from {peer} within {timeout:?}"
+                "no SUBSCRIBE confirmation from {peer} within {}",
+                crate::error::duration_text(timeout)
             ))),
         };
         match outcome {
