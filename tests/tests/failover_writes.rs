@@ -85,7 +85,12 @@ fn a_kill_9_is_followed_at_the_switch_even_with_hung_sentinels_in_the_list() {
     let hung: Vec<FakeSentinel> = (0..3).map(|_| FakeSentinel::hanging()).collect();
     let mut endpoints: Vec<String> = hung.iter().map(|h| h.addr()).collect();
     endpoints.extend(topo.sentinels().iter().map(|s| s.addr()));
-    let url = sentinel_url("mymaster", &endpoints);
+    // Rounds last until the hung endpoints' deadline: long ones make sure the switch is
+    // announced while a round is waiting for them.
+    let url = url_with(
+        &sentinel_url("mymaster", &endpoints),
+        "sentinel_timeout_ms=2000",
+    );
     rt().block_on(async {
         let recorder = Recorder::start(&topo).await;
         let client = Client::connect(&url).await.unwrap();

@@ -95,6 +95,10 @@ pub(super) struct Actor {
     report_backoff: Backoff,
     report_not_before: Instant,
     deferred_report: Option<&'static str>,
+    /// A reason for a round that arrived while one was running.
+    deferred_trigger: Option<&'static str>,
+    /// Switches adopted on a verified announcement, to tell whether one happened meanwhile.
+    switches: u64,
     unpublished: Vec<Event>,
     publishing: Arc<Mutex<()>>,
     cancel: CancellationToken,
@@ -147,6 +151,8 @@ impl Actor {
             ),
             report_not_before: Instant::now(),
             deferred_report: None,
+            deferred_trigger: None,
+            switches: 0,
             list: SentinelList::new(&config.sentinels),
             backoff: Backoff::new(
                 Duration::from_millis(config.retry_base_ms),
@@ -205,7 +211,7 @@ impl Actor {
                 let cancel = self.cancel.clone();
                 let next_round = tokio::select! {
                     _ = cancel.cancelled() => break,
-                    next = self.round_and_apply(reason) => next,
+                    next = self.round_and_apply(reason, &mut sentinel_events, &mut promotions) => next,
                 };
                 reason = tokio::select! {
                     _ = cancel.cancelled() => break,
@@ -232,6 +238,12 @@ impl Actor {
         sentinel_events: &mut mpsc::UnboundedReceiver<Received>,
         promotions: &mut mpsc::UnboundedReceiver<Promoted>,
     ) -> Option<&'static str> {
+        if let Some(reason) = self.deferred_trigger.take() {
+            let replicas_only = reason == REPLICA_EVENT && self.healthy;
+            if !replicas_only || !self.refresh_replicas().await {
+                return Some(reason);
+            }
+        }
         loop {
             let report_at = self.report_not_before;
             let deferred = self.deferred_report;
@@ -411,7 +423,7 @@ impl Actor {
             SentinelEvent::Instance { .. } => Some(REPLICA_EVENT),
             SentinelEvent::Tilt { entered } => {
                 if let Some(id) = self.list.find(&from) {
-                    self.sentinel_tilt(id, entered);
+                    self.sentinel_tilt(id, entered, Instant::now().into_std(), true);
                     self.publish();
                 }
                 None
@@ -558,6 +570,11 @@ impl Actor {
         }
         self.healthy = true;
         self.confirmed = false;
+        self.switches += 1;
+        // Counts as a round for the data path: commands waiting for a newer view than the one
+        // that failed them go on now.
+        self.started += 1;
+        self.rounds += 1;
         self.backoff.reset();
         self.last_error = None;
         if self.replicas.contains(&new) {
@@ -588,8 +605,46 @@ impl Actor {
         }
     }
 
+    /// Runs `work` (a round, or its stragglers) while sentinel events and promotion watches are
+    /// handled as they arrive: a `+switch-master` or a promotion must not wait for a round that
+    /// is waiting for sentinels that never answer. Reasons for a new round are kept for after it.
+    /// `None` when a verified switch was adopted meanwhile: `work`, older than that, is dropped.
+    async fn listening<T>(
+        &mut self,
+        work: impl std::future::Future<Output = T>,
+        sentinel_events: &mut mpsc::UnboundedReceiver<Received>,
+        promotions: &mut mpsc::UnboundedReceiver<Promoted>,
+    ) -> Option<T> {
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                biased;
+                out = &mut work => return Some(out),
+                Some(received) = sentinel_events.recv() => {
+                    if let Some(reason) = self.on_sentinel_event(received) {
+                        self.deferred_trigger.get_or_insert(reason);
+                    }
+                }
+                Some(promoted) = promotions.recv() => {
+                    let switches = self.switches;
+                    if let Some(reason) = self.on_promoted(promoted) {
+                        self.deferred_trigger.get_or_insert(reason);
+                    }
+                    if self.switches != switches {
+                        return None;
+                    }
+                }
+            }
+        }
+    }
+
     /// Runs one round and applies it; returns when the next scheduled round is due.
-    async fn round_and_apply(&mut self, reason: &'static str) -> Instant {
+    async fn round_and_apply(
+        &mut self,
+        reason: &'static str,
+        sentinel_events: &mut mpsc::UnboundedReceiver<Received>,
+        promotions: &mut mpsc::UnboundedReceiver<Promoted>,
+    ) -> Instant {
         let targets: Vec<SentinelTarget> = self
             .list
             .ask_order()
@@ -618,21 +673,31 @@ impl Actor {
         };
         let started = Instant::now();
         self.started += 1;
-        let Round {
+        let settings = self.settings.clone();
+        let round = discovery::run(&settings, targets, known);
+        let Some(Round {
             mut outcomes,
             mut stragglers,
             result,
-        } = discovery::run(&self.settings, targets, known).await;
+        }) = self.listening(round, sentinel_events, promotions).await
+        else {
+            tracing::debug!(reason, "round dropped: a verified switch came first");
+            return Instant::now() + Duration::from_millis(self.config.check_interval_ms);
+        };
         self.rounds += 1;
         // Most of the others answered while the winner was verified; record them before the
         // snapshot is published so it shows them up.
         outcomes.extend(stragglers.take_finished());
         self.record_sentinels(outcomes, Vec::new());
         let next = self.apply(result).await;
-        let (late, timed_out) = stragglers.finish().await;
-        if !late.is_empty() || !timed_out.is_empty() {
-            self.record_sentinels(late, timed_out);
-            self.publish();
+        let finished = self
+            .listening(stragglers.finish(), sentinel_events, promotions)
+            .await;
+        if let Some((late, timed_out)) = finished {
+            if !late.is_empty() || !timed_out.is_empty() {
+                self.record_sentinels(late, timed_out);
+                self.publish();
+            }
         }
         tracing::debug!(
             reason,
@@ -664,8 +729,8 @@ impl Actor {
                 }
             }
             self.sentinel_state(outcome.id, outcome.answer.is_ok());
-            if let Some(tilt) = outcome.tilt {
-                self.sentinel_tilt(outcome.id, tilt);
+            if let Some((tilt, asked)) = outcome.tilt {
+                self.sentinel_tilt(outcome.id, tilt, asked.into_std(), false);
             }
             match &outcome.answer {
                 Ok(Answer::Unknown) => self.sentinel_knows_service(outcome.id, false),
@@ -899,11 +964,11 @@ impl Actor {
         }
     }
 
-    fn sentinel_tilt(&mut self, id: u64, on: bool) {
+    fn sentinel_tilt(&mut self, id: u64, on: bool, asked: std::time::Instant, from_event: bool) {
         let Some(address) = self.list.get(id).map(|e| e.address.clone()) else {
             return;
         };
-        if self.list.set_tilt(id, on).is_some() {
+        if self.list.set_tilt(id, on, asked, from_event).is_some() {
             tracing::warn!(sentinel = %address, on, "sentinel TILT");
             self.emit(EventKind::SentinelTilt {
                 sentinel: address,

@@ -72,8 +72,8 @@ pub struct SentinelOutcome {
     pub resolved: Option<Vec<SocketAddr>>,
     /// Run id, learned from `SENTINEL MYID` on a new connection.
     pub run_id: Option<String>,
-    /// TILT state, learned from `INFO sentinel` on a new connection.
-    pub tilt: Option<bool>,
+    /// TILT state, learned from `INFO sentinel` on a new connection, and when it was asked.
+    pub tilt: Option<(bool, tokio::time::Instant)>,
     /// Its answer or why it could not give one.
     pub answer: Result<Answer>,
 }
@@ -360,8 +360,9 @@ async fn ask(settings: &RoundSettings, target: SentinelTarget) -> SentinelOutcom
                 }
                 // A sentinel in TILT answers, but from a view that may be stale; events keep
                 // this up to date while the connection lasts.
+                let asked = Instant::now();
                 if let Ok(v) = conn.request(&["INFO", "sentinel"]).await {
-                    outcome.tilt = v.as_str().and_then(replies::info_tilt);
+                    outcome.tilt = v.as_str().and_then(replies::info_tilt).map(|t| (t, asked));
                 }
                 conn
             }

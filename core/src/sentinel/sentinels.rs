@@ -30,6 +30,9 @@ pub struct Entry {
     pub up: bool,
     /// In TILT, as it said (event or `INFO sentinel`).
     pub tilt: bool,
+    /// When a `+tilt` / `-tilt` event from it last arrived: an `INFO` answer asked before that
+    /// is older news.
+    pub tilt_event_at: Option<std::time::Instant>,
     /// False once it answered that it does not monitor the service.
     pub knows_service: bool,
 }
@@ -89,6 +92,7 @@ impl SentinelList {
             reported_down,
             up: false,
             tilt: false,
+            tilt_event_at: None,
             knows_service: true,
         };
         self.next_id += 1;
@@ -150,9 +154,23 @@ impl SentinelList {
         Some(up)
     }
 
-    /// Records whether entry `id` is in TILT. Returns the new state if it changed.
-    pub fn set_tilt(&mut self, id: u64, tilt: bool) -> Option<bool> {
+    /// Records whether entry `id` is in TILT, as of `asked` (when the `INFO` was sent, or when
+    /// the event arrived, `from_event`). News older than the last event is ignored. Returns the
+    /// new state if it changed.
+    pub fn set_tilt(
+        &mut self,
+        id: u64,
+        tilt: bool,
+        asked: std::time::Instant,
+        from_event: bool,
+    ) -> Option<bool> {
         let e = self.entries.iter_mut().find(|e| e.id == id)?;
+        if e.tilt_event_at.is_some_and(|at| asked < at) {
+            return None;
+        }
+        if from_event {
+            e.tilt_event_at = Some(asked);
+        }
         (e.tilt != tilt).then(|| {
             e.tilt = tilt;
             tilt
