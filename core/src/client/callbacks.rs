@@ -81,9 +81,12 @@ thread_local! {
 }
 
 impl Client {
-    /// Runs `args` like [`Client::execute`] and calls `done` exactly once with the result, on a
-    /// core thread, also when the client is closed meanwhile or something panics. `done` must not
-    /// block: copy the result and return.
+    /// Runs `args` like [`Client::execute`] and calls `done` exactly once with the result, also
+    /// when the client is closed meanwhile or something panics, and by the command's deadline
+    /// (`command_timeout_ms`; for a blocking command, plus how long it may block). `done` runs on a
+    /// core thread, or, for a command refused before it starts (invalid arguments, a closed
+    /// client), on the calling thread before this returns. `done` must not block: copy the result
+    /// and return; a binding that hands it to its host's scheduler owns that hand-off's delivery.
     pub fn execute_with_callback<A, F>(&self, args: &[A], done: F)
     where
         A: AsRef<[u8]>,

@@ -81,11 +81,8 @@ impl Client {
         let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(|c| super::owned(c)).collect();
         let inner = self.inner.clone();
         let monitor = self.monitor()?;
-        on_core(async move {
-            let deadline = Instant::now() + Duration::from_millis(inner.config.command_timeout_ms);
-            run_shared(&inner, &monitor, commands, kind, deadline).await
-        })
-        .await
+        let deadline = Instant::now() + Duration::from_millis(inner.config.command_timeout_ms);
+        on_core(async move { run_shared(&inner, &monitor, commands, kind, deadline).await }).await
     }
 
     /// [`Client::execute`] for hosts without an async runtime: blocks the calling thread (only
@@ -108,25 +105,29 @@ impl Client {
     }
 }
 
-/// One command, start to finish; must run on the core runtime.
-pub(super) async fn run_command(
+/// One command, start to finish; the future must run on the core runtime. The deadline counts
+/// from this call, not from when a core thread first polls the future: a busy runtime must not
+/// stretch it.
+pub(super) fn run_command(
     inner: Arc<Inner>,
     monitor: Arc<Monitor>,
     kind: Kind,
     args: Vec<Vec<u8>>,
     timeout: Duration,
-) -> Result<Value> {
+) -> impl Future<Output = Result<Value>> + Send + 'static {
     let deadline = Instant::now() + timeout;
-    match kind {
-        Kind::Blocking(block) => {
-            let deadline = block.map(|b| deadline + b);
-            run_dedicated(&inner, &monitor, args, deadline, timeout).await
-        }
-        kind => {
-            let mut results = run_shared(&inner, &monitor, vec![args], kind, deadline).await?;
-            results
-                .pop()
-                .unwrap_or_else(|| Err(Error::protocol("no reply")))
+    async move {
+        match kind {
+            Kind::Blocking(block) => {
+                let reply_by = block.map(|b| deadline + b);
+                run_dedicated(&inner, &monitor, args, deadline, reply_by).await
+            }
+            kind => {
+                let mut results = run_shared(&inner, &monitor, vec![args], kind, deadline).await?;
+                results
+                    .pop()
+                    .unwrap_or_else(|| Err(Error::protocol("no reply")))
+            }
         }
     }
 }
@@ -403,11 +404,10 @@ async fn run_dedicated(
     inner: &Arc<Inner>,
     monitor: &Monitor,
     args: Vec<Vec<u8>>,
+    connect_by: Instant,
     deadline: Option<Instant>,
-    timeout: Duration,
 ) -> Result<Value> {
     let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
-    let connect_by = Instant::now() + timeout;
     let mut min_round = 0;
     loop {
         let (address, expect, round) =
