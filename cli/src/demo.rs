@@ -257,7 +257,7 @@ async fn run(url: &str) -> Result<(), String> {
     println!();
     match (last_ok_before, recovered) {
         (Some(before), Some(after)) => println!(
-            "writes were refused for {} ms (last success before the kill to first success after it); {} writes failed, {} succeeded in all",
+            "writes were refused for {} ms (last success before the kill to first success after it); failed: {}, succeeded: {}",
             after.duration_since(before).as_millis(),
             failures.len(),
             w.ok
