@@ -5,6 +5,15 @@ use std::time::Duration;
 
 use crate::error::{Error, Result};
 
+/// The largest argument a Redis server accepts by default (`proto-max-bulk-len`, 512 MiB). A
+/// bigger one is refused before anything is sent: otherwise the server's answer depends on how
+/// far the upload got (an error reply, a dropped connection or a timeout), differently each run.
+pub const MAX_ARG_LEN: usize = 512 * 1024 * 1024;
+
+/// The largest whole command, all arguments together: Redis's default `client-query-buffer-limit`
+/// (1 GiB), beyond which the server drops the connection.
+pub const MAX_COMMAND_LEN: usize = 1024 * 1024 * 1024;
+
 /// How a command is routed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {
@@ -150,6 +159,7 @@ pub fn classify<A: AsRef<[u8]>>(args: &[A]) -> Result<Kind> {
     let Some(first) = args.first() else {
         return Err(Error::config("a command needs at least one argument"));
     };
+    check_sizes(args, MAX_ARG_LEN, MAX_COMMAND_LEN)?;
     let name = String::from_utf8_lossy(first.as_ref()).to_ascii_uppercase();
     if let Some((_, why)) = CONNECTION_STATE.iter().find(|(n, _)| *n == name) {
         let sub = args
@@ -178,6 +188,30 @@ pub fn classify<A: AsRef<[u8]>>(args: &[A]) -> Result<Kind> {
         return Ok(Kind::Read);
     }
     Ok(Kind::Write)
+}
+
+/// Refuses an argument over `max_arg` bytes or a command over `max_total` bytes in all, naming
+/// the argument (0 is the command's name) and its size.
+fn check_sizes<A: AsRef<[u8]>>(args: &[A], max_arg: usize, max_total: usize) -> Result<()> {
+    let mut total: usize = 0;
+    for (i, arg) in args.iter().enumerate() {
+        let len = arg.as_ref().len();
+        if len > max_arg {
+            return Err(Error::config(format!(
+                "argument {i} is {len} bytes, over the {max_arg}-byte limit of one Redis argument \
+                 (proto-max-bulk-len); nothing was sent"
+            )));
+        }
+        total = total.saturating_add(len);
+        if total > max_total {
+            return Err(Error::config(format!(
+                "the command is over the {max_total}-byte limit of one Redis command \
+                 (client-query-buffer-limit) at argument {i} ({len} bytes, {total} bytes so far); \
+                 nothing was sent"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// For commands that can block: `Some(how long)` (`Some(None)`: no limit). `None` otherwise.
@@ -281,5 +315,59 @@ mod tests {
             .contains("soon"));
         assert!(classify(&["BLPOP", "k", "-1"]).is_err());
         assert!(classify(&["BLPOP"]).is_err());
+    }
+
+    #[test]
+    fn sizes_are_checked_against_the_limits() {
+        assert!(check_sizes(&["SET", "k", "12345"], 5, 100).is_ok());
+        let e = check_sizes(&["SET", "k", "123456"], 5, 100).unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::Config);
+        assert!(e.message().contains("argument 2 is 6 bytes"), "{e}");
+        assert!(e.message().contains("5-byte limit"), "{e}");
+        // Each argument fits, the whole command does not: named where it crosses the limit.
+        assert!(check_sizes(&["MSET", "k1", "12345", "k2", "1234"], 5, 17).is_ok());
+        let e = check_sizes(&["MSET", "k1", "12345", "k2", "12345"], 5, 17).unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::Config);
+        assert!(
+            e.message().contains(
+                "17-byte limit of one Redis command (client-query-buffer-limit) \
+                 at argument 4 (5 bytes, 18 bytes so far)"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_argument_over_512_mib_is_refused_before_sending() {
+        assert_eq!(MAX_ARG_LEN, 512 * 1024 * 1024);
+        // One allocation, zeroed lazily by the allocator (no page is touched): MAX_ARG_LEN + 1.
+        let big = vec![0u8; MAX_ARG_LEN + 1];
+        let e = classify(&[&b"SET"[..], b"k", &big]).unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::Config);
+        assert!(
+            e.message()
+                .contains(&format!("argument 2 is {} bytes", MAX_ARG_LEN + 1)),
+            "{e}"
+        );
+        // Exactly at the limit is fine.
+        let at_limit = &big[..MAX_ARG_LEN];
+        assert_eq!(
+            classify(&[&b"SET"[..], b"k", at_limit]).unwrap(),
+            Kind::Write
+        );
+        // Arguments at the limit each, over the limit of a whole command together (the same
+        // memory three times, not three allocations).
+        let e =
+            classify(&[&b"MSET"[..], b"a", at_limit, b"b", at_limit, b"c", at_limit]).unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::Config);
+        assert!(
+            e.message().contains("limit of one Redis command")
+                && e.message()
+                    .contains(&format!("at argument 4 ({MAX_ARG_LEN} bytes")),
+            "{e}"
+        );
+        // Blocking commands and refused commands get the same check first.
+        let e = classify(&[&b"BLPOP"[..], &big, b"0"]).unwrap_err();
+        assert!(e.message().contains("argument 1 is"), "{e}");
     }
 }

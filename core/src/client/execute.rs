@@ -133,11 +133,21 @@ pub(super) fn run_command(
 }
 
 /// Runs `work` on the core runtime and waits for it from whatever executor the caller uses.
+/// Dropping the returned future cancels `work` (an interrupted `BLPOP k 0` must not stay blocked
+/// on the server, swallowing the next push): requests go through each connection's own task, and
+/// a dedicated connection closes when its last handle is dropped.
 pub(super) async fn on_core<T: Send + 'static>(
     work: impl Future<Output = Result<T>> + Send + 'static,
 ) -> Result<T> {
+    struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+    impl<T> Drop for AbortOnDrop<T> {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
     let handle = crate::runtime::handle()?;
-    match handle.spawn(work).await {
+    let mut task = AbortOnDrop(handle.spawn(work));
+    match (&mut task.0).await {
         Ok(result) => result,
         Err(e) if e.is_panic() => Err(Error::new(
             ErrorCode::Protocol,
