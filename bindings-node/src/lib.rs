@@ -6,9 +6,13 @@
 //!
 //! Completions: every asynchronous operation (`ready`, `execute`, `close`) is identified by a
 //! `u32` id chosen by JavaScript. Its result is pushed, on a core thread, into the client's queue,
-//! and only the push that finds the queue idle calls the client's *wake* threadsafe function
+//! and only the push that finds no wake-up scheduled calls the client's *wake* threadsafe function
 //! (non-blocking). On the JavaScript thread, `drain` converts every queued result to JavaScript
-//! values at once, so a burst of completions costs one crossing into JavaScript. The wake function
+//! values at once, so a burst of completions costs one crossing into JavaScript. A wake-up counts
+//! as scheduled until it is dispatched on the JavaScript thread, where it is re-armed just before
+//! the JavaScript function runs: a completion is never left waiting on a wake-up that already
+//! happened, even when a drain took its result early or JavaScript had nothing to drain (and
+//! JavaScript drains on every wake-up, pending operations or not). The wake function
 //! is unreferenced (it does not keep the process alive); JavaScript references it through
 //! [`NativeClient::hold`] while at least one operation is pending, so a pending command keeps the
 //! process alive until it settles and nothing else does.
@@ -46,8 +50,14 @@ type EventFn = ThreadsafeFunction<String, (), String, Status, false, true>;
 /// Completions of one client waiting for the JavaScript thread.
 struct Shared {
     queue: Mutex<Vec<(u32, sentinel_recovery::Result<Value>)>>,
-    /// True from the push that scheduled a wake-up until `drain` starts.
-    wake_pending: AtomicBool,
+    /// True from the push that scheduled a wake-up until that wake-up is dispatched on the
+    /// JavaScript thread (the wake function's callback resets it there, before `drain` can run).
+    /// It is deliberately not reset by `drain`: a completion pushed after the reset schedules a
+    /// wake-up of its own, and one whose result a drain already took only costs an empty drain.
+    /// (Resetting it in `drain` alone made every wake-up that JavaScript did not answer with a
+    /// drain a lost wake-up: the flag stayed set, and no later completion of the client was ever
+    /// delivered, not even a command's deadline.)
+    wake_pending: Arc<AtomicBool>,
     wake: WakeFn,
 }
 
@@ -57,9 +67,13 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push((id, result));
-        if !self.wake_pending.swap(true, Ordering::AcqRel) {
-            // Fails only while the environment is being torn down; nothing is waiting then.
-            let _ = self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+        if !self.wake_pending.swap(true, Ordering::SeqCst) {
+            let status = self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+            if status != Status::Ok {
+                // Nothing was scheduled (the environment is being torn down): don't leave the
+                // flag set for a wake-up that will never run.
+                self.wake_pending.store(false, Ordering::SeqCst);
+            }
         }
     }
 }
@@ -96,8 +110,8 @@ impl Drop for Completer {
 /// Parses `url`, applies `options` (a flat `[key, value, key, value, ...]` list of core
 /// option keys and their string values, each passed through the core's `Config::set`) and
 /// opens the client; returns at once, discovery runs on the core's threads. `wake` is called
-/// (with no arguments) when completions wait for [`NativeClient::drain`]; `on_event` with
-/// each event as JSON. Neither keeps the process alive.
+/// (with no arguments) when completions wait for [`NativeClient::drain`], and must call it;
+/// `on_event` with each event as JSON. Neither keeps the process alive.
 #[napi]
 pub fn open(
     url: String,
@@ -143,10 +157,17 @@ impl NativeClient {
             config.set(key, value).map_err(|e| js_error(&e))?;
         }
         let client = Client::open(config).map_err(|e| js_error(&e))?;
+        let wake_pending = Arc::new(AtomicBool::new(false));
+        let rearm = wake_pending.clone();
         let wake: WakeFn = wake
             .build_threadsafe_function::<()>()
             .weak::<true>()
-            .build_callback(|_| Ok(()))
+            .build_callback(move |_| {
+                // On the JavaScript thread, as this wake-up is dispatched and before the JavaScript
+                // function (and so `drain`) runs: from here on a push schedules a new wake-up.
+                rearm.store(false, Ordering::SeqCst);
+                Ok(())
+            })
             .map_err(internal)?;
         let on_event: EventFn = on_event
             .build_threadsafe_function::<String>()
@@ -164,7 +185,7 @@ impl NativeClient {
             client,
             shared: Arc::new(Shared {
                 queue: Mutex::new(Vec::new()),
-                wake_pending: AtomicBool::new(false),
+                wake_pending,
                 wake,
             }),
             decode,
@@ -279,7 +300,6 @@ impl NativeClient {
         make_error: Function<'_, (String, String, Option<String>), ()>,
     ) -> napi::Result<Batch> {
         let make_error = make_error.raw();
-        self.shared.wake_pending.store(false, Ordering::Release);
         let items =
             std::mem::take(&mut *self.shared.queue.lock().unwrap_or_else(|e| e.into_inner()));
         Ok(Batch {
