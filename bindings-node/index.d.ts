@@ -66,6 +66,10 @@ export interface Address {
 export interface SentinelInfo extends Address {
   /** Whether the last attempt to ask it succeeded. */
   up: boolean
+  /** Whether it is in TILT: it answers, but its view may be stale. */
+  tilt: boolean
+  /** Whether it monitors the service (`false` once it answered that it does not). */
+  knows_service: boolean
 }
 
 /** A point-in-time view of the service. */
@@ -175,7 +179,11 @@ export interface ClientOptions {
   [key: string]: string | number | boolean | null | undefined
 }
 
-/** A command argument. Numbers are sent as their decimal text. */
+/**
+ * A command argument. Strings are sent as UTF-8; one with a lone surrogate is refused with a
+ * ConfigError. Bigints and integral numbers are sent in decimal, +/-Infinity as `inf` / `-inf`,
+ * other numbers as their shortest round-trip text; NaN is refused with a ConfigError.
+ */
 export type Arg = string | Buffer | Uint8Array | number | bigint
 
 /**

@@ -106,8 +106,30 @@ function coreOptions(options) {
   return flat
 }
 
+/** Whether `s` is well-formed UTF-16 (no lone surrogate), so it has an exact UTF-8 form. */
+const isWellFormed =
+  typeof String.prototype.isWellFormed === 'function'
+    ? (s) => s.isWellFormed()
+    : (s) => !/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(s)
+
+/**
+ * A number argument as every binding writes it (NaN is refused before this): bigints and
+ * integral numbers below 1e21 in decimal, +/-Infinity as `inf` / `-inf` (as Redis writes them),
+ * other numbers as their shortest round-trip text, `-0` with its sign.
+ */
+function numberText(n) {
+  if (typeof n === 'bigint') return n.toString()
+  if (n === Infinity) return 'inf'
+  if (n === -Infinity) return '-inf'
+  if (Object.is(n, -0)) return '-0'
+  return String(n)
+}
+
 let nextClientId = 1
-/** Clients with pending operations, by id; the wake function looks them up here. */
+/**
+ * Clients with pending operations, by id: only these are kept reachable (a pending command keeps
+ * its client, and the process, alive). The wake function does not look clients up here.
+ */
 const busy = new Map()
 
 /**
@@ -133,8 +155,15 @@ class Client extends EventEmitter {
       const client = self.deref()
       if (client) client._event(json)
     }
+    // Every wake must reach `drain`, also one that arrives when no operation is pending (the
+    // completion that scheduled it may already have been taken by an earlier drain): a wake that
+    // is skipped would leave the client's completions waiting for a wake that never comes.
+    const onWake = () => {
+      const client = self.deref()
+      if (client && client._native) client._drain()
+    }
     try {
-      this._native = native.open(url, coreOptions(options), decode, () => wake(id), onEvent)
+      this._native = native.open(url, coreOptions(options), decode, onWake, onEvent)
     } catch (e) {
       throw fromNative(e)
     }
@@ -164,8 +193,11 @@ class Client extends EventEmitter {
 
   /**
    * Runs one command, e.g. `execute(['SET', 'k', 'v'])`. Arguments are strings, Buffers,
-   * Uint8Arrays or numbers. Resolves with the reply (Buffers for bulk strings unless
-   * `decodeResponses`), rejects with a SentinelRecoveryError subclass.
+   * Uint8Arrays, numbers or bigints. Resolves with the reply (Buffers for bulk strings unless
+   * `decodeResponses`), rejects with a SentinelRecoveryError subclass. Numbers are written as in
+   * every binding: NaN is refused (ConfigError), +/-Infinity become `inf` / `-inf`, others their
+   * shortest round-trip text (`String(n)`, `-0` kept); a string with a lone surrogate is refused
+   * (ConfigError) rather than sent with U+FFFD in its place.
    * @param {Array<string|Buffer|Uint8Array|number|bigint>} args
    */
   execute(args) {
@@ -175,13 +207,20 @@ class Client extends EventEmitter {
     let copied = false
     for (let i = 0; i < args.length; i++) {
       const a = args[i]
-      if (typeof a !== 'string' && !(a instanceof Uint8Array)) {
+      if (typeof a === 'string') {
+        if (!isWellFormed(a)) {
+          return Promise.reject(makeError('config', `argument ${i} is not valid Unicode: lone surrogate`, null))
+        }
+      } else if (!(a instanceof Uint8Array)) {
         if (typeof a === 'number' || typeof a === 'bigint') {
+          if (typeof a === 'number' && Number.isNaN(a)) {
+            return Promise.reject(makeError('config', `argument ${i} is NaN`, null))
+          }
           if (!copied) {
             args = args.slice()
             copied = true
           }
-          args[i] = String(a)
+          args[i] = numberText(a)
         } else {
           return Promise.reject(new TypeError(`argument ${i} must be a string, Buffer or number`))
         }
@@ -272,11 +311,6 @@ class Client extends EventEmitter {
       })
     }
   }
-}
-
-function wake(id) {
-  const client = busy.get(id)
-  if (client) client._drain()
 }
 
 module.exports = {

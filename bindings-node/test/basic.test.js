@@ -78,7 +78,10 @@ test('topology snapshot has the DESIGN fields and matches the sentinels', async 
     assert.equal(t.healthy, true)
     assert.equal(typeof t.epoch, 'number')
     assert.equal(t.sentinels.length, topo.info.sentinels.length)
-    for (const s of t.sentinels) assert.deepEqual(Object.keys(s).sort(), ['host', 'port', 'up'])
+    for (const s of t.sentinels) {
+      // DESIGN: sentinels (host, port, up, tilt, knows_service).
+      assert.deepEqual(Object.keys(s).sort(), ['host', 'knows_service', 'port', 'tilt', 'up'])
+    }
     assert.ok(Array.isArray(t.replicas))
     assert.equal(c.closed, false)
   } finally {
