@@ -21,7 +21,9 @@ use crate::{convert, logging};
 pub struct NativeClient {
     client: Client,
     decode: bool,
-    dispatcher: Arc<Dispatcher>,
+    // No dispatcher here: each operation takes the one of the calling process (`dispatch::get`),
+    // so a client inherited across fork() completes its futures through the child's dispatcher,
+    // not through the parent's, whose thread does not exist in the child.
     callback: Mutex<Option<Arc<Registration>>>,
 }
 
@@ -80,12 +82,11 @@ impl NativeClient {
         for (key, value) in &options {
             config.set(key, value).map_err(|e| to_pyerr(&e))?;
         }
-        let dispatcher = dispatch::get()?;
+        dispatch::get()?; // started now, so a failure to start it shows here
         let client = Client::open(config).map_err(|e| to_pyerr(&e))?;
         Ok(NativeClient {
             client,
             decode,
-            dispatcher,
             callback: Mutex::new(None),
         })
     }
@@ -100,17 +101,20 @@ impl NativeClient {
         let args = convert::args(args)?;
         let decode = self.decode;
         let completion = Completion {
-            dispatcher: self.dispatcher.clone(),
+            dispatcher: dispatch::get()?,
             target: Some((event_loop, future)),
         };
-        self.client.execute_with_callback(&args, move |result| {
-            completion.finish(Outcome::Reply(result, decode));
-        });
+        // The core checks the command (and its sizes) before it copies the arguments.
+        self.client
+            .execute_with_callback(&args.slices(), move |result| {
+                completion.finish(Outcome::Reply(result, decode));
+            });
         Ok(())
     }
 
     /// Runs a command and waits for its reply with the GIL released. `timeout` (seconds)
-    /// replaces the `command_timeout_ms` option for this call.
+    /// replaces the `command_timeout_ms` option for this call. Signals are handled while it
+    /// waits: Ctrl-C raises `KeyboardInterrupt` and abandons the command.
     #[pyo3(signature = (args, timeout=None))]
     fn execute_blocking(
         &self,
@@ -120,12 +124,15 @@ impl NativeClient {
     ) -> PyResult<Py<PyAny>> {
         let args = convert::args(args)?;
         let timeout = timeout.map(seconds).transpose()?;
-        let client = &self.client;
-        let result = py.detach(|| match timeout {
-            Some(t) => client.execute_blocking_timeout(&args, t),
-            None => client.execute_blocking(&args),
-        });
-        let value = result.map_err(|e| to_pyerr(&e))?;
+        let owned: Vec<Vec<u8>> = args.slices().into_iter().map(<[u8]>::to_vec).collect();
+        drop(args);
+        let client = self.client.clone();
+        let value = wait_interruptibly(py, async move {
+            match timeout {
+                Some(t) => client.execute_timeout(&owned, t).await,
+                None => client.execute(&owned).await,
+            }
+        })?;
         Ok(convert::value(py, value, self.decode)?.unbind())
     }
 
@@ -135,7 +142,7 @@ impl NativeClient {
         let handle = core_handle()?;
         let client = self.client.clone();
         let completion = Completion {
-            dispatcher: self.dispatcher.clone(),
+            dispatcher: dispatch::get()?,
             target: Some((event_loop, future)),
         };
         handle.spawn(async move {
@@ -145,11 +152,11 @@ impl NativeClient {
         Ok(())
     }
 
-    /// Waits (GIL released) for the first discovery round; returns the topology or raises.
+    /// Waits (GIL released, signals handled) for the first discovery round; returns the
+    /// topology or raises.
     fn ready_blocking(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let client = self.client.clone();
-        let result = py.detach(|| runtime::block_on(async move { client.ready().await }));
-        let topology = result.and_then(|r| r).map_err(|e| to_pyerr(&e))?;
+        let topology = wait_interruptibly(py, async move { client.ready().await })?;
         Ok(convert::serialized(py, &topology)?.unbind())
     }
 
@@ -171,7 +178,7 @@ impl NativeClient {
         let handle = core_handle()?;
         let client = self.client.clone();
         let completion = Completion {
-            dispatcher: self.dispatcher.clone(),
+            dispatcher: dispatch::get()?,
             target: Some((event_loop, future)),
         };
         handle.spawn(async move {
@@ -199,7 +206,7 @@ impl NativeClient {
             queue,
             active: AtomicBool::new(true),
         });
-        let dispatcher = self.dispatcher.clone();
+        let dispatcher = dispatch::get()?;
         let feeding = target.clone();
         let task = handle.spawn(async move {
             loop {
@@ -247,13 +254,16 @@ impl NativeClient {
     #[pyo3(signature = (callback))]
     fn set_event_callback(&self, py: Python<'_>, callback: Option<Py<PyAny>>) -> PyResult<()> {
         let registration = callback.map(|cb| Arc::new(Registration::new(cb)));
+        dispatch::get()?;
         let core_cb = registration.clone().map(|reg| {
-            let dispatcher = self.dispatcher.clone();
+            // The dispatcher of the process the event happens in (see `NativeClient`).
             Box::new(move |event: &Event| {
-                dispatcher.push(Job::Callback {
-                    registration: reg.clone(),
-                    event: event.clone(),
-                })
+                if let Ok(dispatcher) = dispatch::get() {
+                    dispatcher.push(Job::Callback {
+                        registration: reg.clone(),
+                        event: event.clone(),
+                    })
+                }
             }) as sentinel_recovery::EventCallback
         });
         let client = &self.client;
@@ -304,6 +314,60 @@ impl NativeClient {
             let client = &self.client;
             let _ = py.detach(|| client.set_event_callback(None));
             old.deactivate(py);
+        }
+    }
+}
+
+/// How often a blocking wait wakes up to run Python's signal handlers (Ctrl-C).
+const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
+
+/// Runs `work` on the core runtime and waits for its result with the GIL released, waking every
+/// [`SIGNAL_CHECK_INTERVAL`] to run `Python::check_signals`. When a handler raises (Ctrl-C:
+/// `KeyboardInterrupt`) the task is aborted, which drops the work in progress, and the exception
+/// propagates. Refused on a core thread, as `runtime::block_on` is.
+fn wait_interruptibly<T, F>(py: Python<'_>, work: F) -> PyResult<T>
+where
+    T: Send + 'static,
+    F: std::future::Future<Output = sentinel_recovery::Result<T>> + Send + 'static,
+{
+    if runtime::on_core_thread() {
+        return Err(to_pyerr(&sentinel_recovery::Error::config(
+            "a blocking call was made on a core runtime thread; use the async API there",
+        )));
+    }
+    let handle = core_handle()?;
+    let (tx, rx) = mpsc::sync_channel(1);
+    let task = handle.spawn(async move {
+        let _ = tx.send(work.await);
+    });
+    // Aborts the task on every way out but a received result: a raised signal, or a panic.
+    struct AbortOnDrop(Option<tokio::task::AbortHandle>);
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            if let Some(task) = self.0.take() {
+                task.abort();
+            }
+        }
+    }
+    let mut guard = AbortOnDrop(Some(task.abort_handle()));
+    drop(task);
+    let mut rx = rx;
+    loop {
+        // The receiver goes into the GIL-free closure and back (it is Send, not Sync).
+        let (got, back) = py.detach(move || (rx.recv_timeout(SIGNAL_CHECK_INTERVAL), rx));
+        rx = back;
+        match got {
+            Ok(result) => {
+                guard.0 = None;
+                return result.map_err(|e| to_pyerr(&e));
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(to_pyerr(&sentinel_recovery::Error::new(
+                    sentinel_recovery::ErrorCode::Closed,
+                    "the operation was abandoned (client closed or core stopped)",
+                )))
+            }
         }
     }
 }

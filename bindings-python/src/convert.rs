@@ -1,6 +1,6 @@
 //! Conversions between Python objects and the core's values. Nothing here decides behaviour.
 
-use pyo3::exceptions::PyTypeError;
+use pyo3::exceptions::{PyTypeError, PyUnicodeEncodeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PySet, PyString, PyTuple};
 use pyo3::IntoPyObjectExt;
@@ -8,42 +8,143 @@ use sentinel_recovery::Value;
 
 use crate::errors;
 
-/// Command arguments: `bytes`, `bytearray`, `memoryview` and `str` (UTF-8) as they are; `int` and
-/// `float` as their decimal text. Anything else (including `bool` and `None`) is a `TypeError`,
-/// so a forgotten conversion never reaches the server as `"None"`.
-pub fn args(args: &Bound<'_, PyTuple>) -> PyResult<Vec<Vec<u8>>> {
-    let mut out = Vec::with_capacity(args.len());
-    for (i, item) in args.iter().enumerate() {
-        out.push(arg(i, &item)?);
-    }
-    Ok(out)
+/// Command arguments, converted by [`args`]: `bytes` are borrowed (the tuple keeps them alive and
+/// they are immutable), everything else is copied once.
+pub struct Args<'py> {
+    parts: Vec<Part<'py>>,
 }
 
-fn arg(index: usize, item: &Bound<'_, PyAny>) -> PyResult<Vec<u8>> {
-    if let Ok(b) = item.cast::<PyBytes>() {
-        return Ok(b.as_bytes().to_vec());
+enum Part<'py> {
+    Bytes(Bound<'py, PyBytes>),
+    Owned(Vec<u8>),
+}
+
+impl Args<'_> {
+    /// The arguments as byte slices, for the core (which checks their sizes before copying).
+    pub fn slices(&self) -> Vec<&[u8]> {
+        self.parts
+            .iter()
+            .map(|p| match p {
+                Part::Bytes(b) => b.as_bytes(),
+                Part::Owned(v) => v.as_slice(),
+            })
+            .collect()
     }
+}
+
+/// Command arguments: `bytes`, `bytearray`, `memoryview` as they are; `str` as UTF-8; `int` as
+/// its decimal text; `float` as its shortest round-trip text (see [`float_text`]). Anything else
+/// (including `bool` and `None`) is a `TypeError`, so a forgotten conversion never reaches the
+/// server as `"None"`. The policy shared by every binding: a NaN, or a `str` holding a lone
+/// surrogate, is refused with a `ConfigError` naming the argument (0 is the command's name) rather
+/// than sent as `"nan"` or with U+FFFD in its place.
+pub fn args<'py>(args: &Bound<'py, PyTuple>) -> PyResult<Args<'py>> {
+    let mut parts = Vec::with_capacity(args.len());
+    for (i, item) in args.iter().enumerate() {
+        parts.push(arg(i, item)?);
+    }
+    Ok(Args { parts })
+}
+
+fn arg<'py>(index: usize, item: Bound<'py, PyAny>) -> PyResult<Part<'py>> {
+    if let Ok(b) = item.cast::<PyBytes>() {
+        return Ok(Part::Bytes(b.clone()));
+    }
+    let py = item.py();
     if let Ok(s) = item.cast::<PyString>() {
-        return Ok(s.to_cow()?.into_owned().into_bytes());
+        return match s.to_cow() {
+            Ok(text) => Ok(Part::Owned(text.into_owned().into_bytes())),
+            // A Python str holds code points, not UTF-16: any surrogate in it is a lone one.
+            Err(e) if e.is_instance_of::<PyUnicodeEncodeError>(py) => Err(config_error(format!(
+                "argument {index} is not valid Unicode: lone surrogate"
+            ))),
+            Err(e) => Err(e),
+        };
     }
     if item.is_instance_of::<pyo3::types::PyBool>() {
-        return Err(type_error(index, item));
+        return Err(type_error(index, &item));
     }
     if item.is_instance_of::<PyInt>() {
-        let n: i128 = item.extract()?;
-        return Ok(n.to_string().into_bytes());
+        if let Ok(n) = item.extract::<i128>() {
+            return Ok(Part::Owned(n.to_string().into_bytes()));
+        }
+        // Wider than 128 bits: Python's own decimal text (int.__repr__, whatever the subclass).
+        let text = py.get_type::<PyInt>().call_method1("__repr__", (&item,))?;
+        return Ok(Part::Owned(
+            text.cast::<PyString>()?.to_cow()?.into_owned().into_bytes(),
+        ));
     }
     if let Ok(f) = item.cast::<PyFloat>() {
-        return Ok(f.str()?.to_cow()?.into_owned().into_bytes());
+        return match float_text(f.value()) {
+            Some(text) => Ok(Part::Owned(text.into_bytes())),
+            None => Err(config_error(format!("argument {index} is NaN"))),
+        };
     }
     if let Ok(b) = item.cast::<PyByteArray>() {
-        return Ok(b.to_vec());
+        return Ok(Part::Owned(b.to_vec()));
     }
     if item.get_type().name()?.to_cow()? == "memoryview" {
         let b = item.call_method0("tobytes")?;
-        return Ok(b.cast::<PyBytes>()?.as_bytes().to_vec());
+        return Ok(Part::Owned(b.cast::<PyBytes>()?.as_bytes().to_vec()));
     }
-    Err(type_error(index, item))
+    Err(type_error(index, &item))
+}
+
+fn config_error(message: String) -> PyErr {
+    errors::to_pyerr(&sentinel_recovery::Error::config(message))
+}
+
+/// A float as every binding writes it: `None` for NaN (refused); `inf` / `-inf` as Redis writes
+/// them; otherwise the shortest text that reads back as the same double, laid out as
+/// ECMAScript's `Number.prototype.toString` does (what Node sends natively): integral values
+/// below 1e21 as plain integers (`2`, not `2.0`), `0.000001` but `1e-7`, `1.5e+300`, and `-0`.
+pub fn float_text(f: f64) -> Option<String> {
+    if f.is_nan() {
+        return None;
+    }
+    if f.is_infinite() {
+        return Some(if f > 0.0 { "inf" } else { "-inf" }.to_string());
+    }
+    let sign = if f.is_sign_negative() { "-" } else { "" };
+    if f == 0.0 {
+        return Some(format!("{sign}0"));
+    }
+    let a = f.abs();
+    // `{:e}` is Rust's shortest round-trip form: digits `d[.ddd]`, then `e` and the exponent.
+    // Where two forms of that length read back, ECMAScript takes the closer one (the even one on
+    // a tie): the correctly rounded form of that length (`{:.N$e}` rounds half to even), when it
+    // reads back too.
+    let shortest = format!("{a:e}");
+    let len = shortest.split_once('e')?.0.replace('.', "").len();
+    let rounded = format!("{a:.prec$e}", prec = len - 1);
+    let sci = if rounded.parse::<f64>() == Ok(a) {
+        rounded
+    } else {
+        shortest
+    };
+    let (mantissa, exp) = sci.split_once('e')?;
+    let exp: i32 = exp.parse().ok()?;
+    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
+    let digits = digits.trim_end_matches('0');
+    let digits = if digits.is_empty() { "0" } else { digits };
+    let k = digits.len() as i32;
+    // The value is 0.DIGITS x 10^n.
+    let n = exp + 1;
+    let text = if k <= n && n <= 21 {
+        format!("{digits}{}", "0".repeat((n - k) as usize))
+    } else if 0 < n && n <= 21 {
+        let (int, frac) = digits.split_at(n as usize);
+        format!("{int}.{frac}")
+    } else if -6 < n && n <= 0 {
+        format!("0.{}{digits}", "0".repeat((-n) as usize))
+    } else {
+        let e = n - 1;
+        let (first, rest) = digits.split_at(1);
+        let dot = if rest.is_empty() { "" } else { "." };
+        let esign = if e < 0 { "-" } else { "+" };
+        format!("{first}{dot}{rest}e{esign}{}", e.abs())
+    };
+    Some(format!("{sign}{text}"))
 }
 
 fn type_error(index: usize, item: &Bound<'_, PyAny>) -> PyErr {

@@ -59,7 +59,7 @@ async def test_topology_snapshot(topology: Topology) -> None:
         assert t["healthy"] is True
         assert {r["port"] for r in t["replicas"]} == {r["port"] for r in topology.info["replicas"]}
         assert len(t["sentinels"]) == len(topology.info["sentinels"])
-        assert all(set(s) == {"host", "port", "up"} for s in t["sentinels"])
+        assert all(set(s) == {"host", "port", "up", "tilt", "knows_service"} for s in t["sentinels"])
 
 
 async def test_open_returns_at_once_and_ready_waits(topology: Topology) -> None:

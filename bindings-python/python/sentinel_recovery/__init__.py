@@ -75,10 +75,15 @@ __all__ = [
 
 __version__: str = _native.__version__
 
-#: A command argument: bytes-like or str (UTF-8); int and float are sent as their decimal text.
+#: A command argument: bytes-like, or str (UTF-8); int in decimal; float as its shortest
+#: round-trip text (``2``, ``0.1``, ``1e+21``), ``inf`` / ``-inf`` for infinities. The policy of
+#: every binding: a NaN, or a str with a lone surrogate, raises :class:`ConfigError` naming the
+#: argument (0 is the command's name); so does an argument over 512 MiB (Redis's
+#: proto-max-bulk-len). Nothing of a refused command is sent.
 Arg = Union[bytes, bytearray, memoryview, str, int, float]
 #: A topology snapshot: ``service``, ``primary`` (``{"host", "port"}`` or ``None``),
-#: ``replicas``, ``sentinels`` (``{"host", "port", "up"}``), ``epoch``, ``healthy``.
+#: ``replicas``, ``sentinels`` (``{"host", "port", "up", "tilt", "knows_service"}``), ``epoch``,
+#: ``healthy``.
 Topology = Dict[str, Any]
 #: An event: ``kind``, ``service``, ``at`` (unix ms) and the fields of its kind, e.g.
 #: ``{"kind": "primary_changed", "old": {...}, "new": {...}, ...}``.
@@ -365,7 +370,9 @@ class BlockingClient:
     def execute(self, *args: Arg, timeout: Optional[float] = None) -> Any:
         """Runs one command and returns its reply (see :meth:`Client.execute`).
 
-        ``timeout`` (seconds) replaces the ``command_timeout_ms`` option for this call.
+        ``timeout`` (seconds) replaces the ``command_timeout_ms`` option for this call. The wait
+        releases the GIL and still handles signals: Ctrl-C raises ``KeyboardInterrupt`` within
+        about 50 ms (also in ``BLPOP key 0``) and abandons the command.
         """
         return self._native.execute_blocking(args, timeout)
 
