@@ -14,8 +14,10 @@ cp -f "$target/debug/libsentinel_recovery.so" "$out/"
 # (which does not fall back when its target is missing) is only for the NuGet layout (pack.sh).
 rm -f "$out/SentinelRecovery.dll.config"
 
-mcs -nologo -langversion:7.2 -unsafe -optimize+ -debug -warnaserror -target:library \
-    -r:System.dll -r:System.Core.dll \
+# -define:TRACE as the .NET SDK does: without it every Trace.* call is compiled out (Trace's
+# methods are [Conditional("TRACE")]), and messages meant for trace listeners vanish.
+mcs -nologo -langversion:7.2 -unsafe -optimize+ -debug -warnaserror -target:library -define:TRACE \
+    -r:System.dll -r:System.Core.dll -r:System.Numerics.dll \
     -doc:"$out/SentinelRecovery.xml" -out:"$out/SentinelRecovery.dll" "$here"/src/*.cs
 
 nunit=/usr/lib/cli/nunit.framework-2.6.3/nunit.framework.dll

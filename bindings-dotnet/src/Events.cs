@@ -101,6 +101,23 @@ namespace SentinelRecovery
         public SentinelRecoveryException Error { get; internal set; }
     }
 
+    /// <summary>An event handler threw (<see cref="SentinelClient.EventHandlerError"/>).</summary>
+    public sealed class EventHandlerErrorEventArgs : EventArgs
+    {
+        /// <summary>Creates the arguments.</summary>
+        public EventHandlerErrorEventArgs(Exception exception, TopologyEventArgs evt)
+        {
+            Exception = exception;
+            Event = evt;
+        }
+
+        /// <summary>What the handler threw.</summary>
+        public Exception Exception { get; private set; }
+
+        /// <summary>The event the handler was given.</summary>
+        public TopologyEventArgs Event { get; private set; }
+    }
+
     /// <summary>Raises events on one dedicated background thread (<c>sr-dotnet-events</c>), in the
     /// order the core produced them.
     ///
@@ -142,7 +159,7 @@ namespace SentinelRecovery
                 }
                 catch (Exception e)
                 {
-                    Trace.TraceError("SentinelRecovery: dropping an event that could not be read: " + e.GetType().Name);
+                    SentinelClient.Report(TraceLevel.Error, "SentinelRecovery: dropping an event that could not be read: " + e.GetType().Name);
                     continue;
                 }
                 finally
@@ -221,7 +238,7 @@ namespace SentinelRecovery
             foreach (var a in Queue.GetConsumingEnumerable())
             {
                 try { a(); }
-                catch (Exception e) { Trace.TraceError("SentinelRecovery: ready waiter: " + e.GetType().Name); }
+                catch (Exception e) { SentinelClient.Report(TraceLevel.Error, "SentinelRecovery: ready waiter: " + e.GetType().Name); }
             }
         }
     }

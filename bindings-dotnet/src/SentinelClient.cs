@@ -236,13 +236,17 @@ namespace SentinelRecovery
         /// <summary>
         /// Sends one command (name first, then its arguments) and completes with the reply.
         /// Arguments may be <see cref="string"/> (sent as UTF-8), <c>byte[]</c>,
-        /// <see cref="ArraySegment{T}"/> of bytes, or any integer or floating-point number (sent in
-        /// invariant culture). The deadline is the client's <c>command_timeout_ms</c> option
+        /// <see cref="ArraySegment{T}"/> of bytes, or any integer or floating-point number: integers
+        /// in decimal, <c>double</c> and <c>float</c> as their shortest round-trip text
+        /// (<c>2</c>, <c>0.1</c>, <c>1e+21</c>), infinities as <c>inf</c> / <c>-inf</c>. A NaN, or a
+        /// string with a lone surrogate, is refused with a <see cref="ConfigException"/> naming the
+        /// argument (0 is the command's name), the same in every binding. The deadline is the client's <c>command_timeout_ms</c> option
         /// (default 5000). Errors fault the task with a <see cref="SentinelRecoveryException"/>
         /// subclass (<see cref="ServerException"/> for an error reply, <see cref="ClientClosedException"/>
         /// after or during <see cref="Dispose"/>, ...).
         /// </summary>
         /// <exception cref="ArgumentException">No arguments, or an argument of an unsupported type (thrown synchronously).</exception>
+        /// <exception cref="ConfigException">A NaN, or a string with a lone surrogate (thrown synchronously).</exception>
         public Task<RedisReply> ExecuteAsync(params object[] args)
         {
             return ExecuteAsync(CancellationToken.None, args);
@@ -396,10 +400,56 @@ namespace SentinelRecovery
         /// <summary>
         /// Every event, of every kind (after the kind's own event). Handlers of all events run on
         /// the dedicated <c>sr-dotnet-events</c> thread, one at a time, in order; keep them short
-        /// (start a task for longer work). An exception thrown by a handler is reported through
-        /// <see cref="Trace"/> and does not stop other handlers or later events.
+        /// (start a task for longer work). An exception thrown by a handler does not stop other
+        /// handlers or later events: it is raised as <see cref="EventHandlerError"/> and reported
+        /// through <see cref="Log"/> (or <see cref="Trace"/> when no hook is set).
         /// </summary>
         public event EventHandler<TopologyEventArgs> TopologyEvent;
+
+        /// <summary>
+        /// An event handler of this client threw: the exception and the event it was handling. Runs
+        /// on the <c>sr-dotnet-events</c> thread right after the failed handler; an exception thrown
+        /// here is only logged.
+        /// </summary>
+        public event EventHandler<EventHandlerErrorEventArgs> EventHandlerError;
+
+        private static Action<TraceLevel, string> _log;
+
+        /// <summary>
+        /// The logging hook of the wrapper: called with a level and a message (never a password)
+        /// for what it cannot report otherwise, such as an exception thrown by an event handler or
+        /// an event that could not be read. Called on the thread where it happens (for handler
+        /// exceptions, <c>sr-dotnet-events</c>); keep it short and don't throw (an exception thrown
+        /// by the hook is dropped). When null (the default) messages go to <see cref="Trace"/>
+        /// (<c>TraceError</c> / <c>TraceWarning</c> / <c>TraceInformation</c>), so a
+        /// <see cref="TraceListener"/> sees them.
+        /// </summary>
+        public static Action<TraceLevel, string> Log
+        {
+            get { return Volatile.Read(ref _log); }
+            set { Volatile.Write(ref _log, value); }
+        }
+
+        /// <summary>Sends a message to <see cref="Log"/>, or to <see cref="Trace"/> without a hook.</summary>
+        internal static void Report(TraceLevel level, string message)
+        {
+            var hook = Log;
+            if (hook != null)
+            {
+                try { hook(level, message); } catch { }
+                return;
+            }
+            try
+            {
+                if (level == TraceLevel.Error) Trace.TraceError(message);
+                else if (level == TraceLevel.Warning) Trace.TraceWarning(message);
+                else Trace.TraceInformation(message);
+            }
+            catch
+            {
+                // A failing listener must not take the event thread down.
+            }
+        }
 
         private bool HasSubscribers
         {
@@ -441,7 +491,27 @@ namespace SentinelRecovery
                 catch (Exception e)
                 {
                     var inner = e is System.Reflection.TargetInvocationException && e.InnerException != null ? e.InnerException : e;
-                    Trace.TraceError("SentinelRecovery: a " + a.KindName + " event handler threw " + inner.GetType().FullName + ": " + inner.Message);
+                    HandlerFailed(inner, a);
+                }
+            }
+        }
+
+        /// <summary>On the dispatcher thread: reports a handler's exception, then carries on.</summary>
+        private void HandlerFailed(Exception e, TopologyEventArgs a)
+        {
+            Report(TraceLevel.Error, "SentinelRecovery: a " + a.KindName + " event handler threw " + e.GetType().FullName + ": " + e.Message);
+            var handlers = EventHandlerError;
+            if (handlers == null) return;
+            var args = new EventHandlerErrorEventArgs(e, a);
+            foreach (EventHandler<EventHandlerErrorEventArgs> h in handlers.GetInvocationList())
+            {
+                try
+                {
+                    h(this, args);
+                }
+                catch (Exception again)
+                {
+                    Report(TraceLevel.Error, "SentinelRecovery: an EventHandlerError handler threw " + again.GetType().FullName + ": " + again.Message);
                 }
             }
         }
@@ -542,7 +612,7 @@ namespace SentinelRecovery
         private static byte[] ToBytes(object a, int index)
         {
             var s = a as string;
-            if (s != null) return Encoding.UTF8.GetBytes(s);
+            if (s != null) return ArgumentText.Utf8(s, index);
             var b = a as byte[];
             if (b != null) return b;
             if (a is ArraySegment<byte>)
@@ -552,8 +622,8 @@ namespace SentinelRecovery
                 if (seg.Count > 0) Buffer.BlockCopy(seg.Array, seg.Offset, c, 0, seg.Count);
                 return c;
             }
-            if (a is double) return Encoding.ASCII.GetBytes(((double)a).ToString("R", CultureInfo.InvariantCulture));
-            if (a is float) return Encoding.ASCII.GetBytes(((float)a).ToString("R", CultureInfo.InvariantCulture));
+            if (a is double) return Encoding.ASCII.GetBytes(ArgumentText.Double((double)a, index));
+            if (a is float) return Encoding.ASCII.GetBytes(ArgumentText.Single((float)a, index));
             if (a is int || a is long || a is short || a is sbyte || a is byte || a is ushort || a is uint || a is ulong || a is decimal)
                 return Encoding.ASCII.GetBytes(((IFormattable)a).ToString(null, CultureInfo.InvariantCulture));
             if (a is CancellationToken)
