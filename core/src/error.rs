@@ -35,11 +35,13 @@ pub enum ErrorCode {
     Closed,
     /// The bounded queue of waiting commands is full.
     QueueFull,
+    /// A bug in this library (a caught panic): the operation failed, the process goes on.
+    Internal,
 }
 
 impl ErrorCode {
     /// Every code, in the order of [`ErrorCode::as_i32`].
-    pub const ALL: [ErrorCode; 12] = [
+    pub const ALL: [ErrorCode; 13] = [
         ErrorCode::Config,
         ErrorCode::SentinelsUnreachable,
         ErrorCode::ServiceUnknown,
@@ -52,6 +54,7 @@ impl ErrorCode {
         ErrorCode::Auth,
         ErrorCode::Closed,
         ErrorCode::QueueFull,
+        ErrorCode::Internal,
     ];
 
     /// The snake_case name shared by all bindings (`"no_healthy_primary"`, ...).
@@ -69,6 +72,7 @@ impl ErrorCode {
             ErrorCode::Auth => "auth",
             ErrorCode::Closed => "closed",
             ErrorCode::QueueFull => "queue_full",
+            ErrorCode::Internal => "internal",
         }
     }
 
@@ -163,6 +167,20 @@ impl Error {
     /// Shorthand for [`ErrorCode::Closed`].
     pub fn closed() -> Error {
         Error::new(ErrorCode::Closed, "the client is closed")
+    }
+
+    /// [`ErrorCode::Internal`] for a caught panic, with the panic's message (panic messages come
+    /// from this library's own code, never from secrets).
+    pub fn internal(panic: &(dyn std::any::Any + Send)) -> Error {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string());
+        Error::new(
+            ErrorCode::Internal,
+            format!("internal error (a bug in sentinel-recovery): panic: {what}"),
+        )
     }
 
     /// The stable code.
@@ -266,7 +284,8 @@ mod tests {
         }
         assert_eq!(ErrorCode::Config.as_i32(), 1);
         assert_eq!(ErrorCode::from_i32(0), None);
-        assert_eq!(ErrorCode::from_i32(13), None);
+        assert_eq!(ErrorCode::Internal.as_i32(), 13);
+        assert_eq!(ErrorCode::from_i32(14), None);
     }
 
     #[test]

@@ -20,6 +20,7 @@ pub mod client;
 pub mod config;
 pub mod dns;
 pub mod error;
+pub mod host;
 pub mod monitor;
 pub mod node;
 pub mod resp;

@@ -50,15 +50,24 @@ impl Client {
         args: &[A],
         timeout: Duration,
     ) -> Result<Value> {
+        on_core(self.command_work(args, timeout)?).await
+    }
+
+    /// One command's work, checked and copied but not started; the deadline counts from now.
+    /// The future must run on the core runtime.
+    pub(crate) fn command_work<A: AsRef<[u8]>>(
+        &self,
+        args: &[A],
+        timeout: Duration,
+    ) -> Result<impl Future<Output = Result<Value>> + Send + 'static> {
         let kind = command::classify(args)?;
-        let work = run_command(
+        Ok(run_command(
             self.inner.clone(),
             self.monitor()?,
             kind,
             super::owned(args),
             timeout,
-        );
-        on_core(work).await
+        ))
     }
 
     /// Sends several commands back to back on one connection and returns one result per command.
@@ -68,6 +77,14 @@ impl Client {
         &self,
         commands: &[Vec<A>],
     ) -> Result<Vec<Result<Value>>> {
+        on_core(self.pipeline_work(commands)?).await
+    }
+
+    /// A pipeline's work, checked and copied but not started (see [`Client::command_work`]).
+    pub(crate) fn pipeline_work<A: AsRef<[u8]>>(
+        &self,
+        commands: &[Vec<A>],
+    ) -> Result<impl Future<Output = Result<Vec<Result<Value>>>> + Send + 'static> {
         let mut kind = Kind::Read;
         for c in commands {
             match command::classify(c)? {
@@ -82,7 +99,7 @@ impl Client {
         let inner = self.inner.clone();
         let monitor = self.monitor()?;
         let deadline = Instant::now() + Duration::from_millis(inner.config.command_timeout_ms);
-        on_core(async move { run_shared(&inner, &monitor, commands, kind, deadline).await }).await
+        Ok(async move { run_shared(&inner, &monitor, commands, kind, deadline).await })
     }
 
     /// [`Client::execute`] for hosts without an async runtime: blocks the calling thread (only

@@ -1,0 +1,202 @@
+//! Operations in flight and their completions: each runs exactly once — with the result, with
+//! `internal` after a panic, or with `closed` when the handle is closed or the runtime stops —
+//! and `close` can complete them all and then wait until no completion is still running.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+
+use futures_util::FutureExt;
+
+use super::lock;
+use crate::error::{Error, Result};
+
+/// A completion: called once, on a core thread, with the operation's result.
+pub type Done<T> = Box<dyn FnOnce(Result<T>) + Send + 'static>;
+
+thread_local! {
+    /// The registries (by address) whose completions or event callbacks this thread is running,
+    /// innermost last (a callback that closes its handle runs the others' failures nested).
+    static RUNNING_FOR: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A completion that has not run yet; taking it out is what makes it run at most once.
+struct Slot<T>(Mutex<Option<Done<T>>>);
+
+/// A pending completion seen without its type, so `close` can fail it.
+trait Pending: Send + Sync {
+    fn fail(&self, registry: &Registry, error: Error);
+}
+
+impl<T: Send + 'static> Pending for Slot<T> {
+    fn fail(&self, registry: &Registry, error: Error) {
+        if let Some(done) = lock(&self.0).take() {
+            registry.call(move || done(Err(error)));
+        }
+    }
+}
+
+/// The operations of one handle.
+#[derive(Default)]
+pub(crate) struct Registry {
+    next: AtomicU64,
+    pending: Mutex<HashMap<u64, Arc<dyn Pending>>>,
+    /// Completions and event callbacks running right now.
+    running: AtomicUsize,
+    idle_lock: Mutex<()>,
+    idle: Condvar,
+    idle_async: tokio::sync::Notify,
+}
+
+impl Registry {
+    /// Runs `work` as a task on the core runtime and hands its result to `done`: exactly once,
+    /// also when `work` panics (`internal`), when the task is dropped unfinished (runtime shut
+    /// down: `closed`), or when [`Registry::fail_all`] runs first. The returned handle aborts the
+    /// task; `done` then gets `closed`.
+    pub(crate) fn spawn<T, F>(self: &Arc<Self>, work: F, done: Done<T>) -> Operation
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let slot = Arc::new(Slot(Mutex::new(Some(done))));
+        lock(&self.pending).insert(id, slot.clone());
+        let guard = Completer {
+            registry: self.clone(),
+            id,
+            slot,
+        };
+        let handle = match crate::runtime::handle() {
+            Ok(handle) => handle,
+            Err(e) => {
+                guard.complete(Err(e));
+                return Operation(None);
+            }
+        };
+        let task = handle.spawn(async move {
+            let result = AssertUnwindSafe(work)
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|panic| Err(Error::internal(&*panic)));
+            guard.complete(result);
+        });
+        Operation(Some(task.abort_handle()))
+    }
+
+    /// Fails every pending completion with `error`, on this thread.
+    pub(crate) fn fail_all(&self, error: &Error) {
+        let pending: Vec<Arc<dyn Pending>> = lock(&self.pending).drain().map(|(_, p)| p).collect();
+        for p in pending {
+            p.fail(self, error.clone());
+        }
+    }
+
+    /// Operations not completed yet.
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.pending).len()
+    }
+
+    /// Runs a completion or event callback of this handle: counted, so [`Registry::wait_idle`]
+    /// can wait for it, and with panics caught (a host callback that panics must not take a core
+    /// thread down; it is logged).
+    pub(crate) fn call(&self, f: impl FnOnce()) {
+        self.running.fetch_add(1, Ordering::SeqCst);
+        let me = self as *const Registry as usize;
+        RUNNING_FOR.with(|c| c.borrow_mut().push(me));
+        if std::panic::catch_unwind(AssertUnwindSafe(f)).is_err() {
+            tracing::error!("a completion or event callback panicked");
+        }
+        RUNNING_FOR.with(|c| c.borrow_mut().pop());
+        if self.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+            let _guard = lock(&self.idle_lock);
+            self.idle.notify_all();
+            self.idle_async.notify_waiters();
+        }
+    }
+
+    /// Whether this thread is inside one of this handle's callbacks.
+    pub(crate) fn in_callback(&self) -> bool {
+        self.calls_on_this_thread() > 0
+    }
+
+    fn calls_on_this_thread(&self) -> usize {
+        let me = self as *const Registry as usize;
+        RUNNING_FOR.with(|c| c.borrow().iter().filter(|r| **r == me).count())
+    }
+
+    /// Waits until no callback of this handle runs (for a task: it never blocks a core thread).
+    pub(crate) async fn idle(&self) {
+        loop {
+            let notified = self.idle_async.notified();
+            if self.running.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Blocks until no callback of this handle runs. Called from inside one of its callbacks it
+    /// returns at once: two callbacks closing their handle on two threads would otherwise wait
+    /// for each other; the callbacks still running elsewhere started before the close.
+    pub(crate) fn wait_idle(&self) {
+        if self.in_callback() {
+            return;
+        }
+        let own = 0;
+        let mut guard = lock(&self.idle_lock);
+        while self.running.load(Ordering::SeqCst) > own {
+            guard = self
+                .idle
+                .wait_timeout(guard, std::time::Duration::from_millis(10))
+                .map(|(g, _)| g)
+                .unwrap_or_else(|e| e.into_inner().0);
+        }
+    }
+}
+
+/// Owned by an operation's task: completes its slot once, and with `closed` if the task is
+/// dropped before it could.
+struct Completer<T: Send + 'static> {
+    registry: Arc<Registry>,
+    id: u64,
+    slot: Arc<Slot<T>>,
+}
+
+impl<T: Send + 'static> Completer<T> {
+    fn complete(self, result: Result<T>) {
+        self.finish(result);
+    }
+
+    fn finish(&self, result: Result<T>) {
+        lock(&self.registry.pending).remove(&self.id);
+        if let Some(done) = lock(&self.slot.0).take() {
+            self.registry.call(move || done(result));
+        }
+    }
+}
+
+impl<T: Send + 'static> Drop for Completer<T> {
+    fn drop(&mut self) {
+        // After `complete` the slot is empty and this does nothing.
+        self.finish(Err(Error::new(
+            crate::error::ErrorCode::Closed,
+            "the operation was abandoned (cancelled, or the core runtime stopped)",
+        )));
+    }
+}
+
+/// A started operation. [`Operation::cancel`] stops it; its completion then runs with `closed`.
+pub struct Operation(Option<tokio::task::AbortHandle>);
+
+impl Operation {
+    /// Stops the operation if it is still running. A command already sent may still have run
+    /// on the server; one not sent yet will not be.
+    pub fn cancel(&self) {
+        if let Some(task) = &self.0 {
+            task.abort();
+        }
+    }
+}

@@ -1,0 +1,325 @@
+//! The host layer: what every language binding stands on.
+//!
+//! A [`Handle`] offers each operation in a callback form (the completion runs on a core thread,
+//! where a binding copies the result and hands it to its host's scheduler) and a blocking form
+//! (blocks the calling host thread, and only it); Rust code uses [`crate::Client`]'s async
+//! methods. Bindings convert values and own host-side lifetimes; the guarantees live here, once,
+//! and are tested here:
+//!
+//! - every completion runs exactly once: with the result, with `internal` when something
+//!   panicked, or with `closed` when the handle was closed or the core runtime stopped first;
+//! - once [`Handle::close`] (or [`EventSubscription::remove`]) has completed, no callback of that
+//!   handle (or subscription) runs again;
+//! - `close` completes every operation still in flight with `closed` before its own completion;
+//! - a panic anywhere, in the core or in a host callback, never aborts the process and never
+//!   loses a completion (a host callback that panics is logged).
+//!
+//! No binding needs tokio: everything that runs on the core runtime is started from here.
+
+mod events;
+mod inflight;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+pub use events::{EventHandler, EventSubscription};
+pub use inflight::{Done, Operation};
+
+use crate::client::Client;
+use crate::config::Config;
+use crate::error::{Error, ErrorCode, Result};
+use crate::monitor::Topology;
+use crate::resp::Value;
+use inflight::Registry;
+
+/// Locks a mutex whose data stays consistent even if a holder panicked (every lock here guards
+/// plain bookkeeping that is valid between statements).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs a synchronous entry point with panics turned into `internal` errors.
+fn guarded<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+        .unwrap_or_else(|panic| Err(Error::internal(&*panic)))
+}
+
+/// A client as a binding holds it. Cheap to clone; clones share one client.
+#[derive(Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// `None` once closed.
+    client: Mutex<Option<Client>>,
+    registry: Arc<Registry>,
+    subscriptions: Mutex<Vec<EventSubscription>>,
+}
+
+impl Handle {
+    /// Opens a client from a configuration, returning at once (discovery runs on core threads).
+    pub fn open(config: Config) -> Result<Handle> {
+        guarded(|| {
+            let client = Client::open(config)?;
+            Ok(Handle {
+                shared: Arc::new(Shared {
+                    client: Mutex::new(Some(client)),
+                    registry: Arc::default(),
+                    subscriptions: Mutex::new(Vec::new()),
+                }),
+            })
+        })
+    }
+
+    /// Parses `url`, applies `options` (keys of the URL's query string, each through
+    /// [`Config::set`]) and opens a client.
+    pub fn open_url<K: AsRef<str>, V: AsRef<str>>(url: &str, options: &[(K, V)]) -> Result<Handle> {
+        guarded(|| {
+            let mut config = Config::from_url(url)?;
+            for (key, value) in options {
+                config.set(key.as_ref(), value.as_ref())?;
+            }
+            Handle::open(config)
+        })
+    }
+
+    fn client(&self) -> Result<Client> {
+        lock(&self.shared.client).clone().ok_or_else(Error::closed)
+    }
+
+    /// Starts `work(client)` and completes `done` with its result (at once with `closed` on a
+    /// closed handle, or with the error `work` could not start with).
+    fn start<T, F, W>(&self, work: W, done: Done<T>) -> Operation
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = Result<T>> + Send + 'static,
+        W: FnOnce(Client) -> Result<F>,
+    {
+        let prepared = guarded(|| {
+            let client = self.client()?;
+            work(client)
+        });
+        match prepared {
+            Ok(future) => self.shared.registry.spawn(future, done),
+            Err(e) => self
+                .shared
+                .registry
+                .spawn(async move { Err::<T, _>(e) }, done),
+        }
+    }
+
+    /// The configuration the client was opened with (secrets redacted in its `Debug`).
+    pub fn config(&self) -> Result<Config> {
+        Ok(self.client()?.config().clone())
+    }
+
+    /// Completes with the topology once a verified primary is known (see
+    /// [`Client::ready`]: it waits up to `command_timeout_ms`).
+    pub fn ready(&self, done: Done<Topology>) -> Operation {
+        self.start(|c| Ok(async move { c.ready().await }), done)
+    }
+
+    /// Runs one command (see [`Client::execute`]); `timeout` replaces `command_timeout_ms`.
+    pub fn execute<A: AsRef<[u8]>>(
+        &self,
+        args: &[A],
+        timeout: Option<Duration>,
+        done: Done<Value>,
+    ) -> Operation {
+        self.start(
+            |c| {
+                let timeout =
+                    timeout.unwrap_or(Duration::from_millis(c.config().command_timeout_ms));
+                c.command_work(args, timeout)
+            },
+            done,
+        )
+    }
+
+    /// Sends commands back to back (see [`Client::pipeline`]).
+    pub fn pipeline<A: AsRef<[u8]>>(
+        &self,
+        commands: &[Vec<A>],
+        done: Done<Vec<Result<Value>>>,
+    ) -> Operation {
+        self.start(|c| c.pipeline_work(commands), done)
+    }
+
+    /// Runs `commands` in MULTI/EXEC on the primary, after `WATCH watch...` when not empty.
+    /// Completes with `None` when a watched key changed (nothing ran), else one reply per command.
+    pub fn transaction<A: AsRef<[u8]>>(
+        &self,
+        commands: &[Vec<A>],
+        watch: &[A],
+        done: Done<Option<Vec<Value>>>,
+    ) -> Operation {
+        let commands: Vec<Vec<Vec<u8>>> = commands
+            .iter()
+            .map(|c| c.iter().map(|a| a.as_ref().to_vec()).collect())
+            .collect();
+        let watch: Vec<Vec<u8>> = watch.iter().map(|a| a.as_ref().to_vec()).collect();
+        self.start(
+            move |c| {
+                Ok(async move {
+                    let mut tx = c.transaction().await?;
+                    if !watch.is_empty() {
+                        tx.watch(&watch).await?;
+                    }
+                    for command in &commands {
+                        tx.queue(command)?;
+                    }
+                    tx.exec().await
+                })
+            },
+            done,
+        )
+    }
+
+    /// The current topology; never waits on the network.
+    pub fn topology(&self) -> Result<Topology> {
+        guarded(|| self.client()?.topology())
+    }
+
+    /// Calls `handler` with every event from now on, in order, one call at a time, on a core
+    /// thread, until the subscription is removed or the handle closed.
+    pub fn subscribe_events(&self, handler: EventHandler) -> Result<EventSubscription> {
+        guarded(|| {
+            let events = self.client()?.events()?;
+            let subscription =
+                EventSubscription::start(self.shared.registry.clone(), events, handler)?;
+            let mut subscriptions = lock(&self.shared.subscriptions);
+            subscriptions.retain(|s| !s.is_removed());
+            subscriptions.push(subscription.clone());
+            Ok(subscription)
+        })
+    }
+
+    /// Asks for a discovery round now.
+    pub fn refresh(&self) -> Result<()> {
+        guarded(|| self.client()?.refresh())
+    }
+
+    /// Commands waiting for a usable node.
+    pub fn queued(&self) -> usize {
+        self.client().map(|c| c.queued()).unwrap_or(0)
+    }
+
+    /// Operations started here and not completed yet.
+    pub fn in_flight(&self) -> usize {
+        self.shared.registry.len()
+    }
+
+    /// Whether [`Handle::close`] (or [`Handle::close_blocking`]) was called.
+    pub fn is_closed(&self) -> bool {
+        lock(&self.shared.client).is_none()
+    }
+
+    /// Whether the calling thread is running one of this handle's callbacks.
+    pub fn in_callback(&self) -> bool {
+        self.shared.registry.in_callback()
+    }
+
+    /// Closes the handle: event handlers are removed, every operation in flight completes with
+    /// `closed`, running callbacks finish, the client's connections (and, if it was the last
+    /// client of its monitor, the monitor) stop; then `done` runs, on a core thread. Operations
+    /// started afterwards complete at once with `closed`. Idempotent.
+    pub fn close(&self, done: Box<dyn FnOnce() + Send + 'static>) {
+        let client = lock(&self.shared.client).take();
+        let shared = self.shared.clone();
+        let run = async move {
+            shared.stop_callbacks();
+            shared.registry.idle().await;
+            if let Some(client) = client {
+                client.close().await;
+            }
+            shared.registry.call(done);
+        };
+        match crate::runtime::handle() {
+            Ok(handle) => {
+                handle.spawn(run);
+            }
+            // No runtime: there is nothing running to wait for.
+            Err(_) => futures_util::FutureExt::now_or_never(run).unwrap_or(()),
+        }
+    }
+
+    /// [`Handle::close`] for host threads: returns when the close is complete. From inside one of
+    /// this handle's callbacks (a core thread) it neither waits for callbacks already running on
+    /// other threads (they started before it) nor for the client's connections to stop (that
+    /// finishes in the background); no callback starts after it returns.
+    pub fn close_blocking(&self) {
+        let client = lock(&self.shared.client).take();
+        self.shared.stop_callbacks();
+        self.shared.registry.wait_idle();
+        let Some(client) = client else { return };
+        if crate::runtime::on_core_thread() {
+            if let Ok(handle) = crate::runtime::handle() {
+                handle.spawn(async move { client.close().await });
+            }
+        } else {
+            let _ = crate::runtime::block_on(async move { client.close().await });
+        }
+    }
+
+    /// Runs an operation's callback form and blocks the calling thread until it completes, asking
+    /// `interrupted` every `poll` (e.g. to let Python run its signal handlers). When `interrupted`
+    /// returns true the operation is cancelled and `None` returned. Refused (`config`) on a core
+    /// thread, where waiting could starve the very work it waits for.
+    pub fn wait<T: Send + 'static>(
+        start: impl FnOnce(Done<T>) -> Operation,
+        poll: Duration,
+        mut interrupted: impl FnMut() -> bool,
+    ) -> Option<Result<T>> {
+        if crate::runtime::on_core_thread() {
+            return Some(Err(Error::config(
+                "a blocking call was made on a core runtime thread; use the callback or async form",
+            )));
+        }
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let operation = start(Box::new(move |result| {
+            let _ = tx.send(result);
+        }));
+        loop {
+            match rx.recv_timeout(poll) {
+                Ok(result) => return Some(result),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    if interrupted() {
+                        operation.cancel();
+                        return None;
+                    }
+                }
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Some(Err(Error::new(
+                        ErrorCode::Internal,
+                        "internal error: an operation ended without completing",
+                    )))
+                }
+            }
+        }
+    }
+
+    /// [`Handle::wait`] without interruption.
+    pub fn block<T: Send + 'static>(start: impl FnOnce(Done<T>) -> Operation) -> Result<T> {
+        Handle::wait(start, Duration::from_secs(3600), || false).unwrap_or_else(|| {
+            Err(Error::new(
+                ErrorCode::Internal,
+                "internal error: uninterruptible wait interrupted",
+            ))
+        })
+    }
+}
+
+impl Shared {
+    /// Removes every event handler and fails every operation in flight with `closed`.
+    fn stop_callbacks(&self) {
+        let subscriptions: Vec<EventSubscription> = lock(&self.subscriptions).drain(..).collect();
+        for s in subscriptions {
+            s.remove();
+        }
+        self.registry.fail_all(&Error::closed());
+    }
+}
+
+#[cfg(test)]
+mod tests;
