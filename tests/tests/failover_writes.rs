@@ -102,6 +102,10 @@ fn a_kill_9_is_followed_at_the_switch_even_with_hung_sentinels_in_the_list() {
         topo.primary().kill9();
         let switched_at = wait_switch(&mut events, &old).await;
         write_on(&client).await;
+        // The client switches at the promotion, possibly before any sentinel announced it:
+        // the checker needs the announcement.
+        topo.wait_for_reported_primary(|(_, p)| *p != old.port, FAILOVER)
+            .unwrap();
         check(&topo, &client, &recorder, switched_at, stop, writers).await;
         client.close().await;
     });

@@ -122,9 +122,12 @@ pub async fn check(
     for w in writers {
         history.extend(w.await.unwrap());
     }
-    let first_switch = recorder
-        .first("+switch-master")
-        .unwrap_or_else(|| panic!("no +switch-master recorded: {}", recorder.dump()));
+    // The client may switch at the promotion, before any sentinel announces it.
+    let first_switch =
+        sentinel_recovery_testkit::wait_until(FAILOVER, "+switch-master recorded", || {
+            recorder.first("+switch-master")
+        })
+        .unwrap_or_else(|e| panic!("{e}: {}", recorder.dump()));
     assert!(
         switched_at <= first_switch + 50,
         "client switched {} ms after the first +switch-master; events: {}",
