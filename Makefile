@@ -16,6 +16,8 @@ build: deps
 lint:
 	cargo fmt --all -- --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	@# The bindings' error-code and event-kind tables are generated from the core's one table.
+	cargo run -q -p xtask -- tables --check
 
 # One cargo invocation, so every crate is built once with one feature set.
 test-rust: deps

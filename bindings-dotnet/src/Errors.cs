@@ -2,41 +2,7 @@ using System;
 
 namespace SentinelRecovery
 {
-    /// <summary>The stable error codes shared by every language binding (the C ABI's
-    /// <c>SR_ERR_*</c> values).</summary>
-    public enum ErrorCode
-    {
-        /// <summary>The URL or an option is invalid; the message names the offending part.</summary>
-        Config = 1,
-        /// <summary>No configured or learned sentinel could be reached within the deadline.</summary>
-        SentinelsUnreachable = 2,
-        /// <summary>Every sentinel that answered said it does not monitor the service.</summary>
-        ServiceUnknown = 3,
-        /// <summary>Sentinels know the service but none reported a primary that is up and verified.</summary>
-        NoHealthyPrimary = 4,
-        /// <summary>An operation did not finish before its deadline.</summary>
-        Timeout = 5,
-        /// <summary>The connection broke while a request was in flight (the command may or may not have run).</summary>
-        ConnectionLost = 6,
-        /// <summary>The server answered with an error reply (see <see cref="ServerException.ServerCode"/>).</summary>
-        Server = 7,
-        /// <summary>The peer sent something that is not valid RESP or not the expected shape.</summary>
-        Protocol = 8,
-        /// <summary>TLS setup or handshake failed.</summary>
-        Tls = 9,
-        /// <summary>The server refused the credentials.</summary>
-        Auth = 10,
-        /// <summary>The client was closed (also: a command abandoned because the client closed).</summary>
-        Closed = 11,
-        /// <summary>The bounded queue of commands waiting for a primary is full.</summary>
-        QueueFull = 12,
-        /// <summary>C ABI only: an argument the native library refused (should not surface through this wrapper).</summary>
-        InvalidArgument = 100,
-        /// <summary>C ABI only: a reply accessor used on another type (should not surface through this wrapper).</summary>
-        WrongType = 101,
-        /// <summary>C ABI only: an internal error (a Rust panic) caught at the boundary.</summary>
-        Internal = 102,
-    }
+    // ErrorCode and CodeNames are generated from the core's table: Tables.g.cs.
 
     /// <summary>Base of every error of the library. <see cref="Code"/> is stable across versions
     /// and languages; messages never contain passwords.</summary>
@@ -68,6 +34,7 @@ namespace SentinelRecovery
                 case ErrorCode.Auth: return new AuthException(message, serverCode);
                 case ErrorCode.Closed: return new ClientClosedException(message);
                 case ErrorCode.QueueFull: return new QueueFullException(message);
+                case ErrorCode.Internal: return new InternalException(message);
                 default: return new SentinelRecoveryException(code, message);
             }
         }
@@ -182,29 +149,11 @@ namespace SentinelRecovery
         public QueueFullException(string message) : base(ErrorCode.QueueFull, message) { }
     }
 
-    internal static class CodeNames
+    /// <summary><c>internal</c>: a bug in the library (a caught panic); the operation failed, the
+    /// process goes on.</summary>
+    public sealed class InternalException : SentinelRecoveryException
     {
-        internal static string Of(ErrorCode code)
-        {
-            switch (code)
-            {
-                case ErrorCode.Config: return "config";
-                case ErrorCode.SentinelsUnreachable: return "sentinels_unreachable";
-                case ErrorCode.ServiceUnknown: return "service_unknown";
-                case ErrorCode.NoHealthyPrimary: return "no_healthy_primary";
-                case ErrorCode.Timeout: return "timeout";
-                case ErrorCode.ConnectionLost: return "connection_lost";
-                case ErrorCode.Server: return "server";
-                case ErrorCode.Protocol: return "protocol";
-                case ErrorCode.Tls: return "tls";
-                case ErrorCode.Auth: return "auth";
-                case ErrorCode.Closed: return "closed";
-                case ErrorCode.QueueFull: return "queue_full";
-                case ErrorCode.InvalidArgument: return "invalid_argument";
-                case ErrorCode.WrongType: return "wrong_type";
-                case ErrorCode.Internal: return "panic";
-                default: return "unknown";
-            }
-        }
+        /// <summary>Creates the error.</summary>
+        public InternalException(string message) : base(ErrorCode.Internal, message) { }
     }
 }

@@ -6,29 +6,7 @@ using System.Threading;
 
 namespace SentinelRecovery
 {
-    /// <summary>Kinds of topology events (DESIGN.md: same names in every language).</summary>
-    public enum EventKind
-    {
-        /// <summary>A kind newer than this wrapper; <see cref="TopologyEventArgs.KindName"/> and
-        /// <see cref="TopologyEventArgs.Json"/> still describe it.</summary>
-        Other = 0,
-        /// <summary><c>primary_changed</c>.</summary>
-        PrimaryChanged = 1,
-        /// <summary><c>replicas_changed</c>.</summary>
-        ReplicasChanged = 2,
-        /// <summary><c>sentinels_changed</c>.</summary>
-        SentinelsChanged = 3,
-        /// <summary><c>sentinel_down</c>.</summary>
-        SentinelDown = 4,
-        /// <summary><c>sentinel_up</c>.</summary>
-        SentinelUp = 5,
-        /// <summary><c>connection_lost</c>.</summary>
-        ConnectionLost = 6,
-        /// <summary><c>connection_restored</c>.</summary>
-        ConnectionRestored = 7,
-        /// <summary><c>discovery_failed</c>.</summary>
-        DiscoveryFailed = 8,
-    }
+    // EventKind is generated from the core's table: Tables.g.cs.
 
     /// <summary>A topology event. Every event carries <see cref="Kind"/>, <see cref="Service"/> and
     /// <see cref="At"/>; the subclass of each kind adds its own fields.</summary>
@@ -99,6 +77,32 @@ namespace SentinelRecovery
     {
         /// <summary>Why (its <see cref="SentinelRecoveryException.Code"/> tells which case).</summary>
         public SentinelRecoveryException Error { get; internal set; }
+    }
+
+    /// <summary><c>failover_started</c>: the failover leader started promoting a replica; writes
+    /// wait until <c>primary_changed</c>, or resume on the old primary if the failover aborts.</summary>
+    public sealed class FailoverStartedEventArgs : TopologyEventArgs
+    {
+        /// <summary>The primary being demoted.</summary>
+        public NodeAddress Primary { get; internal set; }
+        /// <summary>The replica being promoted.</summary>
+        public NodeAddress Promoting { get; internal set; }
+    }
+
+    /// <summary><c>sentinel_tilt</c>: a sentinel entered or left TILT.</summary>
+    public sealed class SentinelTiltEventArgs : TopologyEventArgs
+    {
+        /// <summary>The sentinel.</summary>
+        public NodeAddress Sentinel { get; internal set; }
+        /// <summary>True when it entered TILT, false when it left.</summary>
+        public bool On { get; internal set; }
+    }
+
+    /// <summary><c>sentinel_service_unknown</c>: a reachable sentinel does not monitor the service.</summary>
+    public sealed class SentinelServiceUnknownEventArgs : TopologyEventArgs
+    {
+        /// <summary>The sentinel.</summary>
+        public NodeAddress Sentinel { get; internal set; }
     }
 
     /// <summary>An event handler threw (<see cref="SentinelClient.EventHandlerError"/>).</summary>
@@ -199,12 +203,21 @@ namespace SentinelRecovery
                         Error = e->error == IntPtr.Zero ? null : SentinelRecoveryException.FromNative(e->error)
                     };
                     break;
+                case EventKind.FailoverStarted:
+                    a = new FailoverStartedEventArgs { Primary = NodeAddress.From(e->old_primary), Promoting = NodeAddress.From(e->address) };
+                    break;
+                case EventKind.SentinelTilt:
+                    a = new SentinelTiltEventArgs { Sentinel = NodeAddress.From(e->address), On = e->on != 0 };
+                    break;
+                case EventKind.SentinelServiceUnknown:
+                    a = new SentinelServiceUnknownEventArgs { Sentinel = NodeAddress.From(e->address) };
+                    break;
                 default:
                     a = new TopologyEventArgs();
                     break;
             }
             int k = e->kind;
-            a.Kind = k >= 1 && k <= 8 ? (EventKind)k : EventKind.Other;
+            a.Kind = Enum.IsDefined(typeof(EventKind), k) ? (EventKind)k : EventKind.Other;
             a.KindName = Native.Utf8(e->kind_name);
             a.Service = Native.Utf8(e->service);
             a.AtUnixMs = (long)e->at;

@@ -39,6 +39,8 @@ namespace SentinelRecovery
             public IntPtr host;
             public ushort port;
             public byte up; // C bool
+            public byte tilt; // C bool
+            public byte knows_service; // C bool
         }
 
         [StructLayout(LayoutKind.Sequential)]
@@ -69,6 +71,7 @@ namespace SentinelRecovery
             public UIntPtr sentinels_len;
             public IntPtr error;
             public IntPtr json;
+            public byte on; // C bool
         }
 
         /// <summary><c>sr_reply_cb</c>: runs on a core thread; must copy and return, never throw.</summary>

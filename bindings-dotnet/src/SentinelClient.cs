@@ -60,6 +60,11 @@ namespace SentinelRecovery
         /// <summary>The native library's version (<c>MAJOR.MINOR.PATCH</c>).</summary>
         public static string NativeVersion { get { return Native.Utf8(Native.sr_version()); } }
 
+        /// <summary>The native library's name of an error code (<c>"unknown"</c> for a code it does
+        /// not know): the same as <see cref="SentinelRecoveryException.CodeName"/> for every code of
+        /// <see cref="ErrorCode"/>, both coming from the core's one table.</summary>
+        public static string NativeErrorCodeName(ErrorCode code) { return Native.Utf8(Native.sr_error_code_name((int)code)); }
+
         /// <summary>Sets the number of core worker threads (1..256, default 2 or
         /// <c>SR_WORKER_THREADS</c>). Only before the first client is opened.</summary>
         /// <exception cref="ConfigException">The runtime already runs, or the number is out of range.</exception>
@@ -396,6 +401,13 @@ namespace SentinelRecovery
         public event EventHandler<ConnectionEventArgs> ConnectionRestored;
         /// <summary>A discovery round found no usable primary; the last one is kept, discovery retries.</summary>
         public event EventHandler<DiscoveryFailedEventArgs> DiscoveryFailed;
+        /// <summary>The failover leader started promoting a replica: writes wait until
+        /// <see cref="PrimaryChanged"/>, or resume if the failover aborts.</summary>
+        public event EventHandler<FailoverStartedEventArgs> FailoverStarted;
+        /// <summary>A sentinel entered or left TILT.</summary>
+        public event EventHandler<SentinelTiltEventArgs> SentinelTilt;
+        /// <summary>A reachable sentinel does not monitor the service.</summary>
+        public event EventHandler<SentinelServiceUnknownEventArgs> SentinelServiceUnknown;
 
         /// <summary>
         /// Every event, of every kind (after the kind's own event). Handlers of all events run on
@@ -457,7 +469,8 @@ namespace SentinelRecovery
             {
                 return TopologyEvent != null || PrimaryChanged != null || ReplicasChanged != null || SentinelsChanged != null ||
                     SentinelDown != null || SentinelUp != null || ConnectionLost != null || ConnectionRestored != null ||
-                    DiscoveryFailed != null;
+                    DiscoveryFailed != null || FailoverStarted != null || SentinelTilt != null ||
+                    SentinelServiceUnknown != null;
             }
         }
 
@@ -475,6 +488,9 @@ namespace SentinelRecovery
                 case EventKind.ConnectionLost: Invoke(ConnectionLost, a); break;
                 case EventKind.ConnectionRestored: Invoke(ConnectionRestored, a); break;
                 case EventKind.DiscoveryFailed: Invoke(DiscoveryFailed, a); break;
+                case EventKind.FailoverStarted: Invoke(FailoverStarted, a); break;
+                case EventKind.SentinelTilt: Invoke(SentinelTilt, a); break;
+                case EventKind.SentinelServiceUnknown: Invoke(SentinelServiceUnknown, a); break;
             }
             Invoke(TopologyEvent, a);
         }

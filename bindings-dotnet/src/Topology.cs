@@ -45,7 +45,13 @@ namespace SentinelRecovery
     public sealed class SentinelInfo
     {
         /// <summary>Creates a sentinel entry.</summary>
-        public SentinelInfo(string host, int port, bool up) { Host = host; Port = port; Up = up; }
+        public SentinelInfo(string host, int port, bool up) : this(host, port, up, false, true) { }
+
+        /// <summary>Creates a sentinel entry with its TILT and service state.</summary>
+        public SentinelInfo(string host, int port, bool up, bool tilt, bool knowsService)
+        {
+            Host = host; Port = port; Up = up; Tilt = tilt; KnowsService = knowsService;
+        }
 
         /// <summary>Host as configured (names are kept) or as reported by another sentinel.</summary>
         public string Host { get; private set; }
@@ -56,6 +62,12 @@ namespace SentinelRecovery
         /// <summary>Whether the last attempt to ask it succeeded (false before it was ever reached).</summary>
         public bool Up { get; private set; }
 
+        /// <summary>Whether it is in TILT: it answers, but takes part in no failover until TILT ends.</summary>
+        public bool Tilt { get; private set; }
+
+        /// <summary>False once it answered that it does not monitor the service.</summary>
+        public bool KnowsService { get; private set; }
+
         /// <summary><c>host:port (up|down)</c>.</summary>
         public override string ToString() { return Host + ":" + Port + (Up ? " (up)" : " (down)"); }
 
@@ -63,7 +75,7 @@ namespace SentinelRecovery
         {
             int n = (int)len.ToUInt64();
             var l = new SentinelInfo[s == null ? 0 : n];
-            for (int i = 0; i < l.Length; i++) l[i] = new SentinelInfo(Native.Utf8(s[i].host), s[i].port, s[i].up != 0);
+            for (int i = 0; i < l.Length; i++) l[i] = new SentinelInfo(Native.Utf8(s[i].host), s[i].port, s[i].up != 0, s[i].tilt != 0, s[i].knows_service != 0);
             return l;
         }
     }

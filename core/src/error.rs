@@ -76,6 +76,29 @@ impl ErrorCode {
         }
     }
 
+    /// One line for users: what the code means (the generated binding tables carry it).
+    pub fn description(self) -> &'static str {
+        match self {
+            ErrorCode::Config => "the URL or an option is invalid",
+            ErrorCode::SentinelsUnreachable => "no sentinel could be reached within the deadline",
+            ErrorCode::ServiceUnknown => {
+                "every sentinel that answered does not monitor the service"
+            }
+            ErrorCode::NoHealthyPrimary => "no sentinel reported a primary that is up and verified",
+            ErrorCode::Timeout => "the operation did not finish before its deadline",
+            ErrorCode::ConnectionLost => {
+                "the connection broke while a request was in flight (it may or may not have run)"
+            }
+            ErrorCode::Server => "the server answered with an error reply",
+            ErrorCode::Protocol => "the peer sent an invalid or unexpected reply",
+            ErrorCode::Tls => "TLS setup or handshake failed",
+            ErrorCode::Auth => "the server refused the credentials",
+            ErrorCode::Closed => "the client is closed",
+            ErrorCode::QueueFull => "too many commands are waiting for a primary",
+            ErrorCode::Internal => "internal error (a bug in sentinel-recovery, caught)",
+        }
+    }
+
     /// The integer used across the C ABI: 1-based, 0 is reserved for success.
     pub fn as_i32(self) -> i32 {
         ErrorCode::ALL

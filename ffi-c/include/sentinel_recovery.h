@@ -37,28 +37,31 @@
 // Success.
 #define SR_OK 0
 
-// The URL or an option is invalid; the message names the offending part.
+// Former code of a caught panic; panics are now SR_ERR_INTERNAL, the same code in every language.
+#define SR_ERR_PANIC SR_ERR_INTERNAL
+
+// The URL or an option is invalid.
 #define SR_ERR_CONFIG 1
 
-// No configured or learned sentinel could be reached within the deadline.
+// No sentinel could be reached within the deadline.
 #define SR_ERR_SENTINELS_UNREACHABLE 2
 
-// Every sentinel that answered said it does not monitor the service.
+// Every sentinel that answered does not monitor the service.
 #define SR_ERR_SERVICE_UNKNOWN 3
 
-// Sentinels know the service but none reported a primary that is up and verified.
+// No sentinel reported a primary that is up and verified.
 #define SR_ERR_NO_HEALTHY_PRIMARY 4
 
-// An operation did not finish before its deadline.
+// The operation did not finish before its deadline.
 #define SR_ERR_TIMEOUT 5
 
-// The connection broke while a request was in flight (the command may or may not have run).
+// The connection broke while a request was in flight (it may or may not have run).
 #define SR_ERR_CONNECTION_LOST 6
 
-// The server answered with an error reply; see sr_error_get_server_code().
+// The server answered with an error reply.
 #define SR_ERR_SERVER 7
 
-// The peer sent something that is not valid RESP or not the expected shape.
+// The peer sent an invalid or unexpected reply.
 #define SR_ERR_PROTOCOL 8
 
 // TLS setup or handshake failed.
@@ -67,21 +70,53 @@
 // The server refused the credentials.
 #define SR_ERR_AUTH 10
 
-// The client was closed (also: the command was abandoned because the client closed).
+// The client is closed.
 #define SR_ERR_CLOSED 11
 
-// The bounded queue of commands waiting for a primary is full.
+// Too many commands are waiting for a primary.
 #define SR_ERR_QUEUE_FULL 12
 
-// C ABI only: a NULL pointer where one is required, an empty command, an index out of range,
-// a string that is not UTF-8, or a call not allowed where it was made.
+// Internal error (a bug in sentinel-recovery, caught).
+#define SR_ERR_INTERNAL 13
+
+// C ABI only: a NULL pointer where one is required, an empty command, an index out of range, a string that is not UTF-8, or a call not allowed where it was made.
 #define SR_ERR_INVALID_ARGUMENT 100
 
 // C ABI only: a reply accessor was used on a reply of another type.
 #define SR_ERR_WRONG_TYPE 101
 
-// C ABI only: an internal error (a Rust panic) was caught at the C boundary.
-#define SR_ERR_PANIC 102
+// The verified primary moved (old, new).
+#define SR_EVENT_PRIMARY_CHANGED 1
+
+// The set of healthy replicas changed (replicas).
+#define SR_EVENT_REPLICAS_CHANGED 2
+
+// A sentinel was learned (sentinels: all of them now).
+#define SR_EVENT_SENTINELS_CHANGED 3
+
+// A sentinel stopped answering (sentinel).
+#define SR_EVENT_SENTINEL_DOWN 4
+
+// A sentinel answered again (sentinel).
+#define SR_EVENT_SENTINEL_UP 5
+
+// The connection to the primary broke (address).
+#define SR_EVENT_CONNECTION_LOST 6
+
+// A connection to the primary works again (address).
+#define SR_EVENT_CONNECTION_RESTORED 7
+
+// A discovery round found no usable primary; the last one is kept (error).
+#define SR_EVENT_DISCOVERY_FAILED 8
+
+// The leader started promoting a replica; writes wait (primary, promoting).
+#define SR_EVENT_FAILOVER_STARTED 9
+
+// A sentinel entered or left TILT (sentinel, on).
+#define SR_EVENT_SENTINEL_TILT 10
+
+// A reachable sentinel does not monitor the service (sentinel).
+#define SR_EVENT_SENTINEL_SERVICE_UNKNOWN 11
 
 // sr_reply_type() for NULL.
 #define SR_REPLY_INVALID 100
@@ -126,41 +161,6 @@
 // An error reply nested inside an aggregate (a top-level error reply is an sr_error_t with
 // SR_ERR_SERVER instead): sr_reply_bytes() gives its text.
 #define SR_REPLY_ERROR 12
-
-// The primary changed (`old_primary`, may be NULL at the first discovery, and `address`, the
-// new one).
-#define SR_EVENT_PRIMARY_CHANGED 1
-
-// The set of healthy replicas changed (`replicas`).
-#define SR_EVENT_REPLICAS_CHANGED 2
-
-// A sentinel was learned (`sentinels`: all of them now).
-#define SR_EVENT_SENTINELS_CHANGED 3
-
-// A sentinel stopped answering (`address`).
-#define SR_EVENT_SENTINEL_DOWN 4
-
-// A sentinel answered again (`address`).
-#define SR_EVENT_SENTINEL_UP 5
-
-// The connection to the primary broke (`address`).
-#define SR_EVENT_CONNECTION_LOST 6
-
-// A connection to the primary works again (`address`).
-#define SR_EVENT_CONNECTION_RESTORED 7
-
-// A discovery round found no usable primary (`error`); the last primary is kept.
-#define SR_EVENT_DISCOVERY_FAILED 8
-
-// The failover leader started promoting a replica (`old_primary`: the primary being demoted,
-// `address`: the replica promoted); writes wait until primary_changed, or resume on an abort.
-#define SR_EVENT_FAILOVER_STARTED 9
-
-// A sentinel entered (`on` true) or left (`on` false) TILT (`address`).
-#define SR_EVENT_SENTINEL_TILT 10
-
-// A reachable sentinel does not monitor the service (`address`).
-#define SR_EVENT_SENTINEL_SERVICE_UNKNOWN 11
 
 // An event kind newer than this header; `kind_name` and `json` still describe it.
 #define SR_EVENT_OTHER 0
@@ -418,8 +418,8 @@ int sr_client_set_event_callback(struct sr_client_t *client, sr_event_cb callbac
 // `user_data` given to it may be released; do not hold a lock that a callback takes while
 // calling it). From inside a callback (a core thread) it does not wait: the event callback is
 // never called again after it returns, and the rest of the close runs in the background;
-// completions of other commands still in flight are still delivered, each once, typically with
-// SR_ERR_CLOSED.
+// completions of other commands still in flight are still delivered, each once, on core
+// threads, typically with SR_ERR_CLOSED.
 //
 // Returns SR_OK, SR_ERR_CLOSED if the client was already closed (or is being closed by another
 // thread), SR_ERR_INVALID_ARGUMENT for NULL.

@@ -1,11 +1,13 @@
-//! The client handle: open, execute, topology, events, close, free.
+//! The client handle: open, execute, topology, events, close, free, over the core's host
+//! layer (which guarantees exactly-once completions and no callback after close); this file
+//! converts C arguments and results, nothing more.
 
-use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError};
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use sr::{Client, Config, Event, Value};
+use sr::host::{EventSubscription, Handle};
+use sr::{Config, Event, Value};
 
 use crate::topology::EventBox;
 use crate::*;
@@ -18,17 +20,11 @@ use crate::*;
 /// sr_client_free() the pointer must not be used again. All functions taking a client are
 /// thread-safe.
 pub struct sr_client_t {
-    /// `None` once closed.
-    client: Mutex<Option<Client>>,
-    /// Held by the thread closing the client for the whole close.
-    closing: Mutex<()>,
-    /// Completions of sr_client_execute() not delivered yet.
-    inflight: Mutex<usize>,
-    idle: Condvar,
-    /// Cleared when the installed event callback is replaced or removed, or the client closed.
-    /// The core stops calling a removed callback, but one removed from inside itself could still
-    /// be called once more for an event already queued; this flag makes that call a no-op.
-    event_gate: Mutex<Option<Arc<AtomicBool>>>,
+    handle: Handle,
+    /// Set by the first sr_client_close().
+    closing: AtomicBool,
+    /// The installed event callback's subscription.
+    events: Mutex<Option<EventSubscription>>,
 }
 
 /// One option for sr_client_open(): a key of the URL's query string (`command_timeout_ms`,
@@ -83,11 +79,6 @@ impl UserData {
     }
 }
 
-thread_local! {
-    /// The client whose event callback this thread is running, if any.
-    static IN_EVENT_CALLBACK_OF: Cell<usize> = const { Cell::new(0) };
-}
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -102,70 +93,15 @@ unsafe fn acquire(client: *const sr_client_t) -> Option<Arc<sr_client_t>> {
     Some(Arc::from_raw(client))
 }
 
-fn closed() -> sr_error_t {
-    sr_error_t::from(sr::Error::closed())
-}
-
 impl sr_client_t {
-    fn current(&self) -> Result<Client, sr_error_t> {
-        lock(&self.client).clone().ok_or_else(closed)
-    }
-
-    /// Disables the installed event callback (if any) and installs `next` as the new gate.
-    fn replace_event_gate(&self, next: Option<Arc<AtomicBool>>) {
-        if let Some(old) = std::mem::replace(&mut *lock(&self.event_gate), next) {
-            old.store(false, Ordering::SeqCst);
-        }
-    }
-
     /// Closes the client; see sr_client_close().
     fn close(&self) -> c_int {
-        if sr::runtime::on_core_thread() {
-            // A callback: never wait here. Another close in progress means "already closed".
-            let _closing = match self.closing.try_lock() {
-                Ok(g) => g,
-                Err(TryLockError::Poisoned(p)) => p.into_inner(),
-                Err(TryLockError::WouldBlock) => return SR_ERR_CLOSED,
-            };
-            let Some(client) = lock(&self.client).take() else {
-                return SR_ERR_CLOSED;
-            };
-            // Synchronously: no event callback starts after this returns.
-            self.replace_event_gate(None);
-            let _ = client.set_event_callback(None);
-            match sr::runtime::handle() {
-                Ok(rt) => {
-                    rt.spawn(async move { client.close().await });
-                }
-                Err(_) => drop(client),
-            }
-            return SR_OK;
-        }
-        let _closing = lock(&self.closing);
-        let Some(client) = lock(&self.client).take() else {
+        if self.closing.swap(true, Ordering::SeqCst) {
             return SR_ERR_CLOSED;
-        };
-        self.replace_event_gate(None);
-        // Fails only if no runtime can run; the client is then dropped, which closes it too.
-        let _ = sr::runtime::block_on(async move { client.close().await });
-        let mut inflight = lock(&self.inflight);
-        while *inflight > 0 {
-            inflight = self.idle.wait(inflight).unwrap_or_else(|e| e.into_inner());
         }
+        lock(&self.events).take();
+        self.handle.close_blocking();
         SR_OK
-    }
-}
-
-/// Gives back one in-flight slot when a completion has been delivered (or abandoned).
-struct Inflight(Arc<sr_client_t>);
-
-impl Drop for Inflight {
-    fn drop(&mut self) {
-        let mut n = lock(&self.0.inflight);
-        *n = n.saturating_sub(1);
-        if *n == 0 {
-            self.0.idle.notify_all();
-        }
     }
 }
 
@@ -242,7 +178,7 @@ pub unsafe extern "C" fn sr_client_open(
                 sr_error_t::invalid("options is NULL but options_len > 0"),
             );
         }
-        let opened = (|| -> Result<Client, sr_error_t> {
+        let opened = (|| -> Result<Handle, sr_error_t> {
             let mut config = Config::from_url(text(url, "the URL")?)?;
             if options_len > 0 {
                 for (i, o) in std::slice::from_raw_parts(options, options_len)
@@ -254,16 +190,14 @@ pub unsafe extern "C" fn sr_client_open(
                     config.set(key, value)?;
                 }
             }
-            Ok(Client::open(config)?)
+            Ok(Handle::open(config)?)
         })();
         match opened {
-            Ok(c) => {
+            Ok(opened) => {
                 let handle = Arc::new(sr_client_t {
-                    client: Mutex::new(Some(c)),
-                    closing: Mutex::new(()),
-                    inflight: Mutex::new(0),
-                    idle: Condvar::new(),
-                    event_gate: Mutex::new(None),
+                    handle: opened,
+                    closing: AtomicBool::new(false),
+                    events: Mutex::new(None),
                 });
                 *client = Arc::into_raw(handle).cast_mut();
                 SR_OK
@@ -302,18 +236,14 @@ pub unsafe extern "C" fn sr_client_wait_ready(
                 sr_error_t::invalid("sr_client_wait_ready can't wait inside a callback"),
             );
         }
-        let c = match h.current() {
-            Ok(c) => c,
-            Err(e) => return fail(error, e),
-        };
-        match sr::runtime::block_on(async move { c.ready().await }) {
-            Ok(Ok(t)) => {
+        match Handle::block(|done| h.handle.ready(done)) {
+            Ok(t) => {
                 if !topology.is_null() {
                     *topology = topology_to_c(&t);
                 }
                 SR_OK
             }
-            Ok(Err(e)) | Err(e) => fail(error, e.into()),
+            Err(e) => fail(error, e.into()),
         }
     })
 }
@@ -345,7 +275,7 @@ pub unsafe extern "C" fn sr_client_execute(
     callback: sr_reply_cb,
     user_data: *mut c_void,
 ) -> c_int {
-    boundary!(SR_ERR_PANIC, {
+    boundary!(SR_ERR_INTERNAL, {
         let Some(h) = acquire(client) else {
             return SR_ERR_INVALID_ARGUMENT;
         };
@@ -356,21 +286,15 @@ pub unsafe extern "C" fn sr_client_execute(
             Ok(a) => a,
             Err(e) => return e.code(),
         };
-        let (c, inflight) = {
-            // Counted under the client lock, so a close that takes the client also waits for
-            // this completion.
-            let guard = lock(&h.client);
-            let Some(c) = guard.clone() else {
-                return SR_ERR_CLOSED;
-            };
-            *lock(&h.inflight) += 1;
-            (c, Inflight(h.clone()))
-        };
+        if h.handle.is_closed() {
+            return SR_ERR_CLOSED;
+        }
         let user_data = UserData(user_data);
-        c.execute_with_callback(&args, move |result: sr::Result<Value>| {
-            let _inflight = inflight;
-            deliver(cb, user_data.get(), result);
-        });
+        h.handle.execute(
+            &args,
+            None,
+            Box::new(move |result: sr::Result<Value>| deliver(cb, user_data.get(), result)),
+        );
         SR_OK
     })
 }
@@ -438,11 +362,7 @@ pub unsafe extern "C" fn sr_client_execute_blocking(
                 ),
             );
         }
-        let c = match h.current() {
-            Ok(c) => c,
-            Err(e) => return fail(error, e),
-        };
-        match c.execute_blocking(&args) {
+        match Handle::block(|done| h.handle.execute(&args, None, done)) {
             Ok(v) => {
                 *reply = into_owned_reply(v);
                 SR_OK
@@ -476,10 +396,7 @@ pub unsafe extern "C" fn sr_client_topology(
         let Some(h) = acquire(client) else {
             return fail(error, sr_error_t::invalid("client is NULL"));
         };
-        match h
-            .current()
-            .and_then(|c| c.topology().map_err(sr_error_t::from))
-        {
+        match h.handle.topology().map_err(sr_error_t::from) {
             Ok(t) => {
                 *topology = topology_to_c(&t);
                 SR_OK
@@ -506,47 +423,39 @@ pub unsafe extern "C" fn sr_client_set_event_callback(
     callback: sr_event_cb,
     user_data: *mut c_void,
 ) -> c_int {
-    boundary!(SR_ERR_PANIC, {
+    boundary!(SR_ERR_INTERNAL, {
         let Some(h) = acquire(client) else {
             return SR_ERR_INVALID_ARGUMENT;
         };
-        let key = Arc::as_ptr(&h) as usize;
-        let c = match h.current() {
-            Ok(c) => c,
-            Err(e) => return e.code(),
-        };
+        if h.handle.is_closed() {
+            return SR_ERR_CLOSED;
+        }
         let Some(cb) = callback else {
-            h.replace_event_gate(None);
-            return match c.set_event_callback(None) {
-                Ok(()) => SR_OK,
-                Err(e) => sr_error_t::from(e).code(),
-            };
+            if let Some(old) = lock(&h.events).take() {
+                old.remove();
+            }
+            return SR_OK;
         };
-        if IN_EVENT_CALLBACK_OF.with(|k| k.get()) == key {
+        if h.handle.in_callback() {
             return SR_ERR_INVALID_ARGUMENT;
         }
         let user_data = UserData(user_data);
-        let gate = Arc::new(AtomicBool::new(true));
-        h.replace_event_gate(Some(gate.clone()));
         let forward = move |event: &Event| {
-            if !gate.load(Ordering::SeqCst) {
-                return;
-            }
             let Ok(boxed) = std::panic::catch_unwind(|| EventBox::new(event)) else {
                 return;
             };
-            struct Restore(usize);
-            impl Drop for Restore {
-                fn drop(&mut self) {
-                    IN_EVENT_CALLBACK_OF.with(|k| k.set(self.0));
-                }
-            }
-            let _restore = Restore(IN_EVENT_CALLBACK_OF.with(|k| k.replace(key)));
             // SAFETY: the host promised a valid callback; the event lives until it returns.
             unsafe { cb(user_data.get(), boxed.view()) };
         };
-        match c.set_event_callback(Some(Box::new(forward))) {
-            Ok(()) => SR_OK,
+        let mut installed = lock(&h.events);
+        if let Some(old) = installed.take() {
+            old.remove();
+        }
+        match h.handle.subscribe_events(Box::new(forward)) {
+            Ok(subscription) => {
+                *installed = Some(subscription);
+                SR_OK
+            }
             Err(e) => sr_error_t::from(e).code(),
         }
     })
@@ -562,8 +471,8 @@ pub unsafe extern "C" fn sr_client_set_event_callback(
 /// `user_data` given to it may be released; do not hold a lock that a callback takes while
 /// calling it). From inside a callback (a core thread) it does not wait: the event callback is
 /// never called again after it returns, and the rest of the close runs in the background;
-/// completions of other commands still in flight are still delivered, each once, typically with
-/// SR_ERR_CLOSED.
+/// completions of other commands still in flight are still delivered, each once, on core
+/// threads, typically with SR_ERR_CLOSED.
 ///
 /// Returns SR_OK, SR_ERR_CLOSED if the client was already closed (or is being closed by another
 /// thread), SR_ERR_INVALID_ARGUMENT for NULL.
@@ -572,7 +481,7 @@ pub unsafe extern "C" fn sr_client_set_event_callback(
 /// `client` is NULL or a handle not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn sr_client_close(client: *mut sr_client_t) -> c_int {
-    boundary!(SR_ERR_PANIC, {
+    boundary!(SR_ERR_INTERNAL, {
         match acquire(client) {
             Some(h) => h.close(),
             None => SR_ERR_INVALID_ARGUMENT,

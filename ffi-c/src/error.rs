@@ -35,8 +35,8 @@ impl sr_error_t {
 
     pub(crate) fn panic() -> sr_error_t {
         sr_error_t::new(
-            SR_ERR_PANIC,
-            "internal error: a panic was caught at the C boundary",
+            SR_ERR_INTERNAL,
+            "internal error (a bug in sentinel-recovery): a panic was caught at the C boundary",
         )
     }
 
@@ -93,7 +93,7 @@ pub(crate) unsafe fn fail(out: *mut *mut sr_error_t, error: sr_error_t) -> c_int
 /// `error` is NULL or a live error from this library.
 #[no_mangle]
 pub unsafe extern "C" fn sr_error_get_code(error: *const sr_error_t) -> c_int {
-    boundary!(SR_ERR_PANIC, {
+    boundary!(SR_ERR_INTERNAL, {
         match error.as_ref() {
             Some(e) => e.code,
             None => SR_ERR_INVALID_ARGUMENT,
@@ -163,49 +163,7 @@ pub unsafe extern "C" fn sr_error_free(error: *mut sr_error_t) {
 fn code_texts(code: c_int) -> (&'static CStr, &'static CStr) {
     match code {
         SR_OK => (c"ok", c"success"),
-        SR_ERR_CONFIG => (c"config", c"the URL or an option is invalid"),
-        SR_ERR_SENTINELS_UNREACHABLE => (
-            c"sentinels_unreachable",
-            c"no sentinel could be reached within the deadline",
-        ),
-        SR_ERR_SERVICE_UNKNOWN => (
-            c"service_unknown",
-            c"every sentinel that answered does not monitor the service",
-        ),
-        SR_ERR_NO_HEALTHY_PRIMARY => (
-            c"no_healthy_primary",
-            c"no sentinel reported a primary that is up and verified",
-        ),
-        SR_ERR_TIMEOUT => (
-            c"timeout",
-            c"the operation did not finish before its deadline",
-        ),
-        SR_ERR_CONNECTION_LOST => (
-            c"connection_lost",
-            c"the connection broke while a request was in flight",
-        ),
-        SR_ERR_SERVER => (c"server", c"the server answered with an error reply"),
-        SR_ERR_PROTOCOL => (c"protocol", c"the peer sent an invalid or unexpected reply"),
-        SR_ERR_TLS => (c"tls", c"TLS setup or handshake failed"),
-        SR_ERR_AUTH => (c"auth", c"the server refused the credentials"),
-        SR_ERR_CLOSED => (c"closed", c"the client is closed"),
-        SR_ERR_QUEUE_FULL => (
-            c"queue_full",
-            c"too many commands are waiting for a primary",
-        ),
-        SR_ERR_INVALID_ARGUMENT => (
-            c"invalid_argument",
-            c"an argument is NULL, empty, out of range or not allowed here",
-        ),
-        SR_ERR_WRONG_TYPE => (
-            c"wrong_type",
-            c"the reply is not of the type the accessor reads",
-        ),
-        SR_ERR_PANIC => (
-            c"panic",
-            c"internal error: a panic was caught at the C boundary",
-        ),
-        _ => (c"unknown", c"unknown error code"),
+        code => code_texts_of(code).unwrap_or((c"unknown", c"unknown error code")),
     }
 }
 

@@ -121,7 +121,7 @@ pub unsafe extern "C" fn sr_reply_type(reply: *const sr_reply_t) -> c_int {
 /// `reply` is NULL or a live reply; `out` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn sr_reply_integer(reply: *const sr_reply_t, out: *mut i64) -> c_int {
-    boundary!(SR_ERR_PANIC, {
+    boundary!(SR_ERR_INTERNAL, {
         read_into(reply, out, |v| match v {
             Value::Int(i) => Some(*i),
             _ => None,
@@ -135,7 +135,7 @@ pub unsafe extern "C" fn sr_reply_integer(reply: *const sr_reply_t, out: *mut i6
 /// `reply` is NULL or a live reply; `out` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn sr_reply_double(reply: *const sr_reply_t, out: *mut f64) -> c_int {
-    boundary!(SR_ERR_PANIC, {
+    boundary!(SR_ERR_INTERNAL, {
         read_into(reply, out, |v| match v {
             Value::Double(d) => Some(*d),
             _ => None,
@@ -149,7 +149,7 @@ pub unsafe extern "C" fn sr_reply_double(reply: *const sr_reply_t, out: *mut f64
 /// `reply` is NULL or a live reply; `out` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn sr_reply_boolean(reply: *const sr_reply_t, out: *mut bool) -> c_int {
-    boundary!(SR_ERR_PANIC, {
+    boundary!(SR_ERR_INTERNAL, {
         read_into(reply, out, |v| match v {
             Value::Boolean(b) => Some(*b),
             _ => None,
@@ -170,7 +170,7 @@ pub unsafe extern "C" fn sr_reply_bytes(
     data: *mut *const u8,
     len: *mut usize,
 ) -> c_int {
-    boundary!(SR_ERR_PANIC, {
+    boundary!(SR_ERR_INTERNAL, {
         if len.is_null() {
             return SR_ERR_INVALID_ARGUMENT;
         }
@@ -198,7 +198,7 @@ pub unsafe extern "C" fn sr_reply_verbatim_format(
     data: *mut *const u8,
     len: *mut usize,
 ) -> c_int {
-    boundary!(SR_ERR_PANIC, {
+    boundary!(SR_ERR_INTERNAL, {
         if len.is_null() {
             return SR_ERR_INVALID_ARGUMENT;
         }
@@ -219,7 +219,7 @@ pub unsafe extern "C" fn sr_reply_verbatim_format(
 /// `reply` is NULL or a live reply; `out` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn sr_reply_len(reply: *const sr_reply_t, out: *mut usize) -> c_int {
-    boundary!(SR_ERR_PANIC, {
+    boundary!(SR_ERR_INTERNAL, {
         read_into(reply, out, |v| match v {
             Value::Map(pairs) => Some(pairs.len()),
             v => elements(v).map(|e| e.len()),
@@ -239,7 +239,7 @@ pub unsafe extern "C" fn sr_reply_element(
     index: usize,
     out: *mut *const sr_reply_t,
 ) -> c_int {
-    boundary!(SR_ERR_PANIC, {
+    boundary!(SR_ERR_INTERNAL, {
         let Some(v) = value(reply) else {
             return SR_ERR_INVALID_ARGUMENT;
         };
@@ -272,7 +272,7 @@ pub unsafe extern "C" fn sr_reply_map_entry(
     key: *mut *const sr_reply_t,
     value_out: *mut *const sr_reply_t,
 ) -> c_int {
-    boundary!(SR_ERR_PANIC, {
+    boundary!(SR_ERR_INTERNAL, {
         let Some(v) = value(reply) else {
             return SR_ERR_INVALID_ARGUMENT;
         };

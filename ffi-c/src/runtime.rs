@@ -30,7 +30,7 @@ pub unsafe extern "C" fn sr_runtime_set_worker_threads(
 /// callback (a core thread) it stops the runtime in the background instead of waiting.
 #[no_mangle]
 pub extern "C" fn sr_runtime_shutdown(timeout_ms: u64) -> c_int {
-    boundary!(SR_ERR_PANIC, {
+    boundary!(SR_ERR_INTERNAL, {
         sr::runtime::shutdown(std::time::Duration::from_millis(timeout_ms));
         SR_OK
     })

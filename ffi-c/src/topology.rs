@@ -54,30 +54,6 @@ pub struct sr_topology_t {
     pub healthy: bool,
 }
 
-/// The primary changed (`old_primary`, may be NULL at the first discovery, and `address`, the
-/// new one).
-pub const SR_EVENT_PRIMARY_CHANGED: c_int = 1;
-/// The set of healthy replicas changed (`replicas`).
-pub const SR_EVENT_REPLICAS_CHANGED: c_int = 2;
-/// A sentinel was learned (`sentinels`: all of them now).
-pub const SR_EVENT_SENTINELS_CHANGED: c_int = 3;
-/// A sentinel stopped answering (`address`).
-pub const SR_EVENT_SENTINEL_DOWN: c_int = 4;
-/// A sentinel answered again (`address`).
-pub const SR_EVENT_SENTINEL_UP: c_int = 5;
-/// The connection to the primary broke (`address`).
-pub const SR_EVENT_CONNECTION_LOST: c_int = 6;
-/// A connection to the primary works again (`address`).
-pub const SR_EVENT_CONNECTION_RESTORED: c_int = 7;
-/// A discovery round found no usable primary (`error`); the last primary is kept.
-pub const SR_EVENT_DISCOVERY_FAILED: c_int = 8;
-/// The failover leader started promoting a replica (`old_primary`: the primary being demoted,
-/// `address`: the replica promoted); writes wait until primary_changed, or resume on an abort.
-pub const SR_EVENT_FAILOVER_STARTED: c_int = 9;
-/// A sentinel entered (`on` true) or left (`on` false) TILT (`address`).
-pub const SR_EVENT_SENTINEL_TILT: c_int = 10;
-/// A reachable sentinel does not monitor the service (`address`).
-pub const SR_EVENT_SENTINEL_SERVICE_UNKNOWN: c_int = 11;
 /// An event kind newer than this header; `kind_name` and `json` still describe it.
 pub const SR_EVENT_OTHER: c_int = 0;
 

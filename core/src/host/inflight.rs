@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt;
 
@@ -46,9 +46,7 @@ pub(crate) struct Registry {
     pending: Mutex<HashMap<u64, Arc<dyn Pending>>>,
     /// Completions and event callbacks running right now.
     running: AtomicUsize,
-    idle_lock: Mutex<()>,
-    idle: Condvar,
-    idle_async: tokio::sync::Notify,
+    idle: tokio::sync::Notify,
 }
 
 impl Registry {
@@ -99,7 +97,7 @@ impl Registry {
         lock(&self.pending).len()
     }
 
-    /// Runs a completion or event callback of this handle: counted, so [`Registry::wait_idle`]
+    /// Runs a completion or event callback of this handle: counted, so [`Registry::idle`]
     /// can wait for it, and with panics caught (a host callback that panics must not take a core
     /// thread down; it is logged).
     pub(crate) fn call(&self, f: impl FnOnce()) {
@@ -111,9 +109,7 @@ impl Registry {
         }
         RUNNING_FOR.with(|c| c.borrow_mut().pop());
         if self.running.fetch_sub(1, Ordering::SeqCst) == 1 {
-            let _guard = lock(&self.idle_lock);
-            self.idle.notify_all();
-            self.idle_async.notify_waiters();
+            self.idle.notify_waiters();
         }
     }
 
@@ -130,29 +126,11 @@ impl Registry {
     /// Waits until no callback of this handle runs (for a task: it never blocks a core thread).
     pub(crate) async fn idle(&self) {
         loop {
-            let notified = self.idle_async.notified();
+            let notified = self.idle.notified();
             if self.running.load(Ordering::SeqCst) == 0 {
                 return;
             }
             notified.await;
-        }
-    }
-
-    /// Blocks until no callback of this handle runs. Called from inside one of its callbacks it
-    /// returns at once: two callbacks closing their handle on two threads would otherwise wait
-    /// for each other; the callbacks still running elsewhere started before the close.
-    pub(crate) fn wait_idle(&self) {
-        if self.in_callback() {
-            return;
-        }
-        let own = 0;
-        let mut guard = lock(&self.idle_lock);
-        while self.running.load(Ordering::SeqCst) > own {
-            guard = self
-                .idle
-                .wait_timeout(guard, std::time::Duration::from_millis(10))
-                .map(|(g, _)| g)
-                .unwrap_or_else(|e| e.into_inner().0);
         }
     }
 }

@@ -245,20 +245,39 @@ impl Handle {
     }
 
     /// [`Handle::close`] for host threads: returns when the close is complete. From inside one of
-    /// this handle's callbacks (a core thread) it neither waits for callbacks already running on
-    /// other threads (they started before it) nor for the client's connections to stop (that
-    /// finishes in the background); no callback starts after it returns.
+    /// this handle's callbacks (a core thread, where the host may hold locks its callbacks take)
+    /// it removes the event handlers before it returns and leaves the rest to a task: the other
+    /// operations in flight then complete with `closed`, each once, on core threads, and the
+    /// connections close.
     pub fn close_blocking(&self) {
         let client = lock(&self.shared.client).take();
-        self.shared.stop_callbacks();
-        self.shared.registry.wait_idle();
-        let Some(client) = client else { return };
         if crate::runtime::on_core_thread() {
+            // Inside a callback: the other completions must not run nested in it.
+            self.shared.remove_subscriptions();
+            let shared = self.shared.clone();
+            let rest = async move {
+                shared.registry.fail_all(&Error::closed());
+                if let Some(client) = client {
+                    client.close().await;
+                }
+            };
             if let Ok(handle) = crate::runtime::handle() {
-                handle.spawn(async move { client.close().await });
+                handle.spawn(rest);
             }
-        } else {
-            let _ = crate::runtime::block_on(async move { client.close().await });
+            return;
+        }
+        // On a core task, so completions still run on core threads as promised.
+        let shared = self.shared.clone();
+        let done = crate::runtime::block_on(async move {
+            shared.stop_callbacks();
+            shared.registry.idle().await;
+            if let Some(client) = client {
+                client.close().await;
+            }
+        });
+        if done.is_err() {
+            // No runtime can run: nothing is running either; fail what waits, here.
+            self.shared.stop_callbacks();
         }
     }
 
@@ -311,12 +330,16 @@ impl Handle {
 }
 
 impl Shared {
-    /// Removes every event handler and fails every operation in flight with `closed`.
-    fn stop_callbacks(&self) {
+    fn remove_subscriptions(&self) {
         let subscriptions: Vec<EventSubscription> = lock(&self.subscriptions).drain(..).collect();
         for s in subscriptions {
             s.remove();
         }
+    }
+
+    /// Removes every event handler and fails every operation in flight with `closed`.
+    fn stop_callbacks(&self) {
+        self.remove_subscriptions();
         self.registry.fail_all(&Error::closed());
     }
 }

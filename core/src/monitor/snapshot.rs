@@ -122,6 +122,56 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// Every kind's name and what it means, in the order of their C integer values (1-based):
+    /// the table the bindings' event tables are generated from.
+    pub const TABLE: [(&'static str, &'static str); 11] = [
+        ("primary_changed", "the verified primary moved (old, new)"),
+        (
+            "replicas_changed",
+            "the set of healthy replicas changed (replicas)",
+        ),
+        (
+            "sentinels_changed",
+            "a sentinel was learned (sentinels: all of them now)",
+        ),
+        ("sentinel_down", "a sentinel stopped answering (sentinel)"),
+        ("sentinel_up", "a sentinel answered again (sentinel)"),
+        (
+            "connection_lost",
+            "the connection to the primary broke (address)",
+        ),
+        (
+            "connection_restored",
+            "a connection to the primary works again (address)",
+        ),
+        (
+            "discovery_failed",
+            "a discovery round found no usable primary; the last one is kept (error)",
+        ),
+        (
+            "failover_started",
+            "the leader started promoting a replica; writes wait (primary, promoting)",
+        ),
+        (
+            "sentinel_tilt",
+            "a sentinel entered or left TILT (sentinel, on)",
+        ),
+        (
+            "sentinel_service_unknown",
+            "a reachable sentinel does not monitor the service (sentinel)",
+        ),
+    ];
+
+    /// The kind's integer (1-based position in [`EventKind::TABLE`]), as the C ABI uses it.
+    pub fn as_i32(&self) -> i32 {
+        let name = self.name();
+        EventKind::TABLE
+            .iter()
+            .position(|(n, _)| *n == name)
+            .map(|i| i as i32 + 1)
+            .unwrap_or(0)
+    }
+
     /// The snake_case name used as `kind` in every language.
     pub fn name(&self) -> &'static str {
         match self {
@@ -146,4 +196,47 @@ pub fn unix_ms() -> u64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_lists_every_kind_in_c_order() {
+        let a = Address::new("127.0.0.1", 1);
+        let kinds = [
+            EventKind::PrimaryChanged {
+                old: None,
+                new: a.clone(),
+            },
+            EventKind::ReplicasChanged { replicas: vec![] },
+            EventKind::SentinelsChanged { sentinels: vec![] },
+            EventKind::SentinelDown {
+                sentinel: a.clone(),
+            },
+            EventKind::SentinelUp {
+                sentinel: a.clone(),
+            },
+            EventKind::ConnectionLost { address: a.clone() },
+            EventKind::ConnectionRestored { address: a.clone() },
+            EventKind::DiscoveryFailed {
+                error: Error::closed(),
+            },
+            EventKind::FailoverStarted {
+                primary: a.clone(),
+                promoting: a.clone(),
+            },
+            EventKind::SentinelTilt {
+                sentinel: a.clone(),
+                on: true,
+            },
+            EventKind::SentinelServiceUnknown { sentinel: a },
+        ];
+        assert_eq!(kinds.len(), EventKind::TABLE.len());
+        for (i, k) in kinds.iter().enumerate() {
+            assert_eq!(k.as_i32(), i as i32 + 1, "{}", k.name());
+            assert_eq!(EventKind::TABLE[i].0, k.name());
+        }
+    }
 }
