@@ -1,84 +1,8 @@
 //! URL and options: the one way every language describes what to follow.
 
-use std::fmt;
 use std::path::PathBuf;
 
-/// A secret string (a password). Its `Debug` and `Display` print `***`, so it can't leak into logs
-/// or error text by accident; [`Secret::expose`] is the one place it is read.
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct Secret(String);
-
-impl Secret {
-    /// Wraps a secret.
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
-    }
-
-    /// The secret itself, for sending to a server and nothing else.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
-impl fmt::Display for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("***")
-    }
-}
-
-/// A username (optional: Redis' `default` user when absent) and a password, for `AUTH`/`HELLO`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Credentials {
-    /// The ACL user; `None` authenticates as the default user with the password alone.
-    pub username: Option<String>,
-    /// The password.
-    pub password: Secret,
-}
-
-/// The RESP protocol version to ask for first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
-pub enum Protocol {
-    /// RESP2 only: no `HELLO`.
-    Resp2,
-    /// `HELLO 3` first, falling back to RESP2 where the server refuses it.
-    #[default]
-    Resp3,
-}
-
-/// A host (name or IP literal) and a port, as configured or as a sentinel reported it.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
-pub struct Address {
-    /// Host name or IP literal, without brackets for IPv6.
-    pub host: String,
-    /// TCP port.
-    pub port: u16,
-}
-
-impl Address {
-    /// An address from its parts.
-    pub fn new(host: impl Into<String>, port: u16) -> Address {
-        Address {
-            host: host.into(),
-            port,
-        }
-    }
-}
-
-impl fmt::Display for Address {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.host.contains(':') {
-            write!(f, "[{}]:{}", self.host, self.port)
-        } else {
-            write!(f, "{}:{}", self.host, self.port)
-        }
-    }
-}
+pub use crate::types::{Address, Credentials, Protocol, Secret};
 
 /// Which node commands are read from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, serde::Serialize)]
@@ -236,6 +160,14 @@ impl Config {
         let (authority, path) = before_query
             .split_once('/')
             .ok_or_else(|| Error::config("URL has no /service after the sentinel list"))?;
+        // The userinfo ends at the first '/': a password holding a raw '/' (base64 has them)
+        // leaves its '@' behind it, and its start would be read as a sentinel (its text then
+        // shown in errors, or a digit-only start taken as a port). Refused, showing nothing.
+        if path.contains('@') {
+            return Err(Error::config(
+                "'@' after the first '/': write a '/' in the user name or password as %2F                  (and an '@' in the service name as %40)",
+            ));
+        }
         let (userinfo, hosts) = match authority.rsplit_once('@') {
             Some((u, h)) => (Some(u), h),
             None => (None, authority),
@@ -380,7 +312,7 @@ impl Config {
                             )));
                         }
                     }
-                    crate::tls::parse_server_name(value).map_err(|_| {
+                    parse_server_name(value).map_err(|_| {
                         Error::config(format!(
                             "option tls_server_name must be a DNS name or an IP address, not \
                              '{}'",
@@ -401,6 +333,14 @@ impl Config {
             return Err(Error::config("no sentinel given"));
         }
         for (i, sentinel) in self.sentinels.iter().enumerate() {
+            // The URL refuses port 0; a hand-built config gets the same check.
+            if sentinel.port == 0 {
+                return Err(Error::config(format!(
+                    "sentinel #{}: port 0 of '{}' is not in 1..65535",
+                    i + 1,
+                    shorten(&sentinel.host)
+                )));
+            }
             if sentinel.host.parse::<std::net::IpAddr>().is_err() {
                 if let Some(problem) = host_name_problem(&sentinel.host) {
                     return Err(Error::config(format!("sentinel #{}: {problem}", i + 1)));
@@ -665,7 +605,7 @@ fn parse_path(value: &str) -> Option<PathBuf> {
 
 fn parse_num<T>(key: &str, value: &str, min: T, max: T) -> crate::Result<T>
 where
-    T: std::str::FromStr + PartialOrd + fmt::Display + Copy,
+    T: std::str::FromStr + PartialOrd + std::fmt::Display + Copy,
 {
     match value.parse::<T>() {
         Ok(n) if n >= min && n <= max => Ok(n),
@@ -673,6 +613,22 @@ where
             "option {key} must be a whole number in {min}..{max}, not '{value}'"
         ))),
     }
+}
+
+/// Parses a host name or IP literal into the name rustls verifies; `[v6]` brackets are accepted.
+pub(crate) fn parse_server_name(
+    name: &str,
+) -> crate::Result<rustls_pki_types::ServerName<'static>> {
+    let bare = name
+        .strip_prefix('[')
+        .and_then(|n| n.strip_suffix(']'))
+        .unwrap_or(name);
+    rustls_pki_types::ServerName::try_from(bare.to_string()).map_err(|_| {
+        Error::new(
+            crate::error::ErrorCode::Tls,
+            format!("'{name}' is not a valid TLS server name (a DNS name or an IP address)"),
+        )
+    })
 }
 
 #[cfg(test)]

@@ -27,6 +27,7 @@ pub mod resp;
 pub mod runtime;
 pub mod sentinel;
 pub mod tls;
+pub mod types;
 
 pub use client::{Client, EventCallback, EventStream, Transaction};
 pub use config::{Address, Config, Credentials, Protocol, ReadFrom, Secret};

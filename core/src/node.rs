@@ -11,7 +11,8 @@ use crate::config::Address;
 use crate::dns::Resolver;
 use crate::error::{Error, ErrorCode, Result};
 use crate::resp::{ConnectOptions, Connection};
-use crate::sentinel::replies::{self, Role};
+use crate::sentinel::replies;
+use crate::types::Role;
 
 /// The role a node must have for a connection to it to be used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

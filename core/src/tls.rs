@@ -17,7 +17,7 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme
 use rustls_pki_types::pem::{self, PemObject};
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
-use crate::config::Config;
+use crate::config::{parse_server_name, Config};
 use crate::error::{Error, ErrorCode, Result};
 
 /// What a connection needs for TLS: the shared rustls configuration and, optionally, the name to
@@ -48,20 +48,6 @@ impl TlsOptions {
         let name = self.server_name.as_deref().unwrap_or(host);
         parse_server_name(name)
     }
-}
-
-/// Parses a host name or IP literal into the name rustls verifies; `[v6]` brackets are accepted.
-pub(crate) fn parse_server_name(name: &str) -> Result<ServerName<'static>> {
-    let bare = name
-        .strip_prefix('[')
-        .and_then(|n| n.strip_suffix(']'))
-        .unwrap_or(name);
-    ServerName::try_from(bare.to_string()).map_err(|_| {
-        Error::new(
-            ErrorCode::Tls,
-            format!("'{name}' is not a valid TLS server name (a DNS name or an IP address)"),
-        )
-    })
 }
 
 /// The files and switches that apply to one side (sentinels or data nodes).

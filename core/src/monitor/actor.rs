@@ -12,7 +12,6 @@ use tracing::Instrument;
 
 use super::backoff::Backoff;
 use super::promotion::{self, Announced, Promoted};
-use super::snapshot::{unix_ms, Event, EventKind, Topology};
 use super::subscriber::{self, Received};
 use super::{Command, Fenced, Status};
 use crate::config::{Address, Config};
@@ -27,6 +26,7 @@ use crate::sentinel::discovery::{
 use crate::sentinel::events::{InstanceKind, SentinelEvent};
 use crate::sentinel::replies::{self, Role};
 use crate::sentinel::sentinels::SentinelList;
+use crate::types::{unix_ms, Event, EventKind, Topology};
 
 /// The reason given for events about replicas (and other sentinels' view of them).
 const REPLICA_EVENT: &str = "replica event";

@@ -10,7 +10,6 @@ mod actor;
 mod backoff;
 mod promotion;
 pub(crate) mod registry;
-mod snapshot;
 mod subscriber;
 
 use std::sync::{Arc, Mutex};
@@ -19,8 +18,8 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+pub use crate::types::{unix_ms, Event, EventKind, SentinelInfo, Topology};
 pub use registry::live_monitors;
-pub use snapshot::{unix_ms, Event, EventKind, SentinelInfo, Topology};
 
 use crate::config::{Address, Config};
 use crate::error::{Error, Result};

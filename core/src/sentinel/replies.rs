@@ -6,6 +6,7 @@
 use crate::config::Address;
 use crate::error::{Error, Result};
 use crate::resp::Value;
+pub use crate::types::Role;
 
 /// The `flags` field of a SENTINEL MASTER/REPLICAS/SENTINELS entry.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -143,20 +144,6 @@ pub fn master_addr(value: Value) -> Result<Option<Address>> {
             Ok(Some(Address::new(host, port as u16)))
         }
     }
-}
-
-/// What `ROLE` says an instance is.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Role {
-    /// A primary.
-    Master,
-    /// A replica of the given primary.
-    Replica {
-        /// The primary it replicates from.
-        master: Option<Address>,
-    },
-    /// A sentinel, or anything else.
-    Other(String),
 }
 
 /// Parses a `ROLE` reply.

@@ -9,7 +9,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use crate::config::Address;
-use crate::monitor::SentinelInfo;
+use crate::types::SentinelInfo;
 
 /// One known sentinel.
 #[derive(Clone, Debug, PartialEq, Eq)]

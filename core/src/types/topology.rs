@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::config::Address;
+use super::Address;
 use crate::error::Error;
 
 /// One sentinel as the monitor knows it.
