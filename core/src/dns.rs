@@ -34,6 +34,7 @@ use hickory_resolver::TokioResolver;
 use tokio::sync::watch;
 
 use crate::error::{duration_text, Error, ErrorCode, Result};
+use crate::sync::Locked;
 
 /// Longest wait before retrying a refresh that failed (shorter when `cache_ttl` is shorter).
 const FAILED_REFRESH_RETRY: Duration = Duration::from_secs(1);
@@ -293,7 +294,7 @@ impl Answer {
 impl Inner {
     fn lock(&self) -> MutexGuard<'_, State> {
         // A poisoned lock only means a panic elsewhere mid-update of plain maps; keep serving.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// Addresses of one family from DNS.
@@ -451,8 +452,7 @@ impl HostsFile {
         static FILES: OnceLock<Mutex<HashMap<PathBuf, Arc<HostsFile>>>> = OnceLock::new();
         let file = FILES
             .get_or_init(Default::default)
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .locked()
             .entry(path.to_owned())
             .or_insert_with(|| {
                 Arc::new(HostsFile {
@@ -471,7 +471,7 @@ impl HostsFile {
     }
 
     fn lock(&self) -> MutexGuard<'_, HostsState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        self.state.locked()
     }
 
     /// The file's addresses for `name` (normalized). Never touches the disk: when the last check

@@ -26,6 +26,7 @@ pub mod node;
 pub mod resp;
 pub mod runtime;
 pub mod sentinel;
+mod sync;
 pub mod tls;
 pub mod types;
 

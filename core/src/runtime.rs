@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+use crate::sync::Locked;
 
 thread_local! {
     static ON_CORE_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
@@ -61,7 +62,7 @@ static GLOBAL: Mutex<Global> = Mutex::new(Global {
 fn lock() -> std::sync::MutexGuard<'static, Global> {
     // A panic while holding this lock can only come from tokio's builder; the state stays
     // consistent, so a poisoned lock is safe to reuse.
-    GLOBAL.lock().unwrap_or_else(|e| e.into_inner())
+    GLOBAL.locked()
 }
 
 /// Sets the worker thread count for the runtime started next. Overrides `SR_WORKER_THREADS`.

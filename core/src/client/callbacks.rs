@@ -16,6 +16,7 @@ use super::Client;
 use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::Event;
 use crate::resp::Value;
+use crate::sync::Locked;
 
 /// A function the core calls with each event, on a core thread.
 pub type EventCallback = Box<dyn FnMut(&Event) + Send + 'static>;
@@ -42,11 +43,7 @@ impl EventSink {
     /// Removes the callback; after this returns it is not called again. Called from inside the
     /// callback itself, the current run finishes after this returns, and nothing runs after it.
     pub(super) fn clear(&self) {
-        let installed = self
-            .current
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let installed = self.current.locked().take();
         let Some(installed) = installed else { return };
         installed.task.abort();
         if IN_EVENT_CALLBACK.with(|c| c.get()) {
@@ -66,11 +63,7 @@ impl EventSink {
             }
             return;
         }
-        installed
-            .slot
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        installed.slot.locked().take();
     }
 }
 
@@ -145,7 +138,7 @@ impl Client {
         let handle = crate::runtime::handle()?;
         let task = handle.spawn(async move {
             while let Some(event) = events.next().await {
-                let mut guard = feeding.lock().unwrap_or_else(|e| e.into_inner());
+                let mut guard = feeding.locked();
                 // Emptied by `clear`: stop before calling, even for an event already received.
                 let Some(cb) = guard.as_mut() else { break };
                 IN_EVENT_CALLBACK.with(|c| c.set(true));
@@ -159,19 +152,14 @@ impl Client {
                 drop(guard);
                 // `clear` called from inside the callback could not take the lock it held.
                 for cleared in CLEAR_AFTER_CALLBACK.with(|c| std::mem::take(&mut *c.borrow_mut())) {
-                    cleared.lock().unwrap_or_else(|e| e.into_inner()).take();
+                    cleared.locked().take();
                 }
                 if panicked {
                     break;
                 }
             }
         });
-        *self
-            .inner
-            .sink
-            .current
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(Installed { slot, task });
+        *self.inner.sink.current.locked() = Some(Installed { slot, task });
         Ok(())
     }
 }

@@ -23,6 +23,7 @@ pub use transaction::Transaction;
 use crate::config::Config;
 use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::{registry, Event, Monitor, Topology};
+use crate::sync::Locked;
 use nodes::Nodes;
 
 /// Commands cross to core tasks as owned bytes.
@@ -118,7 +119,7 @@ impl Client {
     /// do not exist here: the client takes a monitor of this process and forgets the inherited
     /// connections without touching their sockets, which the parent still uses.
     fn monitor(&self) -> Result<Arc<Monitor>> {
-        let mut guard = self.inner.monitor.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.inner.monitor.locked();
         let current = guard.as_ref().ok_or_else(Error::closed)?;
         if !current.is_inherited() {
             return Ok(current.clone());
@@ -212,12 +213,7 @@ impl Client {
     pub async fn close(&self) {
         self.inner.closed.cancel();
         self.inner.sink.clear();
-        let monitor = self
-            .inner
-            .monitor
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
+        let monitor = self.inner.monitor.locked().take();
         match monitor {
             Some(inherited) if inherited.is_inherited() => {
                 self.inner.nodes.forget_inherited();

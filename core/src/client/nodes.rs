@@ -12,6 +12,7 @@ use crate::dns::Resolver;
 use crate::error::{Error, Result};
 use crate::node::{self, Expect};
 use crate::resp::{ConnectOptions, Connection};
+use crate::sync::Locked;
 
 type Slot = Arc<tokio::sync::Mutex<Option<Connection>>>;
 
@@ -43,7 +44,7 @@ impl Nodes {
     /// Notes that `address` failed: it is picked again only after the other nodes, for a while
     /// that grows with each failure in a row.
     pub fn mark_failed(&self, address: &Address) {
-        let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        let mut failed = self.failed.locked();
         let count = failed.get(address).map_or(0, |(_, n)| *n);
         let avoid = AVOID_BASE.saturating_mul(1 << count.min(10)).min(AVOID_MAX);
         failed.insert(address.clone(), (Instant::now() + avoid, count + 1));
@@ -51,7 +52,7 @@ impl Nodes {
 
     /// Notes that `address` answered: it is no longer passed over.
     pub fn mark_ok(&self, address: &Address) {
-        let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        let mut failed = self.failed.locked();
         if !failed.is_empty() {
             failed.remove(address);
         }
@@ -59,7 +60,7 @@ impl Nodes {
 
     /// Whether `address` failed recently enough to be passed over.
     pub fn avoided(&self, address: &Address) -> bool {
-        let failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
+        let failed = self.failed.locked();
         failed
             .get(address)
             .is_some_and(|(until, _)| *until > Instant::now())
@@ -75,7 +76,7 @@ impl Nodes {
         deadline: Instant,
     ) -> Result<Connection> {
         let slot = {
-            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            let mut slots = self.slots.locked();
             slots.entry((address.clone(), expect)).or_default().clone()
         };
         let mut guard = tokio::time::timeout_at(deadline, slot.lock())
@@ -129,7 +130,7 @@ impl Nodes {
     /// anew from this process.
     pub fn forget_inherited(&self) {
         let slots: Vec<Slot> = {
-            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            let mut slots = self.slots.locked();
             slots.drain().map(|(_, s)| s).collect()
         };
         std::mem::forget(slots);
@@ -138,7 +139,7 @@ impl Nodes {
     /// Closes every connection; later `get` calls open new ones.
     pub fn close_all(&self) {
         let slots: Vec<Slot> = {
-            let mut slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+            let mut slots = self.slots.locked();
             slots.drain().map(|(_, s)| s).collect()
         };
         for slot in slots {

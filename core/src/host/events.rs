@@ -5,9 +5,9 @@ use std::cell::Cell;
 use std::sync::{Arc, Mutex, TryLockError};
 
 use super::inflight::Registry;
-use super::lock;
 use crate::client::EventStream;
 use crate::monitor::Event;
+use crate::sync::Locked;
 
 /// A function the core calls with each event, on a core thread. It must only copy the event and
 /// hand it to its host's scheduler.
@@ -41,7 +41,7 @@ impl EventSubscription {
         let feeding = slot.clone();
         let task = crate::runtime::handle()?.spawn(async move {
             while let Some(event) = events.next().await {
-                let mut guard = lock(&feeding);
+                let mut guard = feeding.locked();
                 // Emptied by `remove`: stop before calling, even for an event already received.
                 let Some(handler) = guard.as_mut() else { break };
                 CALLING.with(|c| c.set(Arc::as_ptr(&feeding) as usize));
@@ -62,7 +62,7 @@ impl EventSubscription {
     /// Removes the handler: when this returns it is not running (unless this is called from
     /// inside it, when the current call finishes after this returns) and is never called again.
     pub fn remove(&self) {
-        if let Some(task) = lock(&self.task).take() {
+        if let Some(task) = self.task.locked().take() {
             task.abort();
         }
         match self.slot.try_lock() {
@@ -79,7 +79,7 @@ impl EventSubscription {
                 if own {
                     REMOVED_DURING_CALL.with(|r| r.set(true));
                 } else {
-                    lock(&self.slot).take();
+                    self.slot.locked().take();
                 }
             }
         }

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt;
 
-use super::lock;
 use crate::error::{Error, Result};
+use crate::sync::Locked;
 
 /// A completion: called once, on a core thread, with the operation's result.
 pub type Done<T> = Box<dyn FnOnce(Result<T>) + Send + 'static>;
@@ -33,7 +33,7 @@ trait Pending: Send + Sync {
 
 impl<T: Send + 'static> Pending for Slot<T> {
     fn fail(&self, registry: &Registry, error: Error) {
-        if let Some(done) = lock(&self.0).take() {
+        if let Some(done) = self.0.locked().take() {
             registry.call(move || done(Err(error)));
         }
     }
@@ -61,7 +61,7 @@ impl Registry {
     {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot(Mutex::new(Some(done))));
-        lock(&self.pending).insert(id, slot.clone());
+        self.pending.locked().insert(id, slot.clone());
         let guard = Completer {
             registry: self.clone(),
             id,
@@ -86,7 +86,8 @@ impl Registry {
 
     /// Fails every pending completion with `error`, on this thread.
     pub(crate) fn fail_all(&self, error: &Error) {
-        let pending: Vec<Arc<dyn Pending>> = lock(&self.pending).drain().map(|(_, p)| p).collect();
+        let pending: Vec<Arc<dyn Pending>> =
+            self.pending.locked().drain().map(|(_, p)| p).collect();
         for p in pending {
             p.fail(self, error.clone());
         }
@@ -94,7 +95,7 @@ impl Registry {
 
     /// Operations not completed yet.
     pub(crate) fn len(&self) -> usize {
-        lock(&self.pending).len()
+        self.pending.locked().len()
     }
 
     /// Runs a completion or event callback of this handle: counted, so [`Registry::idle`]
@@ -149,8 +150,8 @@ impl<T: Send + 'static> Completer<T> {
     }
 
     fn finish(&self, result: Result<T>) {
-        lock(&self.registry.pending).remove(&self.id);
-        if let Some(done) = lock(&self.slot.0).take() {
+        self.registry.pending.locked().remove(&self.id);
+        if let Some(done) = self.slot.0.locked().take() {
             self.registry.call(move || done(result));
         }
     }

@@ -19,7 +19,7 @@
 mod events;
 mod inflight;
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use events::{EventHandler, EventSubscription};
@@ -30,13 +30,8 @@ use crate::config::Config;
 use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::Topology;
 use crate::resp::Value;
+use crate::sync::Locked;
 use inflight::Registry;
-
-/// Locks a mutex whose data stays consistent even if a holder panicked (every lock here guards
-/// plain bookkeeping that is valid between statements).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// Runs a synchronous entry point with panics turned into `internal` errors.
 fn guarded<T>(f: impl FnOnce() -> Result<T>) -> Result<T> {
@@ -85,7 +80,11 @@ impl Handle {
     }
 
     fn client(&self) -> Result<Client> {
-        lock(&self.shared.client).clone().ok_or_else(Error::closed)
+        self.shared
+            .client
+            .locked()
+            .clone()
+            .ok_or_else(Error::closed)
     }
 
     /// Starts `work(client)` and completes `done` with its result (at once with `closed` on a
@@ -188,7 +187,7 @@ impl Handle {
             let events = self.client()?.events()?;
             let subscription =
                 EventSubscription::start(self.shared.registry.clone(), events, handler)?;
-            let mut subscriptions = lock(&self.shared.subscriptions);
+            let mut subscriptions = self.shared.subscriptions.locked();
             subscriptions.retain(|s| !s.is_removed());
             subscriptions.push(subscription.clone());
             Ok(subscription)
@@ -212,7 +211,7 @@ impl Handle {
 
     /// Whether [`Handle::close`] (or [`Handle::close_blocking`]) was called.
     pub fn is_closed(&self) -> bool {
-        lock(&self.shared.client).is_none()
+        self.shared.client.locked().is_none()
     }
 
     /// Whether the calling thread is running one of this handle's callbacks.
@@ -225,7 +224,7 @@ impl Handle {
     /// client of its monitor, the monitor) stop; then `done` runs, on a core thread. Operations
     /// started afterwards complete at once with `closed`. Idempotent.
     pub fn close(&self, done: Box<dyn FnOnce() + Send + 'static>) {
-        let client = lock(&self.shared.client).take();
+        let client = self.shared.client.locked().take();
         let shared = self.shared.clone();
         let run = async move {
             shared.stop_callbacks();
@@ -250,7 +249,7 @@ impl Handle {
     /// operations in flight then complete with `closed`, each once, on core threads, and the
     /// connections close.
     pub fn close_blocking(&self) {
-        let client = lock(&self.shared.client).take();
+        let client = self.shared.client.locked().take();
         if crate::runtime::on_core_thread() {
             // Inside a callback: the other completions must not run nested in it.
             self.shared.remove_subscriptions();
@@ -331,7 +330,7 @@ impl Handle {
 
 impl Shared {
     fn remove_subscriptions(&self) {
-        let subscriptions: Vec<EventSubscription> = lock(&self.subscriptions).drain(..).collect();
+        let subscriptions: Vec<EventSubscription> = self.subscriptions.locked().drain(..).collect();
         for s in subscriptions {
             s.remove();
         }

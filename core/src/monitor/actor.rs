@@ -26,6 +26,7 @@ use crate::sentinel::discovery::{
 use crate::sentinel::events::{InstanceKind, SentinelEvent};
 use crate::sentinel::replies::{self, Role};
 use crate::sentinel::sentinels::SentinelList;
+use crate::sync::Locked;
 use crate::types::{unix_ms, Event, EventKind, Topology};
 
 /// The reason given for events about replicas (and other sentinels' view of them).
@@ -1052,7 +1053,7 @@ impl Actor {
         };
         // Snapshot and events go out under the lock that new subscribers take, so a subscriber
         // either gets these events or a snapshot that already contains them, never neither.
-        let _guard = self.publishing.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = self.publishing.locked();
         self.status.send_replace(Status {
             topology: Arc::new(topology),
             last_error: self.last_error.clone(),

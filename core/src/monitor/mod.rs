@@ -23,6 +23,7 @@ pub use registry::live_monitors;
 
 use crate::config::{Address, Config};
 use crate::error::{Error, Result};
+use crate::sync::Locked;
 
 /// What the monitor task publishes after every round.
 #[derive(Clone, Debug)]
@@ -174,7 +175,7 @@ impl Monitor {
     /// A receiver of all events published from now on: every change is either in the status
     /// already published or among the events this receiver gets.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
-        let _guard = self.publishing.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = self.publishing.locked();
         self.events.subscribe()
     }
 

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, Weak};
 use super::Monitor;
 use crate::config::Config;
 use crate::error::Result;
+use crate::sync::Locked;
 
 static MONITORS: Mutex<Option<HashMap<Config, Weak<Monitor>>>> = Mutex::new(None);
 
@@ -27,7 +28,7 @@ fn key(config: &Config) -> Config {
 /// The running monitor for `config`, started if there is none usable in this process.
 pub(crate) fn acquire(config: &Config) -> Result<Arc<Monitor>> {
     let key = key(config);
-    let mut guard = MONITORS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut guard = MONITORS.locked();
     let map = guard.get_or_insert_with(HashMap::new);
     if let Some(monitor) = map.get(&key).and_then(Weak::upgrade) {
         if monitor.is_usable() {
@@ -43,7 +44,7 @@ pub(crate) fn acquire(config: &Config) -> Result<Arc<Monitor>> {
 /// Gives back one reference. Returns the monitor when that was the last one, so the caller can
 /// shut it down; no other client can pick it up once this returns it.
 pub(crate) fn release(monitor: Arc<Monitor>) -> Option<Arc<Monitor>> {
-    let mut guard = MONITORS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut guard = MONITORS.locked();
     if Arc::strong_count(&monitor) > 1 {
         return None;
     }
@@ -57,7 +58,7 @@ pub(crate) fn release(monitor: Arc<Monitor>) -> Option<Arc<Monitor>> {
 
 /// How many monitors are alive in this process (for tests and diagnostics).
 pub fn live_monitors() -> usize {
-    let guard = MONITORS.lock().unwrap_or_else(|e| e.into_inner());
+    let guard = MONITORS.locked();
     guard
         .as_ref()
         .map(|m| {

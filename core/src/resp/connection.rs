@@ -25,6 +25,7 @@ use crate::error::{Error, Result};
 use crate::resp::codec::{self, FrameScanner, MAX_BUFFER};
 use crate::resp::handshake;
 use crate::resp::Value;
+use crate::sync::Locked;
 use crate::tls::TlsOptions;
 
 /// Bytes requested from the socket per read; also the spare room kept in the read buffer.
@@ -376,7 +377,7 @@ impl Connection {
 
     /// The error for a request that cannot get a reply because the connection ended.
     fn lost(&self) -> Error {
-        let reason = lock(&self.shared.end_reason).clone();
+        let reason = self.shared.end_reason.locked().clone();
         let peer = self.shared.peer;
         match reason {
             Some(reason) => Error::connection_lost(format!("connection to {peer} ended: {reason}")),
@@ -519,11 +520,6 @@ fn decode_protocol(value: u8) -> Protocol {
     }
 }
 
-/// A poisoned lock only means another thread panicked mid-update of a plain value; keep going.
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 // ---------------------------------------------------------------------------------------------
 // The connection task.
 
@@ -646,7 +642,7 @@ async fn run(stream: Transport, mut rx: mpsc::UnboundedReceiver<Msg>, shared: Ar
         }
     };
     // Record the reason before the queue closes so late requests report it.
-    *lock(&shared.end_reason) = Some(reason);
+    *shared.end_reason.locked() = Some(reason);
     rx.close();
     while let Ok(msg) = rx.try_recv() {
         match msg {
