@@ -119,7 +119,10 @@ pub fn handle() -> Result<tokio::runtime::Handle> {
     let counter = Arc::new(AtomicUsize::new(0));
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(threads)
-        .on_thread_start(|| ON_CORE_THREAD.with(|c| c.set(true)))
+        .on_thread_start(|| {
+            ON_CORE_THREAD.with(|c| c.set(true));
+            block_sigpipe();
+        })
         .thread_name_fn(move || format!("sr-worker-{}", counter.fetch_add(1, Ordering::Relaxed)))
         .enable_all()
         .build()
@@ -128,6 +131,21 @@ pub fn handle() -> Result<tokio::runtime::Handle> {
     let handle = rt.handle().clone();
     g.runtime = Some(rt);
     Ok(handle)
+}
+
+/// Blocks SIGPIPE on the calling (core) thread. Socket writes here use writev, which has no
+/// MSG_NOSIGNAL: a write to a peer that is gone would otherwise raise SIGPIPE in the host
+/// process, whose default action kills a C program (Rust, Python, Node and Mono ignore it). A
+/// blocked SIGPIPE caused by this thread stays pending on it; the write fails with EPIPE, which
+/// the connection handles like any lost peer. The host's own threads are untouched.
+fn block_sigpipe() {
+    // SAFETY: plain libc calls on a local signal set; only this thread's mask changes.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 /// Whether the runtime is running in this process.

@@ -4,6 +4,9 @@
 # example through a kill -9 failover. Any failure fails the whole run.
 set -euo pipefail
 
+# Each is ffi-c/tests/NAME.c, run as `NAME /path/to/sr-topology`, printing "N passed, N failed" last.
+C_TESTS=(test_ffi test_deadlines)
+
 ffi=$(cd "$(dirname "$0")/.." && pwd)
 root=$(cd "$ffi/.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
@@ -54,9 +57,11 @@ echo "gcc -std=c11 and g++ -std=c++17 with ${STRICT[*]}: ok"
 
 step "build the C tests and the example"
 link=(-L"$lib" -lsentinel_recovery -Wl,-rpath,"$lib" -lpthread)
-gcc -std=c11 "${STRICT[@]}" -g -I"$ffi/include" "$ffi/tests/test_ffi.c" -o "$out/test_ffi" "${link[@]}"
-gcc -std=c11 "${STRICT[@]}" -g -fsanitize=address -fno-omit-frame-pointer -I"$ffi/include" \
-  "$ffi/tests/test_ffi.c" -o "$out/test_ffi_asan" "${link[@]}"
+for t in "${C_TESTS[@]}"; do
+  gcc -std=c11 "${STRICT[@]}" -g -I"$ffi/include" "$ffi/tests/$t.c" -o "$out/$t" "${link[@]}"
+  gcc -std=c11 "${STRICT[@]}" -g -fsanitize=address -fno-omit-frame-pointer -I"$ffi/include" \
+    "$ffi/tests/$t.c" -o "$out/${t}_asan" "${link[@]}"
+done
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -1)
 sed -e "s|@PREFIX@|$target|" -e "s|@LIBDIR@|$lib|" -e "s|@INCLUDEDIR@|$ffi/include|" \
   -e "s|@VERSION@|$version|" "$ffi/sentinel_recovery.pc.in" > "$out/sentinel_recovery.pc"
@@ -66,19 +71,27 @@ gcc -std=c11 "${STRICT[@]}" "$ffi/examples/failover.c" -o "$out/failover" \
 # The static library links on its own with the documented extra libraries.
 gcc "$out/header_c.o" "$lib/libsentinel_recovery.a" -lpthread -ldl -lm -o "$out/header_static"
 "$out/header_static"
-echo "built test_ffi, test_ffi_asan, failover (via pkg-config sentinel_recovery $version), static link ok"
+echo "built ${C_TESTS[*]} (each also *_asan), failover (via pkg-config sentinel_recovery $version), static link ok"
 
-step "C tests"
-"$out/test_ffi" "$topology_bin"
+for t in "${C_TESTS[@]}"; do
+  step "C tests: $t"
+  "$out/$t" "$topology_bin"
+done
 
-step "C tests under valgrind (memcheck)"
-valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
-  --show-leak-kinds=definite --log-file="$out/valgrind.log" \
-  "$out/test_ffi" "$topology_bin" | tail -1
-grep -E "ERROR SUMMARY|definitely lost|indirectly lost|possibly lost|still reachable" "$out/valgrind.log" | sed 's/^==[0-9]*== *//'
+for t in "${C_TESTS[@]}"; do
+  step "C tests under valgrind (memcheck): $t"
+  log=$out/valgrind.log
+  [ "$t" = test_ffi ] || log=$out/valgrind-$t.log
+  valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
+    --show-leak-kinds=definite --log-file="$log" \
+    "$out/$t" "$topology_bin" | tail -1
+  grep -E "ERROR SUMMARY|definitely lost|indirectly lost|possibly lost|still reachable" "$log" | sed 's/^==[0-9]*== *//'
+done
 
-step "C tests under AddressSanitizer"
-ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "$out/test_ffi_asan" "$topology_bin" | tail -1
+for t in "${C_TESTS[@]}"; do
+  step "C tests under AddressSanitizer: $t"
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "$out/${t}_asan" "$topology_bin" | tail -1
+done
 
 step "example: follow a kill -9 failover"
 coproc TOPO { exec "$topology_bin" up --json; }
