@@ -19,6 +19,7 @@
 pub mod client;
 pub mod config;
 pub mod dns;
+pub mod doctor;
 pub mod error;
 pub mod host;
 pub mod monitor;
@@ -32,6 +33,7 @@ pub mod types;
 
 pub use client::{Client, EventCallback, EventStream, Transaction};
 pub use config::{Address, Config, Credentials, Protocol, ReadFrom, Secret};
+pub use doctor::{Options as DoctorOptions, Report as DoctorReport};
 pub use error::{Error, ErrorCode, Result};
 pub use monitor::{Event, EventKind, SentinelInfo, Topology};
 pub use resp::Value;

@@ -437,7 +437,9 @@ impl Node {
         *self.lock_child() = Some(child);
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
-            if let Some(status) = self.lock_child().as_mut().and_then(|c| c.try_wait().ok()?) {
+            // The guard must end before the body locks again (an `if let` keeps it alive).
+            let exited = self.lock_child().as_mut().and_then(|c| c.try_wait().ok()?);
+            if let Some(status) = exited {
                 *self.lock_child() = None;
                 return Err(TestkitError::Setup(format!(
                     "{} on port {} exited at start ({status}): {}",

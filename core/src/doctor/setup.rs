@@ -1,0 +1,83 @@
+//! What the doctor connects with: the resolver and the handshakes for sentinels and data nodes,
+//! built from a [`Config`] the same way the monitor builds them, so a diagnosis sees what a client
+//! with the same URL would see (credentials, TLS files and server name, protocol, client name,
+//! DNS server and timeout).
+
+use std::time::Duration;
+
+use crate::config::Config;
+use crate::dns::{DnsOptions, Resolver};
+use crate::error::Result;
+use crate::resp::ConnectOptions;
+
+/// The resolver and connection options for one diagnosis.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// A fresh resolver (empty cache, so the first lookup of each name is timed for real).
+    pub resolver: Resolver,
+    /// Handshake towards sentinels: sentinel credentials, sentinel TLS.
+    pub sentinel: ConnectOptions,
+    /// Handshake towards data nodes: data credentials, data TLS, database 0 (ROLE and INFO only).
+    pub data: ConnectOptions,
+}
+
+impl Setup {
+    /// Builds the resolver and both handshakes from `config`.
+    ///
+    /// Reads resolv.conf, the hosts file and the TLS CA, certificate and key files: blocking file
+    /// I/O, so call it on a host thread (or a blocking-pool thread), never on a core worker.
+    pub fn from_config(config: &Config) -> Result<Setup> {
+        let resolver = Resolver::new(DnsOptions {
+            timeout: Duration::from_millis(config.dns_timeout_ms),
+            nameserver: config.dns_server,
+            ..DnsOptions::default()
+        })?;
+        Ok(Setup {
+            resolver,
+            sentinel: connect_options(config, true)?,
+            data: connect_options(config, false)?,
+        })
+    }
+}
+
+/// The handshake the monitor uses towards sentinels (`for_sentinels`) or data nodes: connect
+/// timeout, the side's credentials and TLS, the client name and protocol, database 0.
+///
+/// Reads the side's TLS files (blocking file I/O). The monitor builds the same options in its
+/// actor; this is the one constructor both could share.
+pub fn connect_options(config: &Config, for_sentinels: bool) -> Result<ConnectOptions> {
+    Ok(ConnectOptions {
+        connect_timeout: Duration::from_millis(config.connect_timeout_ms),
+        auth: if for_sentinels {
+            config.sentinel_auth.clone()
+        } else {
+            config.auth.clone()
+        },
+        client_name: config.client_name.clone(),
+        protocol: config.protocol,
+        db: 0,
+        tls: config.tls_options(for_sentinels)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_side_gets_its_own_credentials() {
+        let config = Config::from_url(
+            "redis+sentinel://app:pw@127.0.0.1/svc?sentinel_user=w&sentinel_password=spw\
+             &client_name=doc&connect_timeout_ms=700&protocol=2",
+        )
+        .unwrap();
+        let sentinel = connect_options(&config, true).unwrap();
+        let data = connect_options(&config, false).unwrap();
+        assert_eq!(sentinel.auth.unwrap().password.expose(), "spw");
+        assert_eq!(data.auth.unwrap().password.expose(), "pw");
+        assert_eq!(sentinel.connect_timeout, Duration::from_millis(700));
+        assert_eq!(data.client_name.as_deref(), Some("doc"));
+        assert_eq!(data.protocol, crate::Protocol::Resp2);
+        assert!(sentinel.tls.is_none() && data.tls.is_none());
+    }
+}
