@@ -122,6 +122,16 @@ struct Entry {
 }
 
 impl Resolver {
+    /// The resolver a client with this configuration uses (`dns_timeout_ms`, `dns_server`).
+    /// Reads resolv.conf and the hosts file: call it on a host thread, never on a core worker.
+    pub fn for_config(config: &crate::config::Config) -> Result<Resolver> {
+        Resolver::new(DnsOptions {
+            timeout: Duration::from_millis(config.dns_timeout_ms),
+            nameserver: config.dns_server,
+            ..DnsOptions::default()
+        })
+    }
+
     /// Builds a resolver, reading `/etc/resolv.conf` (unless `opts.nameserver` is set) and the
     /// hosts file now, synchronously, and looking at this host's IPv6 addresses (unless
     /// `opts.ipv6` is set): call it on a host thread, never on a runtime thread. Later changes of

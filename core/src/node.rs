@@ -7,12 +7,12 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use crate::config::Address;
+use crate::config::{Address, Config};
 use crate::dns::Resolver;
 use crate::error::{Error, ErrorCode, Result};
 use crate::resp::{ConnectOptions, Connection};
 use crate::sentinel::replies;
-use crate::types::Role;
+use crate::types::{Role, Side};
 
 /// The role a node must have for a connection to it to be used.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -21,6 +21,26 @@ pub enum Expect {
     Primary,
     /// ROLE must say slave.
     Replica,
+}
+
+/// The handshake towards one side, as every connection of a client with this configuration
+/// makes it: connect timeout, the side's credentials and TLS, client name, protocol, database 0
+/// (clients select their `db` on their own data connections).
+///
+/// Reads the side's TLS files (blocking file I/O): call it on a host thread, never on a core
+/// worker.
+pub fn connect_options(config: &Config, side: Side) -> Result<ConnectOptions> {
+    Ok(ConnectOptions {
+        connect_timeout: Duration::from_millis(config.connect_timeout_ms),
+        auth: match side {
+            Side::Sentinel => config.sentinel_auth.clone(),
+            Side::Data => config.auth.clone(),
+        },
+        client_name: config.client_name.clone(),
+        protocol: config.protocol,
+        db: 0,
+        tls: crate::tls::options(config, side)?,
+    })
 }
 
 /// Resolves `address` and opens a connection to its first reachable IP; returns the resolution

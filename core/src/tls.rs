@@ -19,6 +19,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 
 use crate::config::{parse_server_name, Config};
 use crate::error::{Error, ErrorCode, Result};
+use crate::types::Side;
 
 /// What a connection needs for TLS: the shared rustls configuration and, optionally, the name to
 /// verify the server's certificate against instead of the host connected to.
@@ -51,68 +52,65 @@ impl TlsOptions {
 }
 
 /// The files and switches that apply to one side (sentinels or data nodes).
-struct Side<'a> {
+struct SideFiles<'a> {
     what: &'static str,
     ca: Option<(&'static str, &'a Path)>,
     cert: Option<(&'static str, &'a Path)>,
     key: Option<(&'static str, &'a Path)>,
 }
 
-impl Config {
-    /// The rustls configuration for sentinel connections (`for_sentinels`) or data-node
-    /// connections, or `None` when TLS is off for that side.
-    ///
-    /// Reads the CA, certificate and key files (sentinels use `sentinel_tls_*_file` where set,
-    /// else the shared `tls_*_file`), or the system's root certificates when no CA file is given
-    /// and `tls_insecure` is off. Blocking file I/O: call it on the caller's thread, never on a
-    /// core runtime thread. Errors have [`ErrorCode::Tls`] and name the option and the file.
-    pub fn tls_client_config(&self, for_sentinels: bool) -> Result<Option<Arc<ClientConfig>>> {
-        let side = if for_sentinels {
-            if !self.sentinel_tls {
-                return Ok(None);
-            }
-            Side {
-                what: "sentinels",
-                ca: pick(
-                    ("sentinel_tls_ca_file", &self.sentinel_tls_ca_file),
-                    ("tls_ca_file", &self.tls_ca_file),
-                ),
-                cert: pick(
-                    ("sentinel_tls_cert_file", &self.sentinel_tls_cert_file),
-                    ("tls_cert_file", &self.tls_cert_file),
-                ),
-                key: pick(
-                    ("sentinel_tls_key_file", &self.sentinel_tls_key_file),
-                    ("tls_key_file", &self.tls_key_file),
-                ),
-            }
-        } else {
-            if !self.data_tls {
-                return Ok(None);
-            }
-            Side {
-                what: "data nodes",
-                ca: self.tls_ca_file.as_deref().map(|p| ("tls_ca_file", p)),
-                cert: self.tls_cert_file.as_deref().map(|p| ("tls_cert_file", p)),
-                key: self.tls_key_file.as_deref().map(|p| ("tls_key_file", p)),
-            }
-        };
-        build(&side, self.tls_insecure)
-            .map(|c| Some(Arc::new(c)))
-            .map_err(|e| e.context(format_args!("TLS for {}", side.what)))
-    }
+/// The rustls configuration for connections to one side, sentinels or data nodes, or `None`
+/// when TLS is off for that side.
+///
+///
+/// Reads the CA, certificate and key files (sentinels use `sentinel_tls_*_file` where set, else
+/// the shared `tls_*_file`), or the system's root certificates when no CA file is given and
+/// `tls_insecure` is off. Blocking file I/O: call it on the caller's thread, never on a core
+/// runtime thread. Errors have [`ErrorCode::Tls`] and name the option and the file.
+pub fn client_config(config: &Config, side: Side) -> Result<Option<Arc<ClientConfig>>> {
+    let this = config;
+    let side = if side == Side::Sentinel {
+        if !this.sentinel_tls {
+            return Ok(None);
+        }
+        SideFiles {
+            what: "sentinels",
+            ca: pick(
+                ("sentinel_tls_ca_file", &this.sentinel_tls_ca_file),
+                ("tls_ca_file", &this.tls_ca_file),
+            ),
+            cert: pick(
+                ("sentinel_tls_cert_file", &this.sentinel_tls_cert_file),
+                ("tls_cert_file", &this.tls_cert_file),
+            ),
+            key: pick(
+                ("sentinel_tls_key_file", &this.sentinel_tls_key_file),
+                ("tls_key_file", &this.tls_key_file),
+            ),
+        }
+    } else {
+        if !this.data_tls {
+            return Ok(None);
+        }
+        SideFiles {
+            what: "data nodes",
+            ca: this.tls_ca_file.as_deref().map(|p| ("tls_ca_file", p)),
+            cert: this.tls_cert_file.as_deref().map(|p| ("tls_cert_file", p)),
+            key: this.tls_key_file.as_deref().map(|p| ("tls_key_file", p)),
+        }
+    };
+    build(&side, this.tls_insecure)
+        .map(|c| Some(Arc::new(c)))
+        .map_err(|e| e.context(format_args!("TLS for {}", side.what)))
+}
 
-    /// [`TlsOptions`] for one side, ready for [`ConnectOptions`](crate::resp::ConnectOptions), or
-    /// `None` when TLS is off there. Same file reading and errors as
-    /// [`Config::tls_client_config`].
-    pub fn tls_options(&self, for_sentinels: bool) -> Result<Option<TlsOptions>> {
-        Ok(self
-            .tls_client_config(for_sentinels)?
-            .map(|config| TlsOptions {
-                config,
-                server_name: self.tls_server_name.clone(),
-            }))
-    }
+/// [`TlsOptions`] for one side, ready for [`ConnectOptions`](crate::resp::ConnectOptions), or
+/// `None` when TLS is off there. Same file reading and errors as [`client_config`].
+pub fn options(config: &Config, side: Side) -> Result<Option<TlsOptions>> {
+    Ok(client_config(config, side)?.map(|tls| TlsOptions {
+        config: tls,
+        server_name: config.tls_server_name.clone(),
+    }))
 }
 
 /// The sentinel-specific option if set, else the shared one, with the key that supplied it.
@@ -133,7 +131,7 @@ fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
-fn build(side: &Side<'_>, insecure: bool) -> Result<ClientConfig> {
+fn build(side: &SideFiles<'_>, insecure: bool) -> Result<ClientConfig> {
     let provider = provider();
     let builder = ClientConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
@@ -344,18 +342,18 @@ mod tests {
     #[test]
     fn off_sides_build_nothing() {
         let c = Config::from_url("redis+sentinel://h/s").unwrap();
-        assert!(c.tls_client_config(true).unwrap().is_none());
-        assert!(c.tls_client_config(false).unwrap().is_none());
+        assert!(client_config(&c, Side::Sentinel).unwrap().is_none());
+        assert!(client_config(&c, Side::Data).unwrap().is_none());
         let c = Config::from_url("redis+sentinel://h/s?data_tls=true&tls_insecure=true").unwrap();
-        assert!(c.tls_client_config(true).unwrap().is_none());
-        assert!(c.tls_client_config(false).unwrap().is_some());
+        assert!(client_config(&c, Side::Sentinel).unwrap().is_none());
+        assert!(client_config(&c, Side::Data).unwrap().is_some());
     }
 
     #[test]
     fn insecure_needs_no_files() {
         let c = config("tls_insecure=true");
-        assert!(c.tls_client_config(true).unwrap().is_some());
-        assert!(c.tls_client_config(false).unwrap().is_some());
+        assert!(client_config(&c, Side::Sentinel).unwrap().is_some());
+        assert!(client_config(&c, Side::Data).unwrap().is_some());
     }
 
     #[test]
@@ -367,7 +365,7 @@ mod tests {
         let missing = dir.join("missing.pem");
 
         let c = config(&format!("tls_ca_file={}", missing.display()));
-        let e = c.tls_client_config(false).unwrap_err();
+        let e = client_config(&c, Side::Data).unwrap_err();
         assert_eq!(e.code(), ErrorCode::Tls);
         assert!(e.message().contains("tls_ca_file") && e.message().contains("missing.pem"));
         assert!(e.message().contains("data nodes"), "{e}");
@@ -376,14 +374,14 @@ mod tests {
             "sentinel_tls_ca_file={}&tls_insecure=false",
             junk.display()
         ));
-        let e = c.tls_client_config(true).unwrap_err();
+        let e = client_config(&c, Side::Sentinel).unwrap_err();
         assert!(e.message().contains("sentinel_tls_ca_file"), "{e}");
 
         let c = config(&format!(
             "tls_insecure=true&tls_cert_file={0}&tls_key_file={0}",
             junk.display()
         ));
-        let e = c.tls_client_config(false).unwrap_err();
+        let e = client_config(&c, Side::Data).unwrap_err();
         assert_eq!(e.code(), ErrorCode::Tls);
         assert!(!e.to_string().contains("supersecretline"), "{e}");
         assert!(!format!("{e:?}").contains("supersecretline"), "{e:?}");
@@ -393,8 +391,7 @@ mod tests {
     #[test]
     fn server_names() {
         let opts = TlsOptions {
-            config: config("tls_insecure=true")
-                .tls_client_config(false)
+            config: client_config(&config("tls_insecure=true"), Side::Data)
                 .unwrap()
                 .unwrap(),
             server_name: None,

@@ -3,12 +3,12 @@
 //! with the same URL would see (credentials, TLS files and server name, protocol, client name,
 //! DNS server and timeout).
 
-use std::time::Duration;
-
 use crate::config::Config;
-use crate::dns::{DnsOptions, Resolver};
+use crate::dns::Resolver;
 use crate::error::Result;
+use crate::node::connect_options;
 use crate::resp::ConnectOptions;
+use crate::types::Side;
 
 /// The resolver and connection options for one diagnosis.
 #[derive(Clone, Debug)]
@@ -27,42 +27,18 @@ impl Setup {
     /// Reads resolv.conf, the hosts file and the TLS CA, certificate and key files: blocking file
     /// I/O, so call it on a host thread (or a blocking-pool thread), never on a core worker.
     pub fn from_config(config: &Config) -> Result<Setup> {
-        let resolver = Resolver::new(DnsOptions {
-            timeout: Duration::from_millis(config.dns_timeout_ms),
-            nameserver: config.dns_server,
-            ..DnsOptions::default()
-        })?;
         Ok(Setup {
-            resolver,
-            sentinel: connect_options(config, true)?,
-            data: connect_options(config, false)?,
+            resolver: Resolver::for_config(config)?,
+            sentinel: connect_options(config, Side::Sentinel)?,
+            data: connect_options(config, Side::Data)?,
         })
     }
-}
-
-/// The handshake the monitor uses towards sentinels (`for_sentinels`) or data nodes: connect
-/// timeout, the side's credentials and TLS, the client name and protocol, database 0.
-///
-/// Reads the side's TLS files (blocking file I/O). The monitor builds the same options in its
-/// actor; this is the one constructor both could share.
-pub fn connect_options(config: &Config, for_sentinels: bool) -> Result<ConnectOptions> {
-    Ok(ConnectOptions {
-        connect_timeout: Duration::from_millis(config.connect_timeout_ms),
-        auth: if for_sentinels {
-            config.sentinel_auth.clone()
-        } else {
-            config.auth.clone()
-        },
-        client_name: config.client_name.clone(),
-        protocol: config.protocol,
-        db: 0,
-        tls: config.tls_options(for_sentinels)?,
-    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn each_side_gets_its_own_credentials() {
@@ -71,8 +47,8 @@ mod tests {
              &client_name=doc&connect_timeout_ms=700&protocol=2",
         )
         .unwrap();
-        let sentinel = connect_options(&config, true).unwrap();
-        let data = connect_options(&config, false).unwrap();
+        let sentinel = connect_options(&config, Side::Sentinel).unwrap();
+        let data = connect_options(&config, Side::Data).unwrap();
         assert_eq!(sentinel.auth.unwrap().password.expose(), "spw");
         assert_eq!(data.auth.unwrap().password.expose(), "pw");
         assert_eq!(sentinel.connect_timeout, Duration::from_millis(700));

@@ -15,10 +15,9 @@ use super::promotion::{self, Announced, Promoted};
 use super::subscriber::{self, Received};
 use super::{Command, Fenced, Status};
 use crate::config::{Address, Config};
-use crate::dns::Resolver;
 use crate::error::Error;
 use crate::node;
-use crate::resp::{ConnectOptions, Connection};
+use crate::resp::Connection;
 use crate::sentinel::discovery::Known;
 use crate::sentinel::discovery::{
     self, Answer, Found, Round, RoundSettings, SentinelOutcome, SentinelTarget,
@@ -109,35 +108,13 @@ pub(super) struct Actor {
 impl Actor {
     pub(super) fn new(
         config: Config,
-        resolver: Resolver,
+        settings: RoundSettings,
         status: watch::Sender<Status>,
         events: broadcast::Sender<Event>,
         publishing: Arc<Mutex<()>>,
         cancel: CancellationToken,
         tracker: TaskTracker,
     ) -> Actor {
-        let connect_timeout = Duration::from_millis(config.connect_timeout_ms);
-        let settings = RoundSettings {
-            service: config.service.clone(),
-            sentinel_connect: ConnectOptions {
-                connect_timeout,
-                auth: config.sentinel_auth.clone(),
-                client_name: config.client_name.clone(),
-                protocol: config.protocol,
-                db: 0,
-                tls: None,
-            },
-            data_connect: ConnectOptions {
-                connect_timeout,
-                auth: config.auth.clone(),
-                client_name: config.client_name.clone(),
-                protocol: config.protocol,
-                db: 0,
-                tls: None,
-            },
-            deadline: Duration::from_millis(config.sentinel_timeout_ms),
-            resolver,
-        };
         let (tx, rx) = mpsc::unbounded_channel();
         let (promotions_tx, promotions_rx) = mpsc::unbounded_channel();
         Actor {
@@ -183,22 +160,6 @@ impl Actor {
             cancel,
             tracker,
         }
-    }
-
-    /// TLS for sentinel and data-node connections, built by the caller on its own thread (reading
-    /// CA/cert/key files is blocking I/O that must not run on a core thread).
-    pub(super) fn set_tls(
-        &mut self,
-        sentinels: Option<crate::tls::TlsOptions>,
-        data: Option<crate::tls::TlsOptions>,
-    ) {
-        self.settings.sentinel_connect.tls = sentinels;
-        self.settings.data_connect.tls = data;
-    }
-
-    /// The handshake for data nodes, for clients' data connections.
-    pub(super) fn data_connect_options(&self) -> ConnectOptions {
-        self.settings.data_connect.clone()
     }
 
     pub(super) async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {

@@ -24,6 +24,7 @@ pub use registry::live_monitors;
 use crate::config::{Address, Config};
 use crate::error::{Error, Result};
 use crate::sync::Locked;
+use crate::types::Side;
 
 /// What the monitor task publishes after every round.
 #[derive(Clone, Debug)]
@@ -91,16 +92,17 @@ impl Monitor {
     /// immediately in the background.
     pub fn start(config: Config) -> Result<Arc<Monitor>> {
         let handle = crate::runtime::handle()?;
-        // Built here, on the caller's thread, because reading resolv.conf and /etc/hosts is
-        // blocking file I/O that must not happen on a core thread.
-        let resolver = crate::dns::Resolver::new(crate::dns::DnsOptions {
-            timeout: std::time::Duration::from_millis(config.dns_timeout_ms),
-            nameserver: config.dns_server,
-            ..Default::default()
-        })?;
-        // Also here: CA, certificate and key files are read once per monitor, on this thread.
-        let sentinel_tls = config.tls_options(true)?;
-        let data_tls = config.tls_options(false)?;
+        // Built here, on the caller's thread: resolv.conf, the hosts file and the TLS files are
+        // read with blocking file I/O that must not happen on a core thread.
+        let resolver = crate::dns::Resolver::for_config(&config)?;
+        let settings = crate::sentinel::discovery::RoundSettings {
+            service: config.service.clone(),
+            sentinel_connect: crate::node::connect_options(&config, Side::Sentinel)?,
+            data_connect: crate::node::connect_options(&config, Side::Data)?,
+            deadline: std::time::Duration::from_millis(config.sentinel_timeout_ms),
+            resolver: resolver.clone(),
+        };
+        let data_options = settings.data_connect.clone();
         let initial = Status {
             topology: Arc::new(Topology {
                 service: config.service.clone(),
@@ -120,17 +122,15 @@ impl Monitor {
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
         let publishing = Arc::new(Mutex::new(()));
-        let mut actor = actor::Actor::new(
+        let actor = actor::Actor::new(
             config,
-            resolver.clone(),
+            settings,
             status_tx,
             events.clone(),
             publishing.clone(),
             cancel.clone(),
             tracker.clone(),
         );
-        actor.set_tls(sentinel_tls, data_tls);
-        let data_options = actor.data_connect_options();
         let _guard = handle.enter();
         tracker.spawn(actor.run(commands_rx));
         tracker.close();

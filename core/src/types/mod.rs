@@ -6,10 +6,12 @@ mod address;
 mod credentials;
 mod protocol;
 mod role;
+mod side;
 mod topology;
 
 pub use address::Address;
 pub use credentials::{Credentials, Secret};
 pub use protocol::Protocol;
 pub use role::Role;
+pub use side::Side;
 pub use topology::{unix_ms, Event, EventKind, SentinelInfo, Topology};
