@@ -22,4 +22,4 @@ for _ in $(seq 1 300); do [ -s "$work/topology.json" ] && break; sleep 0.1; done
 [ -s "$work/topology.json" ] || { echo "demo: the topology did not start" >&2; exit 1; }
 url=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["url"])' "$work/topology.json")
 echo "demo: $url"
-"$bin/sentinel-recovery" demo "$url"
+"$bin/sr-demo" "$url"

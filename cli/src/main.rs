@@ -1,10 +1,9 @@
 //! `sentinel-recovery`: the command line of the project.
 //!
-//! `exec URL -- CMD` runs one command; `demo URL` shows a failover live; `watch URL [--json]` prints the topology once discovery has answered, then one line per event
+//! `exec URL -- CMD` runs one command; `watch URL [--json]` prints the topology once discovery has answered, then one line per event
 //! as it happens: human-readable by default, one JSON object per line with `--json`;
 //! `doctor URL [--json] [--watch SECONDS]` diagnoses the deployment (exit 0, 1 or 2).
 
-mod demo;
 mod doctor;
 mod exec;
 mod watch;
@@ -17,7 +16,6 @@ usage: sentinel-recovery <command> [args]
 commands:
   watch URL [--json]   print the topology, then every event as it happens (Ctrl-C to stop)
   exec URL -- CMD ...  run one command on the primary and print the reply as redis-cli does
-  demo URL             write continuously, kill -9 the (loopback) primary, print the failover timeline
   doctor URL [--json] [--watch SECONDS]
                        diagnose the deployment: exit 0 healthy, 1 warnings, 2 failures
                        (`doctor --help` for details and the JSON schema)
@@ -38,7 +36,6 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("watch") => watch::main(&args[1..]),
         Some("exec") => exec::main(&args[1..]),
-        Some("demo") => demo::main(&args[1..]),
         Some("doctor") => return doctor::main(&args[1..]),
         Some("-V" | "--version") => {
             println!("sentinel-recovery {}", env!("CARGO_PKG_VERSION"));

@@ -1,13 +1,16 @@
-//! `sentinel-recovery demo URL`: writes continuously through a `Client`, kills the primary with
-//! kill -9 (loopback topologies only), and prints the timeline of the failover as the sentinels
-//! and the client saw it, with the window in which writes were refused.
+//! `sr-demo URL` (what `make demo` runs): writes continuously through a `Client`, kills the
+//! primary with kill -9 (loopback topologies only), and prints the timeline of the failover as the
+//! sentinels and the client saw it, with the window in which writes were refused.
+//!
+//! A testkit tool, not part of the product: the sentinels' own events are read with the
+//! testkit's plain RESP client on threads of this program, independent of the client it shows.
 
-use std::net::ToSocketAddrs;
+use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sentinel_recovery::resp::{ConnectOptions, Connection};
 use sentinel_recovery::{Client, EventKind};
+use sentinel_recovery_testkit::{Conn, Reply};
 
 /// One line of the timeline, in ms since the kill.
 struct Mark {
@@ -23,12 +26,20 @@ struct Writes {
     log: Vec<(Instant, bool, String)>,
 }
 
-pub fn main(args: &[String]) -> Result<(), String> {
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match demo(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn demo(args: &[String]) -> Result<(), String> {
     let [url] = args else {
-        return Err(
-            "demo: usage: sentinel-recovery demo URL (a loopback topology: the primary is killed)"
-                .into(),
-        );
+        return Err("demo: usage: sr-demo URL (a loopback topology: the primary is killed)".into());
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
@@ -60,30 +71,37 @@ async fn run(url: &str) -> Result<(), String> {
     let marks: Arc<Mutex<Vec<Mark>>> = Arc::default();
 
     // Sentinel events as the sentinels publish them (each sentinel publishes its own; the first
-    // to publish an event dates it), for the timeline.
-    let mut subscriptions = Vec::new();
+    // to publish an event dates it), for the timeline. The threads end with the process.
     let master_text = format!("master {} ", topology.service);
     for sentinel in &client.config().sentinels {
-        let Some(addr) = (sentinel.host.as_str(), sentinel.port)
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut a| a.next())
-        else {
-            continue;
-        };
-        let Ok(conn) = Connection::connect(addr, &ConnectOptions::default()).await else {
-            continue;
-        };
-        subscriptions.push(conn.clone());
-        let channels = ["+sdown", "+odown", "+switch-master", "+failover-end"];
-        let Ok(mut sub) = conn.subscribe(&channels, Duration::from_secs(2)).await else {
-            continue;
-        };
+        let addr = sentinel.to_string();
         let (marks, master_text) = (marks.clone(), master_text.clone());
-        tokio::spawn(async move {
-            while let Some((channel, payload)) = sub.next().await {
-                let channel = String::from_utf8_lossy(&channel).into_owned();
-                let payload = String::from_utf8_lossy(&payload).into_owned();
+        // A blocking subscription on a thread of its own: the demo's runtime is never blocked.
+        std::thread::spawn(move || {
+            let Ok(mut conn) = Conn::connect(&addr, Duration::from_secs(2)) else {
+                return;
+            };
+            let channels = [
+                "SUBSCRIBE",
+                "+sdown",
+                "+odown",
+                "+switch-master",
+                "+failover-end",
+            ];
+            if conn.send(&channels).is_err() || conn.set_read_timeout(None).is_err() {
+                return;
+            }
+            while let Ok(reply) = conn.read() {
+                let Some([Reply::Bulk(kind), Reply::Bulk(channel), Reply::Bulk(payload)]) =
+                    reply.as_array()
+                else {
+                    continue;
+                };
+                if kind.as_slice() != b"message" {
+                    continue;
+                }
+                let channel = String::from_utf8_lossy(channel).into_owned();
+                let payload = String::from_utf8_lossy(payload).into_owned();
                 if channel != "+switch-master" && !payload.starts_with(&master_text) {
                     continue;
                 }
@@ -210,9 +228,6 @@ async fn run(url: &str) -> Result<(), String> {
         .ok()
         .and_then(|v| v.as_int());
     client.close().await;
-    for conn in &subscriptions {
-        conn.close();
-    }
 
     let w = writes.lock().unwrap_or_else(|e| e.into_inner());
     let mut lines: Vec<(Instant, String)> = marks
