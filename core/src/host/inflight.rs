@@ -150,9 +150,15 @@ impl<T: Send + 'static> Completer<T> {
     }
 
     fn finish(&self, result: Result<T>) {
+        // Counted as running before it leaves `pending`: a close in between must not see it
+        // neither pending nor running, complete, and be followed by this completion.
+        self.registry.running.fetch_add(1, Ordering::SeqCst);
         self.registry.pending.locked().remove(&self.id);
         if let Some(done) = self.slot.0.locked().take() {
             self.registry.call(move || done(result));
+        }
+        if self.registry.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.registry.idle.notify_waiters();
         }
     }
 }
