@@ -5,20 +5,10 @@
  */
 import { EventEmitter } from 'node:events'
 
-/** The stable error codes shared by every language. */
-export type ErrorCode =
-  | 'config'
-  | 'sentinels_unreachable'
-  | 'service_unknown'
-  | 'no_healthy_primary'
-  | 'timeout'
-  | 'connection_lost'
-  | 'server'
-  | 'protocol'
-  | 'tls'
-  | 'auth'
-  | 'closed'
-  | 'queue_full'
+import type { ErrorCode, EventKindName } from './tables'
+
+/** The stable error codes shared by every language (generated from the core's table). */
+export type { ErrorCode } from './tables'
 
 /** Base class of every error of this package. */
 export declare class SentinelRecoveryError extends Error {
@@ -52,6 +42,20 @@ export declare class AuthError extends SentinelRecoveryError {}
 export declare class ClosedError extends SentinelRecoveryError {}
 /** The bounded queue of commands waiting for a primary is full. */
 export declare class QueueFullError extends SentinelRecoveryError {}
+/** A bug in sentinel-recovery, caught (a panic in the native code): the operation failed, the process goes on. */
+export declare class InternalError extends SentinelRecoveryError {}
+
+/**
+ * Rejection of a command whose AbortSignal fired, as Node's own APIs reject. The command may have
+ * been sent, and then may have run on the server; it is never retried.
+ */
+export declare class AbortError extends Error {
+  constructor(message?: string, options?: { cause?: unknown })
+  readonly name: 'AbortError'
+  readonly code: 'ABORT_ERR'
+  /** The signal's `reason`. */
+  readonly cause: unknown
+}
 
 /** Error class by stable code. */
 export declare const ERROR_CLASSES: Readonly<Record<ErrorCode, typeof SentinelRecoveryError>>
@@ -124,6 +128,24 @@ export interface DiscoveryFailedEvent extends EventBase {
   /** SentinelsUnreachableError, ServiceUnknownError or NoHealthyPrimaryError. */
   error: SentinelRecoveryError
 }
+export interface FailoverStartedEvent extends EventBase {
+  kind: 'failover_started'
+  /** The primary being demoted. */
+  primary: Address
+  /** The replica being promoted; writes wait until it answers as primary. */
+  promoting: Address
+}
+export interface SentinelTiltEvent extends EventBase {
+  kind: 'sentinel_tilt'
+  sentinel: Address
+  /** True when the sentinel entered TILT, false when it left. */
+  on: boolean
+}
+export interface SentinelServiceUnknownEvent extends EventBase {
+  kind: 'sentinel_service_unknown'
+  /** A reachable sentinel that answered that it does not monitor the service. */
+  sentinel: Address
+}
 /** Any event. */
 export type SentinelEvent =
   | PrimaryChangedEvent
@@ -134,9 +156,14 @@ export type SentinelEvent =
   | ConnectionLostEvent
   | ConnectionRestoredEvent
   | DiscoveryFailedEvent
-/** The event kinds. */
-export type EventKind = SentinelEvent['kind']
-/** Every event kind, in DESIGN order. */
+  | FailoverStartedEvent
+  | SentinelTiltEvent
+  | SentinelServiceUnknownEvent
+/** The event kinds (generated from the core's table). */
+export type EventKind = EventKindName
+/** The event of one kind (`never` for a kind newer than these declarations). */
+export type EventOf<K extends EventKind> = Extract<SentinelEvent, { kind: K }>
+/** Every event kind, in the order of the core's table. */
 export declare const EVENT_KINDS: readonly EventKind[]
 
 /**
@@ -202,17 +229,25 @@ export type Reply =
   | Reply[]
   | Map<Reply, Reply>
 
-/** Listener signatures of Client. */
-export interface ClientEvents {
+/** Per-call options of `execute`. */
+export interface ExecuteOptions {
+  /**
+   * This command's deadline in milliseconds, instead of the client's `commandTimeoutMs`
+   * (positive, at most 2147483647); past it the promise rejects with TimeoutError.
+   */
+  timeoutMs?: number
+  /**
+   * Cancels the command: the promise rejects at once with an AbortError. A command already sent
+   * may still run on the server.
+   */
+  signal?: AbortSignal
+}
+
+/** Listener signatures of Client: `'event'` and every kind of the core's table. */
+export type ClientEvents = {
   event: (event: SentinelEvent) => void
-  primary_changed: (event: PrimaryChangedEvent) => void
-  replicas_changed: (event: ReplicasChangedEvent) => void
-  sentinels_changed: (event: SentinelsChangedEvent) => void
-  sentinel_down: (event: SentinelDownEvent) => void
-  sentinel_up: (event: SentinelUpEvent) => void
-  connection_lost: (event: ConnectionLostEvent) => void
-  connection_restored: (event: ConnectionRestoredEvent) => void
-  discovery_failed: (event: DiscoveryFailedEvent) => void
+} & {
+  [K in EventKind]: (event: EventOf<K>) => void
 }
 
 /**
@@ -229,13 +264,19 @@ export declare class Client extends EventEmitter {
   static connect(url: string, options?: ClientOptions): Promise<Client>
   /** Opens a client without waiting for discovery; throws ConfigError for a bad URL or option. */
   static open(url: string, options?: ClientOptions): Client
-  /** Runs one command: `await client.execute(['SET', 'k', 'v'])`. */
-  execute(args: Arg[]): Promise<Reply>
+  /**
+   * Runs one command: `await client.execute(['SET', 'k', 'v'])`, optionally with its own
+   * deadline and an AbortSignal: `execute(['GET', 'k'], { timeoutMs: 500, signal })`.
+   */
+  execute(args: Arg[], options?: ExecuteOptions): Promise<Reply>
   /** The current topology snapshot; never waits on the network. Throws ClosedError once closed. */
   topology(): Topology
   /** Whether close() was called. */
   readonly closed: boolean
-  /** Closes the client; no event is emitted after the promise resolves. Idempotent. */
+  /**
+   * Closes the client. Before the promise resolves every pending command settles (ClosedError if
+   * it could not finish); no event is emitted after. Idempotent; may be called from a listener.
+   */
   close(): Promise<void>
 
   on<K extends keyof ClientEvents>(event: K, listener: ClientEvents[K]): this

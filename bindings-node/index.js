@@ -8,6 +8,7 @@
 
 const { EventEmitter } = require('node:events')
 const native = require('./native.js')
+const tables = require('./tables.js')
 
 /** Base class of every error of this package; `code` is the stable code shared by all languages. */
 class SentinelRecoveryError extends Error {
@@ -50,46 +51,97 @@ class AuthError extends SentinelRecoveryError {}
 class ClosedError extends SentinelRecoveryError {}
 /** The bounded queue of commands waiting for a primary is full. */
 class QueueFullError extends SentinelRecoveryError {}
+/** A bug in sentinel-recovery, caught (a panic in the native code): the operation failed, the process goes on. */
+class InternalError extends SentinelRecoveryError {}
 
-/** Error class by stable code. */
-const ERROR_CLASSES = Object.freeze({
-  config: ConfigError,
-  sentinels_unreachable: SentinelsUnreachableError,
-  service_unknown: ServiceUnknownError,
-  no_healthy_primary: NoHealthyPrimaryError,
-  timeout: TimeoutError,
-  connection_lost: ConnectionLostError,
-  server: ServerError,
-  protocol: ProtocolError,
-  tls: TlsError,
-  auth: AuthError,
-  closed: ClosedError,
-  queue_full: QueueFullError,
-})
+/** The classes above by name; a code is served by the class named after it (`queue_full` -> QueueFullError). */
+const DECLARED = {
+  ConfigError,
+  SentinelsUnreachableError,
+  ServiceUnknownError,
+  NoHealthyPrimaryError,
+  TimeoutError,
+  ConnectionLostError,
+  ServerError,
+  ProtocolError,
+  TlsError,
+  AuthError,
+  ClosedError,
+  QueueFullError,
+  InternalError,
+}
 
-/** The event kinds, each also emitted under its own name. */
-const EVENT_KINDS = Object.freeze([
-  'primary_changed',
-  'replicas_changed',
-  'sentinels_changed',
-  'sentinel_down',
-  'sentinel_up',
-  'connection_lost',
-  'connection_restored',
-  'discovery_failed',
-])
+/** `queue_full` -> `QueueFullError`. */
+function className(code) {
+  return code.replace(/(^|_)([a-z])/g, (_, __, c) => c.toUpperCase()) + 'Error'
+}
+
+/**
+ * Error class by stable code, for every code of the generated table (tables.js). A code newer
+ * than this file still gets a class of its own, named after it.
+ */
+const ERROR_CLASSES = Object.freeze(
+  Object.fromEntries(
+    Object.keys(tables.ERROR_CODES).map((code) => {
+      const name = className(code)
+      const Class = DECLARED[name] || { [name]: class extends SentinelRecoveryError {} }[name]
+      return [code, Class]
+    }),
+  ),
+)
+
+/** The event kinds (from the generated table), each also emitted under its own name. */
+const EVENT_KINDS = Object.freeze(Object.keys(tables.EVENT_KINDS))
 
 function makeError(code, message, serverCode) {
-  const Class = ERROR_CLASSES[code] || SentinelRecoveryError
+  const Class = Object.hasOwn(ERROR_CLASSES, code) ? ERROR_CLASSES[code] : SentinelRecoveryError
   return new Class(message, code, serverCode == null ? null : serverCode)
 }
 
-/** A synchronous native error ("code: message") as its SentinelRecoveryError subclass. */
+/**
+ * An error thrown by the native module as its SentinelRecoveryError subclass: the native module
+ * puts the stable code in the error's `code` property. Anything else (a napi argument error) is
+ * returned as it is.
+ */
 function fromNative(e) {
-  const m = /^([a-z_]+): ([\s\S]*)$/.exec(e && e.message)
-  if (m && ERROR_CLASSES[m[1]]) return makeError(m[1], m[2], null)
+  if (e instanceof Error && typeof e.code === 'string' && Object.hasOwn(ERROR_CLASSES, e.code)) {
+    return makeError(e.code, e.message, null)
+  }
   return e
 }
+
+/**
+ * Rejection of a command whose AbortSignal fired, as Node's own APIs reject (`name`
+ * 'AbortError', `code` 'ABORT_ERR', the signal's reason as `cause`). The command may have been
+ * sent, and then may have run on the server; it is never retried.
+ */
+class AbortError extends Error {
+  constructor(message = 'The operation was aborted', options = undefined) {
+    super(message, options)
+    this.name = 'AbortError'
+    this.code = 'ABORT_ERR'
+  }
+}
+
+function abortError(signal) {
+  return new AbortError('The command was aborted (it may have been sent, and may have run on the server)', {
+    cause: signal.reason,
+  })
+}
+
+/** Whether `s` looks like an AbortSignal (also one from another realm or a polyfill). */
+function isAbortSignal(s) {
+  return (
+    s !== null &&
+    typeof s === 'object' &&
+    typeof s.aborted === 'boolean' &&
+    typeof s.addEventListener === 'function' &&
+    typeof s.removeEventListener === 'function'
+  )
+}
+
+/** Largest per-call deadline (as for setTimeout): about 24.8 days. */
+const MAX_TIMEOUT_MS = 2147483647
 
 /** `decodeResponses` -> `decode_responses`; snake_case keys are kept as they are. */
 function snakeCase(key) {
@@ -145,16 +197,14 @@ class Client extends EventEmitter {
     const id = nextClientId++
     const decode = Boolean(options.decodeResponses ?? options.decode_responses ?? false)
     this._id = id
+    /** Pending operations by id: {resolve, reject, cleanup}. Ids are never 0 (0 marks an event). */
     this._pending = new Map()
     this._nextOp = 1
     this._held = false
-    // The callbacks reference only the id, never the client, so a dropped client can be
-    // collected; only clients with pending operations are kept reachable, in `busy`.
+    // The wake function references only a WeakRef, never the client, so a dropped client can be
+    // collected (and is then closed by the native side); only clients with pending operations
+    // are kept reachable, in `busy`.
     const self = new WeakRef(this)
-    const onEvent = (json) => {
-      const client = self.deref()
-      if (client) client._event(json)
-    }
     // Every wake must reach `drain`, also one that arrives when no operation is pending (the
     // completion that scheduled it may already have been taken by an earlier drain): a wake that
     // is skipped would leave the client's completions waiting for a wake that never comes.
@@ -163,7 +213,7 @@ class Client extends EventEmitter {
       if (client && client._native) client._drain()
     }
     try {
-      this._native = native.open(url, coreOptions(options), decode, onWake, onEvent)
+      this._native = native.open(url, coreOptions(options), decode, onWake)
     } catch (e) {
       throw fromNative(e)
     }
@@ -198,11 +248,42 @@ class Client extends EventEmitter {
    * every binding: NaN is refused (ConfigError), +/-Infinity become `inf` / `-inf`, others their
    * shortest round-trip text (`String(n)`, `-0` kept); a string with a lone surrogate is refused
    * (ConfigError) rather than sent with U+FFFD in its place.
+   *
+   * `options.timeoutMs` is this command's deadline (instead of the client's `commandTimeoutMs`);
+   * past it the promise rejects with TimeoutError. `options.signal` (an AbortSignal) cancels the
+   * command: the promise rejects at once with an AbortError (`name` 'AbortError'); a command that
+   * was already sent may still run on the server, and is never retried.
    * @param {Array<string|Buffer|Uint8Array|number|bigint>} args
+   * @param {{timeoutMs?: number, signal?: AbortSignal}} [options]
    */
-  execute(args) {
+  execute(args, options = undefined) {
     if (!Array.isArray(args) || args.length === 0) {
       return Promise.reject(new TypeError('execute expects a non-empty array of arguments'))
+    }
+    let timeoutMs
+    let signal
+    if (options !== undefined) {
+      if (options === null || typeof options !== 'object') {
+        return Promise.reject(new TypeError('execute options must be an object'))
+      }
+      for (const key of Object.keys(options)) {
+        if (key !== 'timeoutMs' && key !== 'signal') {
+          return Promise.reject(new TypeError(`unknown execute option '${key}' (expected timeoutMs, signal)`))
+        }
+      }
+      timeoutMs = options.timeoutMs ?? undefined
+      signal = options.signal ?? undefined
+      if (
+        timeoutMs !== undefined &&
+        !(typeof timeoutMs === 'number' && timeoutMs > 0 && timeoutMs <= MAX_TIMEOUT_MS)
+      ) {
+        return Promise.reject(
+          makeError('config', `timeoutMs must be a number of milliseconds in (0, ${MAX_TIMEOUT_MS}], not ${String(timeoutMs)}`, null),
+        )
+      }
+      if (signal !== undefined && !isAbortSignal(signal)) {
+        return Promise.reject(new TypeError('signal must be an AbortSignal'))
+      }
     }
     let copied = false
     for (let i = 0; i < args.length; i++) {
@@ -226,7 +307,9 @@ class Client extends EventEmitter {
         }
       }
     }
-    return this._op((op) => this._native.execute(op, args))
+    // Aborted before it started: nothing is sent.
+    if (signal !== undefined && signal.aborted) return Promise.reject(abortError(signal))
+    return this._op((op) => this._native.execute(op, args, timeoutMs, signal !== undefined), signal)
   }
 
   /** The current topology: `{service, primary, replicas, sentinels, epoch, healthy}`. Never waits. */
@@ -244,33 +327,53 @@ class Client extends EventEmitter {
   }
 
   /**
-   * Closes the client; resolves when it is closed. No event is emitted after that. Commands
-   * still pending settle (with ClosedError if they could not finish). Idempotent.
+   * Closes the client; resolves when it is closed. Every command still pending settles before
+   * (with ClosedError if it could not finish), every event the client received before is emitted
+   * before, and no event is emitted after. Idempotent; may be called from an event listener.
    * @returns {Promise<void>}
    */
   async close() {
     await this._op((op) => this._native.close(op))
   }
 
-  /** Starts one native operation and returns the promise it settles. */
-  _op(start) {
+  /**
+   * Starts one native operation and returns the promise it settles. With `signal`, `start`
+   * returns the native operation, cancelled (and the promise rejected) when the signal fires.
+   */
+  _op(start, signal = undefined) {
     const op = this._nextOp++
     if (this._nextOp > 0xffffffff) this._nextOp = 1
+    let entry
     const promise = new Promise((resolve, reject) => {
-      this._pending.set(op, { resolve, reject })
+      entry = { resolve, reject, cleanup: null }
     })
+    this._pending.set(op, entry)
     if (!this._held) {
       this._held = true
       busy.set(this._id, this)
       this._native.hold(true)
     }
+    let started
     try {
-      start(op)
+      started = start(op)
     } catch (e) {
-      const p = this._pending.get(op)
       this._pending.delete(op)
-      p.reject(fromNative(e))
+      entry.reject(fromNative(e))
       this._release()
+      return promise
+    }
+    if (signal !== undefined && started && this._pending.get(op) === entry) {
+      const onAbort = () => {
+        if (this._pending.get(op) !== entry) return
+        this._pending.delete(op)
+        // The core completes the cancelled operation too (with `closed`); that completion finds
+        // no pending entry and is dropped.
+        started.cancel()
+        entry.reject(abortError(signal))
+        this._release()
+      }
+      signal.addEventListener('abort', onAbort, { once: true })
+      entry.cleanup = () => signal.removeEventListener('abort', onAbort)
     }
     return promise
   }
@@ -283,13 +386,22 @@ class Client extends EventEmitter {
     }
   }
 
-  /** Settles every finished operation. Runs on the event loop, woken by the core. */
+  /**
+   * Settles every finished operation and emits every event, in the order the core produced
+   * them. Runs on the event loop, woken by the core.
+   */
   _drain() {
     const done = this._native.drain(makeError)
     for (let i = 0; i < done.length; i += 3) {
-      const p = this._pending.get(done[i])
+      const id = done[i]
+      if (id === 0) {
+        this._event(done[i + 2])
+        continue
+      }
+      const p = this._pending.get(id)
       if (p === undefined) continue
-      this._pending.delete(done[i])
+      this._pending.delete(id)
+      if (p.cleanup !== null) p.cleanup()
       if (done[i + 1]) p.resolve(done[i + 2])
       else p.reject(done[i + 2])
     }
@@ -305,7 +417,9 @@ class Client extends EventEmitter {
       this.emit('event', event)
       this.emit(event.kind, event)
     } catch (e) {
-      // Like any other emitter with no caller to throw to: an uncaught exception.
+      // Like any other emitter with no caller to throw to: an uncaught exception (reported to
+      // process 'uncaughtException' listeners). The events and completions after it are still
+      // delivered.
       process.nextTick(() => {
         throw e
       })
@@ -316,18 +430,8 @@ class Client extends EventEmitter {
 module.exports = {
   Client,
   SentinelRecoveryError,
-  ConfigError,
-  SentinelsUnreachableError,
-  ServiceUnknownError,
-  NoHealthyPrimaryError,
-  TimeoutError,
-  ConnectionLostError,
-  ServerError,
-  ProtocolError,
-  TlsError,
-  AuthError,
-  ClosedError,
-  QueueFullError,
+  ...Object.fromEntries(Object.values(ERROR_CLASSES).map((Class) => [Class.name, Class])),
+  AbortError,
   ERROR_CLASSES,
   EVENT_KINDS,
 }

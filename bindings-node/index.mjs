@@ -16,6 +16,8 @@ export const {
   AuthError,
   ClosedError,
   QueueFullError,
+  InternalError,
+  AbortError,
   ERROR_CLASSES,
   EVENT_KINDS,
 } = cjs

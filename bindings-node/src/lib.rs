@@ -1,59 +1,99 @@
 //! Node.js binding of sentinel-recovery (napi-rs).
 //!
-//! This native module is the thin layer under `index.js`: it converts values and delivers
-//! completions, nothing more. Work runs on the core's own runtime (`sr-worker-N` threads); napi's
-//! tokio runtime is not used.
+//! This native module is the thin layer under `index.js`. It stands on the core's host layer
+//! ([`sentinel_recovery::host`]), which runs every operation on the core's own threads and
+//! guarantees what a binding would otherwise have to: every completion runs exactly once (also on
+//! close, panic and runtime shutdown), `close` completes every operation in flight with `closed`
+//! before its own completion, no event handler runs once `close` has completed, and a panic is the
+//! error code `internal`. This module only converts values, owns the JavaScript-side lifetimes
+//! and hands completions to the JavaScript thread; it starts nothing on the core runtime itself.
 //!
 //! Completions: every asynchronous operation (`ready`, `execute`, `close`) is identified by a
-//! `u32` id chosen by JavaScript. Its result is pushed, on a core thread, into the client's queue,
-//! and only the push that finds no wake-up scheduled calls the client's *wake* threadsafe function
-//! (non-blocking). On the JavaScript thread, `drain` converts every queued result to JavaScript
-//! values at once, so a burst of completions costs one crossing into JavaScript. A wake-up counts
-//! as scheduled until it is dispatched on the JavaScript thread, where it is re-armed just before
-//! the JavaScript function runs: a completion is never left waiting on a wake-up that already
-//! happened, even when a drain took its result early or JavaScript had nothing to drain (and
-//! JavaScript drains on every wake-up, pending operations or not). The wake function
-//! is unreferenced (it does not keep the process alive); JavaScript references it through
-//! [`NativeClient::hold`] while at least one operation is pending, so a pending command keeps the
-//! process alive until it settles and nothing else does.
+//! `u32` id (never 0) chosen by JavaScript. Its result is pushed, on a core thread, into the
+//! client's queue, and only the push that finds no wake-up scheduled calls the client's *wake*
+//! threadsafe function (non-blocking). Events take the same queue (as id 0 with the event as
+//! JSON), so JavaScript sees events and completions in the order the core produced them: every
+//! event the core delivered before `close` completed is emitted before `close()` resolves, and
+//! none after. On the JavaScript thread, `drain` converts every queued item to JavaScript values
+//! at once, so a burst costs one crossing into JavaScript. A wake-up counts as scheduled until it
+//! is dispatched on the JavaScript thread, where it is re-armed just before the JavaScript
+//! function runs: an item is never left waiting on a wake-up that already happened, even when a
+//! drain took it early or JavaScript had nothing to drain (and JavaScript drains on every wake-up,
+//! pending operations or not). The wake function is unreferenced (it does not keep the process
+//! alive); JavaScript references it through [`NativeClient::hold`] while at least one operation is
+//! pending, so a pending command keeps the process alive until it settles and nothing else does.
 //!
-//! Events reach JavaScript through a second, always-unreferenced threadsafe function, as JSON.
+//! Errors thrown synchronously carry the stable code in their `code` property (the napi status of
+//! the thrown error is the code), which `index.js` maps to its `SentinelRecoveryError` subclass.
 
 #![deny(missing_docs)]
 
 use std::ffi::c_void;
+use std::panic::AssertUnwindSafe;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use napi::bindgen_prelude::{Either, Function, ToNapiValue};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{sys, Env, JsValue, Status};
 use napi_derive::napi;
-use sentinel_recovery::{Client, Config, Error as SrError, ErrorCode, Value};
+use sentinel_recovery::host::{Done, Handle, Operation};
+use sentinel_recovery::{Error as SrError, ErrorCode, Event, EventKind, Value};
 
-// Synchronous errors are thrown to JavaScript with the message `"<code>: <message>"` (the core
-// error's `Display`); `index.js` turns them into the matching `SentinelRecoveryError` subclass.
-fn js_error(e: &SrError) -> napi::Error {
-    napi::Error::new(Status::GenericFailure, e.to_string())
+/// The status of an error thrown to JavaScript: a stable error code, which napi puts in the
+/// thrown error's `code` property.
+#[doc(hidden)]
+pub struct Code(&'static str);
+
+impl AsRef<str> for Code {
+    fn as_ref(&self) -> &str {
+        self.0
+    }
 }
 
-fn internal(e: napi::Error) -> napi::Error {
-    napi::Error::new(Status::GenericFailure, format!("protocol: {}", e.reason))
+/// What the synchronous native functions return (spelled out where `#[napi]` reads it, which
+/// recognizes a `Result` by its name): errors carry their stable code.
+type JsResult<T> = napi::Result<T, Code>;
+
+/// A core error as a JavaScript error with `code` set to the stable code.
+fn js_error(e: &SrError) -> napi::Error<Code> {
+    napi::Error::new(Code(e.code().as_str()), e.message().to_string())
 }
 
-/// The wake function: called with no arguments when completions are waiting.
+/// A failure of napi itself (not of the core), reported as `internal`.
+fn napi_failure(what: &str, e: impl std::fmt::Display) -> SrError {
+    SrError::new(
+        ErrorCode::Internal,
+        format!("internal error (a bug in sentinel-recovery): {what}: {e}"),
+    )
+}
+
+/// Runs `f` with a panic turned into an `internal` error: no panic crosses into JavaScript.
+fn guarded<T>(f: impl FnOnce() -> JsResult<T>) -> JsResult<T> {
+    std::panic::catch_unwind(AssertUnwindSafe(f))
+        .unwrap_or_else(|panic| Err(js_error(&SrError::internal(&*panic))))
+}
+
+/// The wake function: called with no arguments when completions or events are waiting.
 type WakeFn = ThreadsafeFunction<(), (), (), Status, false, true>;
-/// The event function: called with one event as a JSON string.
-type EventFn = ThreadsafeFunction<String, (), String, Status, false, true>;
 
-/// Completions of one client waiting for the JavaScript thread.
+/// Something waiting for the JavaScript thread.
+enum Item {
+    /// The result of operation `id`.
+    Completion(u32, sentinel_recovery::Result<Value>),
+    /// An event, as JSON.
+    Event(String),
+}
+
+/// The queue of one client's items waiting for the JavaScript thread.
 struct Shared {
-    queue: Mutex<Vec<(u32, sentinel_recovery::Result<Value>)>>,
+    queue: Mutex<Vec<Item>>,
     /// True from the push that scheduled a wake-up until that wake-up is dispatched on the
     /// JavaScript thread (the wake function's callback resets it there, before `drain` can run).
-    /// It is deliberately not reset by `drain`: a completion pushed after the reset schedules a
-    /// wake-up of its own, and one whose result a drain already took only costs an empty drain.
+    /// It is deliberately not reset by `drain`: an item pushed after the reset schedules a
+    /// wake-up of its own, and one a drain already took only costs an empty drain.
     /// (Resetting it in `drain` alone made every wake-up that JavaScript did not answer with a
     /// drain a lost wake-up: the flag stayed set, and no later completion of the client was ever
     /// delivered, not even a command's deadline.)
@@ -62,11 +102,11 @@ struct Shared {
 }
 
 impl Shared {
-    fn push(&self, id: u32, result: sentinel_recovery::Result<Value>) {
+    fn push(&self, item: Item) {
         self.queue
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push((id, result));
+            .push(item);
         if !self.wake_pending.swap(true, Ordering::SeqCst) {
             let status = self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
             if status != Status::Ok {
@@ -76,87 +116,114 @@ impl Shared {
             }
         }
     }
-}
 
-/// Completes one operation exactly once: by [`Completer::complete`] or, if dropped without it
-/// (a panic, or a task dropped when the runtime stops), with a `closed` error.
-struct Completer {
-    shared: Arc<Shared>,
-    id: u32,
-    done: bool,
-}
-
-impl Completer {
-    fn complete(mut self, result: sentinel_recovery::Result<Value>) {
-        self.done = true;
-        self.shared.push(self.id, result);
+    /// The completion of operation `id`, as the host layer calls it (once, on a core thread).
+    fn done<T: Send + 'static>(self: &Arc<Self>, id: u32, convert: fn(T) -> Value) -> Done<T> {
+        let shared = self.clone();
+        Box::new(move |result| shared.push(Item::Completion(id, result.map(convert))))
     }
 }
 
-impl Drop for Completer {
-    fn drop(&mut self) {
-        if !self.done {
-            self.shared.push(
-                self.id,
-                Err(SrError::new(
-                    ErrorCode::Closed,
-                    "the operation was abandoned (client closed or core stopped)",
-                )),
-            );
-        }
-    }
+/// One entry of the core's error-code or event-kind table.
+#[napi(object)]
+pub struct TableEntry {
+    /// The snake_case name shared by every language.
+    pub name: String,
+    /// Its integer (1-based, as the C ABI uses it).
+    pub value: u32,
+    /// What it means.
+    pub description: String,
+}
+
+/// The core's error codes, in the order of their integers (for the suite's check of `tables.js`).
+#[napi]
+pub fn error_codes() -> Vec<TableEntry> {
+    ErrorCode::ALL
+        .iter()
+        .map(|c| TableEntry {
+            name: c.as_str().to_string(),
+            value: c.as_i32() as u32,
+            description: c.description().to_string(),
+        })
+        .collect()
+}
+
+/// The core's event kinds, in the order of their integers (for the suite's check of `tables.js`).
+#[napi]
+pub fn event_kinds() -> Vec<TableEntry> {
+    EventKind::TABLE
+        .iter()
+        .zip(1..)
+        .map(|((name, description), value)| TableEntry {
+            name: name.to_string(),
+            value,
+            description: description.to_string(),
+        })
+        .collect()
+}
+
+/// Panics inside the binding's panic guard: the suite's check that a panic reaches JavaScript as
+/// an `internal` error. Not part of the API.
+#[doc(hidden)]
+#[napi(catch_unwind)]
+pub fn panic_for_test() -> napi::Result<(), Code> {
+    guarded(|| panic!("a test panic"))
 }
 
 /// Parses `url`, applies `options` (a flat `[key, value, key, value, ...]` list of core
 /// option keys and their string values, each passed through the core's `Config::set`) and
 /// opens the client; returns at once, discovery runs on the core's threads. `wake` is called
-/// (with no arguments) when completions wait for [`NativeClient::drain`], and must call it;
-/// `on_event` with each event as JSON. Neither keeps the process alive.
-#[napi]
+/// (with no arguments) when completions or events wait for [`NativeClient::drain`], and must
+/// call it. It does not keep the process alive (see [`NativeClient::hold`]).
+#[napi(catch_unwind)]
 pub fn open(
     url: String,
     options: Vec<String>,
     decode: bool,
     wake: Function<(), ()>,
-    on_event: Function<String, ()>,
-) -> napi::Result<NativeClient> {
-    // No panic crosses into JavaScript.
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        NativeClient::open_inner(url, options, decode, wake, on_event)
-    }))
-    .unwrap_or_else(|_| {
-        Err(napi::Error::new(
-            Status::GenericFailure,
-            "protocol: panic in open",
-        ))
-    })
+) -> napi::Result<NativeClient, Code> {
+    guarded(|| NativeClient::open_inner(url, options, decode, wake).map_err(|e| js_error(&e)))
+}
+
+/// A started operation that JavaScript may cancel (an `execute` with an `AbortSignal`).
+#[napi]
+pub struct NativeOperation {
+    operation: Operation,
+}
+
+#[napi]
+impl NativeOperation {
+    /// Stops the operation if it is still running; its completion then comes with `closed`. A
+    /// command already sent may still have run on the server.
+    #[napi(catch_unwind)]
+    pub fn cancel(&self) {
+        self.operation.cancel();
+    }
 }
 
 /// The native client under `index.js`'s `Client`. Not meant to be used directly.
 #[napi]
 pub struct NativeClient {
-    client: Client,
+    handle: Handle,
     shared: Arc<Shared>,
     decode: bool,
 }
 
-#[napi]
 impl NativeClient {
     fn open_inner(
         url: String,
         options: Vec<String>,
         decode: bool,
         wake: Function<(), ()>,
-        on_event: Function<String, ()>,
-    ) -> napi::Result<NativeClient> {
-        let mut config = Config::from_url(&url).map_err(|e| js_error(&e))?;
+    ) -> sentinel_recovery::Result<NativeClient> {
+        let mut pairs = Vec::with_capacity(options.len() / 2);
         for pair in options.chunks(2) {
             let [key, value] = pair else {
-                return Err(js_error(&SrError::config("option without a value")));
+                return Err(SrError::config("option without a value"));
             };
-            config.set(key, value).map_err(|e| js_error(&e))?;
+            pairs.push((key, value));
         }
-        let client = Client::open(config).map_err(|e| js_error(&e))?;
+        let handle = Handle::open_url(&url, &pairs)?;
         let wake_pending = Arc::new(AtomicBool::new(false));
         let rearm = wake_pending.clone();
         let wake: WakeFn = wake
@@ -168,105 +235,141 @@ impl NativeClient {
                 rearm.store(false, Ordering::SeqCst);
                 Ok(())
             })
-            .map_err(internal)?;
-        let on_event: EventFn = on_event
-            .build_threadsafe_function::<String>()
-            .weak::<true>()
-            .build()
-            .map_err(internal)?;
-        client
-            .set_event_callback(Some(Box::new(move |event| {
-                if let Ok(json) = serde_json::to_string(event) {
-                    let _ = on_event.call(json, ThreadsafeFunctionCallMode::NonBlocking);
-                }
-            })))
-            .map_err(|e| js_error(&e))?;
+            .map_err(|e| napi_failure("creating the wake function", e))?;
+        let shared = Arc::new(Shared {
+            queue: Mutex::new(Vec::new()),
+            wake_pending,
+            wake,
+        });
+        let events = shared.clone();
+        let subscribed = handle.subscribe_events(Box::new(move |event: &Event| {
+            // On a core thread: copy the event and queue it for the JavaScript thread.
+            if let Ok(json) = serde_json::to_string(event) {
+                events.push(Item::Event(json));
+            }
+        }));
+        if let Err(e) = subscribed {
+            handle.close(Box::new(|| {}));
+            return Err(e);
+        }
         Ok(NativeClient {
-            client,
-            shared: Arc::new(Shared {
-                queue: Mutex::new(Vec::new()),
-                wake_pending,
-                wake,
-            }),
+            handle,
+            shared,
             decode,
         })
     }
 
-    fn completer(&self, id: u32) -> Completer {
-        Completer {
-            shared: self.shared.clone(),
-            id,
-            done: false,
+    /// Runs `f`; if it panics before handing the completion to the core, `id` completes with
+    /// `internal` (a completion the core already had still completes too; JavaScript settles
+    /// each id once).
+    fn starting<R>(&self, id: u32, f: impl FnOnce() -> Option<R>) -> Option<R> {
+        std::panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+            self.shared
+                .push(Item::Completion(id, Err(SrError::internal(&*panic))));
+            None
+        })
+    }
+}
+
+impl Drop for NativeClient {
+    /// A client collected without `close()` is closed (nothing of it is pending: JavaScript keeps
+    /// a client with pending operations reachable).
+    fn drop(&mut self) {
+        if !self.handle.is_closed() {
+            self.handle.close(Box::new(|| {}));
         }
     }
+}
 
+/// A command's deadline from JavaScript's `timeoutMs` (checked there too).
+fn deadline(timeout_ms: Option<f64>) -> sentinel_recovery::Result<Option<Duration>> {
+    match timeout_ms {
+        None => Ok(None),
+        Some(ms) if ms > 0.0 => Duration::try_from_secs_f64(ms / 1000.0)
+            .map(Some)
+            .map_err(|_| SrError::config(format!("timeoutMs {ms} is out of range"))),
+        Some(ms) => Err(SrError::config(format!(
+            "timeoutMs must be a positive number of milliseconds, not {ms}"
+        ))),
+    }
+}
+
+#[napi]
+impl NativeClient {
     /// Completes `id` when the first discovery round has finished: with `null` if it found a
     /// verified primary, else with its error.
     #[napi(catch_unwind)]
     pub fn ready(&self, id: u32) {
-        let done = self.completer(id);
-        let client = self.client.clone();
-        match sentinel_recovery::runtime::handle() {
-            Ok(h) => {
-                h.spawn(async move {
-                    let result = client.ready().await.map(|_| Value::Nil);
-                    done.complete(result);
-                });
-            }
-            Err(e) => done.complete(Err(e)),
-        }
+        self.starting(id, || {
+            Some(self.handle.ready(self.shared.done(id, |_| Value::Nil)))
+        });
     }
 
     /// Runs one command (`args`: strings and Buffers/Uint8Arrays) and completes `id` with its
-    /// reply.
+    /// reply. `timeoutMs` replaces the client's `command_timeout_ms` for this command. With
+    /// `cancellable`, returns the operation, to cancel it.
     #[napi(catch_unwind)]
-    pub fn execute(&self, id: u32, args: Vec<Either<String, &[u8]>>) {
-        let done = self.completer(id);
-        let args: Vec<&[u8]> = args
-            .iter()
-            .map(|a| match a {
-                Either::A(s) => s.as_bytes(),
-                Either::B(b) => *b,
-            })
-            .collect();
-        self.client
-            .execute_with_callback(&args, move |result| done.complete(result));
+    pub fn execute(
+        &self,
+        id: u32,
+        args: Vec<Either<String, &[u8]>>,
+        timeout_ms: Option<f64>,
+        cancellable: bool,
+    ) -> Option<NativeOperation> {
+        self.starting(id, || {
+            let timeout = match deadline(timeout_ms) {
+                Ok(timeout) => timeout,
+                Err(e) => {
+                    self.shared.push(Item::Completion(id, Err(e)));
+                    return None;
+                }
+            };
+            let args: Vec<&[u8]> = args
+                .iter()
+                .map(|a| match a {
+                    Either::A(s) => s.as_bytes(),
+                    Either::B(b) => *b,
+                })
+                .collect();
+            let operation = self
+                .handle
+                .execute(&args, timeout, self.shared.done(id, |v| v));
+            cancellable.then_some(NativeOperation { operation })
+        })
     }
 
-    /// Closes the client and completes `id` when it is closed. No event is delivered after that.
+    /// Closes the client and completes `id` once every operation in flight has completed (with
+    /// `closed` if it had not finished) and no event handler runs any more: every completion and
+    /// event queued before is drained before this one.
     #[napi(catch_unwind)]
     pub fn close(&self, id: u32) {
-        let done = self.completer(id);
-        let client = self.client.clone();
-        match sentinel_recovery::runtime::handle() {
-            Ok(h) => {
-                h.spawn(async move {
-                    client.close().await;
-                    done.complete(Ok(Value::Nil));
-                });
-            }
-            Err(e) => done.complete(Err(e)),
-        }
+        self.starting(id, || {
+            let done = self.shared.done(id, |()| Value::Nil);
+            self.handle.close(Box::new(move || done(Ok(()))));
+            Some(())
+        });
     }
 
     /// The current topology snapshot as JSON. Never waits on network work.
     #[napi(catch_unwind)]
-    pub fn topology(&self) -> napi::Result<String> {
-        let topology = self.client.topology().map_err(|e| js_error(&e))?;
-        serde_json::to_string(&topology)
-            .map_err(|e| napi::Error::new(Status::GenericFailure, format!("protocol: {e}")))
+    pub fn topology(&self) -> napi::Result<String, Code> {
+        guarded(|| {
+            let topology = self.handle.topology().map_err(|e| js_error(&e))?;
+            serde_json::to_string(&topology)
+                .map_err(|e| js_error(&napi_failure("serializing the topology", e)))
+        })
     }
 
     /// Whether `close` was called.
     #[napi(getter, catch_unwind)]
     pub fn closed(&self) -> bool {
-        self.client.is_closed()
+        self.handle.is_closed()
     }
 
     /// References (`true`) or unreferences (`false`) the wake function: referenced, it keeps the
     /// process alive. JavaScript holds it while operations are pending.
     #[napi(catch_unwind)]
-    pub fn hold(&self, env: Env, on: bool) -> napi::Result<()> {
+    pub fn hold(&self, env: Env, on: bool) -> napi::Result<(), Code> {
         let raw = self.shared.wake.raw();
         // SAFETY: called on the JavaScript thread that owns the threadsafe function, which lives
         // as long as `self.shared`.
@@ -280,16 +383,16 @@ impl NativeClient {
         if status == sys::Status::napi_ok {
             Ok(())
         } else {
-            Err(napi::Error::new(
-                Status::GenericFailure,
-                format!("protocol: napi_(un)ref_threadsafe_function failed: {status}"),
-            ))
+            Err(js_error(&napi_failure(
+                "napi_(un)ref_threadsafe_function",
+                status,
+            )))
         }
     }
 
-    /// Takes every waiting completion, as a flat array `[id, ok, value, id, ok, value, ...]`:
-    /// `ok` true means `value` is the reply, false that it is an error made by
-    /// `make_error(code, message, serverCode)`.
+    /// Takes every waiting item, as a flat array `[id, ok, value, id, ok, value, ...]`: for a
+    /// completion, `ok` true means `value` is the reply, false that it is an error made by
+    /// `make_error(code, message, serverCode)`; id 0 is an event, `value` its JSON.
     #[napi(
         catch_unwind,
         ts_args_type = "makeError: (code: string, message: string, serverCode: string | null) => Error",
@@ -310,10 +413,10 @@ impl NativeClient {
     }
 }
 
-/// Completions converted to JavaScript in [`NativeClient::drain`].
+/// Items converted to JavaScript in [`NativeClient::drain`].
 #[doc(hidden)]
 pub struct Batch {
-    items: Vec<(u32, sentinel_recovery::Result<Value>)>,
+    items: Vec<Item>,
     decode: bool,
     make_error: sys::napi_value,
 }
@@ -507,6 +610,37 @@ unsafe fn big_number(env: sys::napi_env, digits: &[u8]) -> napi::Result<sys::nap
     Ok(out)
 }
 
+/// One completion as `(ok, value)`; a reply that can't be converted still settles its promise,
+/// as an `internal` error.
+unsafe fn completion_value(
+    env: sys::napi_env,
+    result: &sentinel_recovery::Result<Value>,
+    decode: bool,
+    factory: sys::napi_value,
+) -> napi::Result<(bool, sys::napi_value)> {
+    let converted = match result {
+        Ok(v) => reply_value(env, v, decode, factory).map(|v| (true, v)),
+        Err(e) => make_error(
+            env,
+            factory,
+            e.code().as_str(),
+            e.message(),
+            e.server_code(),
+        )
+        .map(|v| (false, v)),
+    };
+    match converted {
+        Ok(pair) => Ok(pair),
+        Err(e) => {
+            let e = napi_failure("converting a reply", &e.reason);
+            Ok((
+                false,
+                make_error(env, factory, e.code().as_str(), e.message(), None)?,
+            ))
+        }
+    }
+}
+
 impl ToNapiValue for Batch {
     unsafe fn to_napi_value(env: sys::napi_env, batch: Self) -> napi::Result<sys::napi_value> {
         let mut array = ptr::null_mut();
@@ -515,34 +649,21 @@ impl ToNapiValue for Batch {
             batch.items.len() * 3,
             &mut array,
         ))?;
-        for (i, (id, result)) in batch.items.iter().enumerate() {
-            let (ok, value) = match result {
-                Ok(v) => (true, reply_value(env, v, batch.decode, batch.make_error)),
-                Err(e) => (
-                    false,
-                    make_error(
-                        env,
-                        batch.make_error,
-                        e.code().as_str(),
-                        e.message(),
-                        e.server_code(),
-                    ),
-                ),
-            };
-            // A value that can't be converted still settles its promise, as an error.
-            let (ok, value) = match value {
-                Ok(v) => (ok, v),
-                Err(e) => (
-                    false,
-                    make_error(env, batch.make_error, "protocol", &e.reason, None)?,
-                ),
+        for (i, item) in batch.items.iter().enumerate() {
+            let (id, ok, value) = match item {
+                Item::Completion(id, result) => {
+                    let (ok, value) =
+                        completion_value(env, result, batch.decode, batch.make_error)?;
+                    (*id, ok, value)
+                }
+                Item::Event(json) => (0, true, ToNapiValue::to_napi_value(env, json.as_str())?),
             };
             let base = (i * 3) as u32;
             check(sys::napi_set_element(
                 env,
                 array,
                 base,
-                ToNapiValue::to_napi_value(env, *id)?,
+                ToNapiValue::to_napi_value(env, id)?,
             ))?;
             check(sys::napi_set_element(
                 env,
