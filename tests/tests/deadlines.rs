@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::*;
+use sentinel_recovery::host::Handle;
 use sentinel_recovery::{Client, ErrorCode, EventKind, Result, Value};
 use sentinel_recovery_testkit::{Topology, TopologySpec};
 
@@ -121,16 +122,20 @@ impl Ledger {
 
 /// One INCR through the callback form; its completion goes to `done` with its ledger id.
 fn issue_callback(
-    client: &Client,
+    handle: &Handle,
     ledger: &Arc<Ledger>,
     done: &tokio::sync::mpsc::UnboundedSender<(u64, Result<Value>)>,
 ) {
     let id = ledger.start(Form::Callback);
     let done = done.clone();
-    client.execute_with_callback(&["INCR", "deadlines:counter"], move |result| {
-        // Only a copy on the core thread: the test's own runtime does the rest.
-        let _ = done.send((id, result));
-    });
+    handle.execute(
+        &["INCR", "deadlines:counter"],
+        None,
+        Box::new(move |result| {
+            // Only a copy on the core thread: the test's own runtime does the rest.
+            let _ = done.send((id, result));
+        }),
+    );
 }
 
 /// `clients` clients on one URL (one monitor); 16 callback writers and 16 async writers on the
@@ -148,6 +153,11 @@ fn in_flight_commands_settle_by_their_deadline(clients: usize) {
             all.push(Client::connect(&url).await.unwrap());
         }
         let first = all[0].clone();
+        // The callback form, as the bindings use it: host handles on the same URL, so every one
+        // of them shares the clients' monitor.
+        let handles: Vec<Handle> = (0..2)
+            .map(|_| Handle::open_url::<&str, &str>(&url, &[]).unwrap())
+            .collect();
         let mut events = first.events().unwrap();
         let ledger = Arc::new(Ledger::default());
         let stop = Arc::new(AtomicBool::new(false));
@@ -155,10 +165,10 @@ fn in_flight_commands_settle_by_their_deadline(clients: usize) {
         // Callback writers: each completion (a copy sent by the callback) starts the next command.
         let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel();
         for _ in 0..WRITERS {
-            issue_callback(&first, &ledger, &done_tx);
+            issue_callback(&handles[0], &ledger, &done_tx);
         }
         let callback_driver = {
-            let (client, ledger, stop) = (first.clone(), ledger.clone(), stop.clone());
+            let (handle, ledger, stop) = (handles[0].clone(), ledger.clone(), stop.clone());
             tokio::spawn(async move {
                 while let Some((id, result)) = done_rx.recv().await {
                     let failed = result.is_err();
@@ -169,7 +179,7 @@ fn in_flight_commands_settle_by_their_deadline(clients: usize) {
                     if failed {
                         tokio::time::sleep(Duration::from_millis(10)).await;
                     }
-                    issue_callback(&client, &ledger, &done_tx);
+                    issue_callback(&handle, &ledger, &done_tx);
                 }
             })
         };
@@ -191,15 +201,19 @@ fn in_flight_commands_settle_by_their_deadline(clients: usize) {
             })
             .collect();
         // Another client of the same monitor sends a PING every 500 ms; the rest stay idle.
-        let pinger = all.get(1).cloned().map(|client| {
+        let pinger = Some(handles[1].clone()).map(|handle| {
             let (ledger, stop) = (ledger.clone(), stop.clone());
             tokio::spawn(async move {
                 while !stop.load(Ordering::Relaxed) {
                     let id = ledger.start(Form::Callback);
                     let (tx, rx) = tokio::sync::oneshot::channel();
-                    client.execute_with_callback(&["PING"], move |r| {
-                        let _ = tx.send(r);
-                    });
+                    handle.execute(
+                        &["PING"],
+                        None,
+                        Box::new(move |r| {
+                            let _ = tx.send(r);
+                        }),
+                    );
                     if let Ok(result) = rx.await {
                         ledger.settle(id, &result);
                     }
@@ -267,6 +281,9 @@ fn in_flight_commands_settle_by_their_deadline(clients: usize) {
         callback_driver.abort();
         for client in &all {
             client.close().await;
+        }
+        for handle in &handles {
+            handle.close_blocking();
         }
     });
 }
