@@ -1,68 +1,104 @@
-//! `NativeClient`: the core `Client` as seen by the Python layer (`sentinel_recovery.Client` and
-//! `BlockingClient` wrap it). Async operations take an event loop and a future and complete it
-//! through the dispatcher; blocking ones release the GIL while they wait.
+//! `NativeClient`: the core's host [`Handle`] as seen by the Python layer
+//! (`sentinel_recovery.Client` and `BlockingClient` wrap it).
+//!
+//! Everything here converts values and owns Python-side objects; the guarantees (each completion
+//! exactly once, `closed` for what is in flight at close, nothing after close or removal, panics
+//! as `internal`) are the host layer's. Async operations take an event loop and a future, start
+//! the core's callback form and return an [`Operation`] (what `asyncio` cancellation cancels);
+//! the completion is pushed to the dispatcher of the process it runs in, which completes the
+//! future on its loop. Blocking operations wait with [`Handle::wait`], the GIL released, waking
+//! every [`SIGNAL_CHECK_INTERVAL`] to run Python's signal handlers.
 
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use sentinel_recovery::{runtime, Client, Config, Event};
+use sentinel_recovery::host::{Done, EventSubscription, Handle};
+use sentinel_recovery::Event;
 
-use crate::dispatch::{self, Dispatcher, Job, Outcome, QueueTarget, Registration};
+use crate::dispatch::{self, CallbackTarget, Job, Outcome, QueueTarget};
 use crate::errors::to_pyerr;
 use crate::{convert, logging};
+
+/// How often a blocking wait wakes up to run Python's signal handlers (Ctrl-C).
+const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
 
 /// The native client. Not meant to be used directly: see `sentinel_recovery.Client` and
 /// `sentinel_recovery.BlockingClient`.
 #[pyclass(frozen, module = "sentinel_recovery._native")]
 pub struct NativeClient {
-    client: Client,
+    handle: Handle,
     decode: bool,
-    // No dispatcher here: each operation takes the one of the calling process (`dispatch::get`),
-    // so a client inherited across fork() completes its futures through the child's dispatcher,
-    // not through the parent's, whose thread does not exist in the child.
-    callback: Mutex<Option<Arc<Registration>>>,
+    /// The URL with passwords redacted, kept for `repr` after close.
+    url: String,
+    /// The `BlockingClient.on_event` function now installed.
+    callback: Mutex<Option<Arc<CallbackTarget>>>,
 }
 
-/// Completes an asyncio future from a core task; if the task is dropped before it finishes (a
-/// panic, or the runtime stopping) the future still gets a `closed` error.
-struct Completion {
-    dispatcher: Arc<Dispatcher>,
-    target: Option<(Py<PyAny>, Py<PyAny>)>,
-}
+/// A started asyncio operation; `cancel()` (called when the awaiting task is cancelled) stops it
+/// in the core.
+#[pyclass(frozen, module = "sentinel_recovery._native")]
+pub struct Operation(sentinel_recovery::host::Operation);
 
-impl Completion {
-    fn finish(mut self, outcome: Outcome) {
-        if let Some((event_loop, future)) = self.target.take() {
-            self.dispatcher.push(Job::Future {
-                event_loop,
-                future,
-                outcome,
-            });
-        }
+#[pymethods]
+impl Operation {
+    /// Stops the operation if it still runs. A command already sent may still have run on the
+    /// server; one not sent yet will not be.
+    fn cancel(&self) {
+        self.0.cancel();
     }
 }
 
-impl Drop for Completion {
-    fn drop(&mut self) {
-        if let Some((event_loop, future)) = self.target.take() {
-            self.dispatcher.push(Job::Future {
-                event_loop,
-                future,
-                outcome: Outcome::Unit(Err(sentinel_recovery::Error::new(
-                    sentinel_recovery::ErrorCode::Closed,
-                    "the operation was abandoned (client closed or core stopped)",
-                ))),
-            });
-        }
+/// The completion of an asyncio operation: hands `wrap(result)` to the dispatcher of the process
+/// it runs in, which sets `future`'s result or exception on `event_loop`.
+fn complete<T: Send + 'static>(
+    event_loop: Py<PyAny>,
+    future: Py<PyAny>,
+    wrap: impl FnOnce(sentinel_recovery::Result<T>) -> Outcome + Send + 'static,
+) -> PyResult<Done<T>> {
+    dispatch::get()?; // started now, so a failure to start it shows here
+    Ok(Box::new(move |result| {
+        dispatch::push(Job::Future {
+            event_loop,
+            future,
+            outcome: wrap(result),
+        })
+    }))
+}
+
+/// Runs an operation's callback form and waits for it with the GIL released; when a signal
+/// handler raises (Ctrl-C: `KeyboardInterrupt`) the operation is cancelled and the exception
+/// propagates. Refused by the core on one of its own threads.
+fn wait<T: Send + 'static>(
+    py: Python<'_>,
+    start: impl FnOnce(Done<T>) -> sentinel_recovery::host::Operation + Send,
+) -> PyResult<T> {
+    let mut raised: Option<PyErr> = None;
+    let got = py.detach(|| {
+        Handle::wait(start, SIGNAL_CHECK_INTERVAL, || {
+            Python::attach(|py| match py.check_signals() {
+                Ok(()) => false,
+                Err(e) => {
+                    raised = Some(e);
+                    true
+                }
+            })
+        })
+    });
+    match got {
+        Some(result) => result.map_err(|e| to_pyerr(&e)),
+        None => Err(raised.unwrap_or_else(|| {
+            pyo3::exceptions::PyKeyboardInterrupt::new_err("the wait was interrupted")
+        })),
     }
 }
 
-fn core_handle() -> PyResult<tokio::runtime::Handle> {
-    runtime::handle().map_err(|e| to_pyerr(&e))
+fn seconds(s: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(s).map_err(|_| {
+        pyo3::exceptions::PyValueError::new_err("timeout must be a non-negative number of seconds")
+    })
 }
 
 #[pymethods]
@@ -78,43 +114,45 @@ impl NativeClient {
         decode: bool,
     ) -> PyResult<NativeClient> {
         logging::refresh_threshold(py);
-        let mut config = Config::from_url(url).map_err(|e| to_pyerr(&e))?;
-        for (key, value) in &options {
-            config.set(key, value).map_err(|e| to_pyerr(&e))?;
-        }
         dispatch::get()?; // started now, so a failure to start it shows here
-        let client = Client::open(config).map_err(|e| to_pyerr(&e))?;
+        let handle = Handle::open_url(url, &options).map_err(|e| to_pyerr(&e))?;
+        let url = handle
+            .config()
+            .map(|c| c.redacted_url())
+            .map_err(|e| to_pyerr(&e))?;
         Ok(NativeClient {
-            client,
+            handle,
             decode,
+            url,
             callback: Mutex::new(None),
         })
     }
 
-    /// Starts a command; `future` (of `event_loop`) gets the reply or the exception.
+    /// Starts a command; `future` (of `event_loop`) gets the reply or the exception. `timeout`
+    /// (seconds) replaces the `command_timeout_ms` option for this call.
+    #[pyo3(signature = (event_loop, future, args, timeout=None))]
     fn execute_async(
         &self,
         event_loop: Py<PyAny>,
         future: Py<PyAny>,
         args: &Bound<'_, PyTuple>,
-    ) -> PyResult<()> {
+        timeout: Option<f64>,
+    ) -> PyResult<Operation> {
         let args = convert::args(args)?;
+        let timeout = timeout.map(seconds).transpose()?;
         let decode = self.decode;
-        let completion = Completion {
-            dispatcher: dispatch::get()?,
-            target: Some((event_loop, future)),
-        };
+        let done = complete(event_loop, future, move |r| Outcome::Reply(r, decode))?;
         // The core checks the command (and its sizes) before it copies the arguments.
-        self.client
-            .execute_with_callback(&args.slices(), move |result| {
-                completion.finish(Outcome::Reply(result, decode));
-            });
-        Ok(())
+        Ok(Operation(self.handle.execute(
+            &args.slices(),
+            timeout,
+            done,
+        )))
     }
 
     /// Runs a command and waits for its reply with the GIL released. `timeout` (seconds)
     /// replaces the `command_timeout_ms` option for this call. Signals are handled while it
-    /// waits: Ctrl-C raises `KeyboardInterrupt` and abandons the command.
+    /// waits: Ctrl-C raises `KeyboardInterrupt` and cancels the command.
     #[pyo3(signature = (args, timeout=None))]
     fn execute_blocking(
         &self,
@@ -124,273 +162,199 @@ impl NativeClient {
     ) -> PyResult<Py<PyAny>> {
         let args = convert::args(args)?;
         let timeout = timeout.map(seconds).transpose()?;
-        let owned: Vec<Vec<u8>> = args.slices().into_iter().map(<[u8]>::to_vec).collect();
+        // Borrowed while the GIL is released: the caller's tuple keeps the objects alive, and
+        // `bytes` are immutable (everything else was copied by `convert::args`).
+        let slices = args.slices();
+        let handle = &self.handle;
+        let value = wait(py, |done| handle.execute(&slices, timeout, done))?;
         drop(args);
-        let client = self.client.clone();
-        let value = wait_interruptibly(py, async move {
-            match timeout {
-                Some(t) => client.execute_timeout(&owned, t).await,
-                None => client.execute(&owned).await,
-            }
-        })?;
         Ok(convert::value(py, value, self.decode)?.unbind())
     }
 
-    /// Completes `future` with the topology once the first discovery round is done, or with its
-    /// error.
-    fn ready_async(&self, event_loop: Py<PyAny>, future: Py<PyAny>) -> PyResult<()> {
-        let handle = core_handle()?;
-        let client = self.client.clone();
-        let completion = Completion {
-            dispatcher: dispatch::get()?,
-            target: Some((event_loop, future)),
-        };
-        handle.spawn(async move {
-            let result = client.ready().await;
-            completion.finish(Outcome::Topology(result));
-        });
-        Ok(())
+    /// Completes `future` with the topology once a verified primary is known, or with the
+    /// error of discovery.
+    fn ready_async(&self, event_loop: Py<PyAny>, future: Py<PyAny>) -> PyResult<Operation> {
+        let done = complete(event_loop, future, Outcome::Topology)?;
+        Ok(Operation(self.handle.ready(done)))
     }
 
-    /// Waits (GIL released, signals handled) for the first discovery round; returns the
-    /// topology or raises.
+    /// Waits (GIL released, signals handled) for a verified primary; returns the topology or
+    /// raises.
     fn ready_blocking(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let client = self.client.clone();
-        let topology = wait_interruptibly(py, async move { client.ready().await })?;
+        let handle = &self.handle;
+        let topology = wait(py, |done| handle.ready(done))?;
         Ok(convert::serialized(py, &topology)?.unbind())
     }
 
     /// The current topology snapshot as a dict; never waits.
     fn topology(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let t = self.client.topology().map_err(|e| to_pyerr(&e))?;
+        let t = self.handle.topology().map_err(|e| to_pyerr(&e))?;
         Ok(convert::serialized(py, &t)?.unbind())
     }
 
-    /// Closes the client; `future` completes when the core has closed it. No event callback
-    /// runs after this call returns.
-    fn close_async(
-        &self,
-        py: Python<'_>,
-        event_loop: Py<PyAny>,
-        future: Py<PyAny>,
-    ) -> PyResult<()> {
-        self.stop_callback(py);
-        let handle = core_handle()?;
-        let client = self.client.clone();
-        let completion = Completion {
-            dispatcher: dispatch::get()?,
-            target: Some((event_loop, future)),
-        };
-        handle.spawn(async move {
-            client.close().await;
-            completion.finish(Outcome::Unit(Ok(())));
-        });
+    /// Closes the client; every operation in flight completes with `ClosedError`, then `future`
+    /// completes. Idempotent.
+    fn close_async(&self, event_loop: Py<PyAny>, future: Py<PyAny>) -> PyResult<()> {
+        let done = complete(event_loop, future, Outcome::Unit)?;
+        self.callback
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        self.handle.close(Box::new(move || done(Ok(()))));
         Ok(())
     }
 
-    /// Closes the client and waits (GIL released) until it is closed. Idempotent.
-    fn close_blocking(&self, py: Python<'_>) -> PyResult<()> {
-        self.stop_callback(py);
-        let client = self.client.clone();
-        py.detach(|| runtime::block_on(async move { client.close().await }))
-            .map_err(|e| to_pyerr(&e))
-    }
-
-    /// Subscribes an `asyncio.Queue` of `event_loop` to this client's events; `None` is put at
-    /// the end of the stream (client closed).
-    fn subscribe_async(&self, event_loop: Py<PyAny>, queue: Py<PyAny>) -> PyResult<Subscription> {
-        let mut stream = self.client.events().map_err(|e| to_pyerr(&e))?;
-        let handle = core_handle()?;
-        let target = Arc::new(QueueTarget {
-            event_loop,
-            queue,
-            active: AtomicBool::new(true),
-        });
-        let dispatcher = dispatch::get()?;
-        let feeding = target.clone();
-        let task = handle.spawn(async move {
-            loop {
-                let event = stream.next().await;
-                if !feeding.active.load(Ordering::Acquire) {
-                    break;
-                }
-                let end = event.is_none();
-                dispatcher.push(Job::QueueEvent {
-                    target: feeding.clone(),
-                    event,
-                });
-                if end {
-                    break;
-                }
+    /// Closes the client and waits (GIL released) until it is closed: every operation in flight
+    /// has completed (with `ClosedError`) and no event callback runs any more. Idempotent.
+    fn close_blocking(&self, py: Python<'_>) {
+        let callback = self
+            .callback
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let handle = &self.handle;
+        py.detach(|| {
+            handle.close_blocking();
+            if callback.is_some() {
+                // Events queued for the callback before the core removed it.
+                dispatch::flush();
             }
         });
-        Ok(Subscription {
-            target,
-            task: task.abort_handle(),
-        })
+    }
+
+    /// Feeds this client's events to an `asyncio.Queue` of `event_loop`; `None` is put at the
+    /// end (the client closed, or the subscription was cancelled).
+    fn subscribe_async(&self, event_loop: Py<PyAny>, queue: Py<PyAny>) -> PyResult<Subscription> {
+        dispatch::get()?;
+        let target = Arc::new(QueueTarget { event_loop, queue });
+        let feeder = QueueFeeder(target);
+        let subscription = self
+            .handle
+            .subscribe_events(Box::new(move |event: &Event| {
+                feeder.put(Some(event.clone()))
+            }))
+            .map_err(|e| to_pyerr(&e))?;
+        Ok(Subscription(subscription))
     }
 
     /// A blocking iterator over this client's events.
     fn subscribe_blocking(&self) -> PyResult<EventIter> {
-        let mut stream = self.client.events().map_err(|e| to_pyerr(&e))?;
-        let handle = core_handle()?;
         let (tx, rx) = mpsc::channel::<Event>();
-        let task = handle.spawn(async move {
-            while let Some(event) = stream.next().await {
-                if tx.send(event).is_err() {
-                    break;
-                }
-            }
-        });
+        // The sender goes with the handler: the core drops it at close or removal, which ends
+        // the iterator.
+        let subscription = self
+            .handle
+            .subscribe_events(Box::new(move |event: &Event| {
+                let _ = tx.send(event.clone());
+            }))
+            .map_err(|e| to_pyerr(&e))?;
         Ok(EventIter {
             rx: Mutex::new(Some(rx)),
-            task: task.abort_handle(),
+            subscription,
         })
     }
 
     /// Installs (or with `None` removes) a function called with each event as a dict, on the
     /// dispatcher thread (never on a core thread). When this returns, an earlier one is no
-    /// longer called.
+    /// longer called (unless this is called from inside it: then its current call finishes).
     #[pyo3(signature = (callback))]
     fn set_event_callback(&self, py: Python<'_>, callback: Option<Py<PyAny>>) -> PyResult<()> {
-        let registration = callback.map(|cb| Arc::new(Registration::new(cb)));
-        dispatch::get()?;
-        let core_cb = registration.clone().map(|reg| {
-            // The dispatcher of the process the event happens in (see `NativeClient`).
-            Box::new(move |event: &Event| {
-                if let Ok(dispatcher) = dispatch::get() {
-                    dispatcher.push(Job::Callback {
-                        registration: reg.clone(),
-                        event: event.clone(),
-                    })
-                }
-            }) as sentinel_recovery::EventCallback
-        });
-        let client = &self.client;
-        py.detach(|| client.set_event_callback(core_cb))
-            .map_err(|e| to_pyerr(&e))?;
+        let installed = match callback {
+            None => None,
+            Some(callback) => {
+                dispatch::get()?;
+                let target = Arc::new(CallbackTarget {
+                    callback,
+                    subscription: OnceLock::new(),
+                });
+                let feeding = target.clone();
+                let subscription = self
+                    .handle
+                    .subscribe_events(Box::new(move |event: &Event| {
+                        dispatch::push(Job::Callback {
+                            target: feeding.clone(),
+                            event: event.clone(),
+                        })
+                    }))
+                    .map_err(|e| to_pyerr(&e))?;
+                let _ = target.subscription.set(subscription);
+                Some(target)
+            }
+        };
         let old = std::mem::replace(
             &mut *self.callback.lock().unwrap_or_else(|e| e.into_inner()),
-            registration,
+            installed,
         );
         if let Some(old) = old {
-            old.deactivate(py);
+            py.detach(|| {
+                if let Some(subscription) = old.subscription.get() {
+                    subscription.remove();
+                }
+                dispatch::flush();
+            });
         }
         Ok(())
     }
 
     /// Asks for a discovery round now.
     fn refresh(&self) -> PyResult<()> {
-        self.client.refresh().map_err(|e| to_pyerr(&e))
+        self.handle.refresh().map_err(|e| to_pyerr(&e))
     }
 
     /// Whether the client was closed.
     #[getter]
     fn closed(&self) -> bool {
-        self.client.is_closed()
+        self.handle.is_closed()
     }
 
     /// Commands waiting for a usable node.
     #[getter]
     fn queued(&self) -> usize {
-        self.client.queued()
+        self.handle.queued()
     }
 
     /// The URL with passwords redacted.
     #[getter]
     fn url(&self) -> String {
-        self.client.config().redacted_url()
+        self.url.clone()
     }
 }
 
-impl NativeClient {
-    fn stop_callback(&self, py: Python<'_>) {
-        let old = self
-            .callback
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        if let Some(old) = old {
-            let client = &self.client;
-            let _ = py.detach(|| client.set_event_callback(None));
-            old.deactivate(py);
-        }
+/// The handler side of an asyncio subscription: puts events into the queue through the
+/// dispatcher, and `None` when the core drops the handler (client closed, subscription removed),
+/// which ends the iteration.
+struct QueueFeeder(Arc<QueueTarget>);
+
+impl QueueFeeder {
+    fn put(&self, event: Option<Event>) {
+        dispatch::push(Job::QueueEvent {
+            target: self.0.clone(),
+            event,
+        });
     }
 }
 
-/// How often a blocking wait wakes up to run Python's signal handlers (Ctrl-C).
-const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
-
-/// Runs `work` on the core runtime and waits for its result with the GIL released, waking every
-/// [`SIGNAL_CHECK_INTERVAL`] to run `Python::check_signals`. When a handler raises (Ctrl-C:
-/// `KeyboardInterrupt`) the task is aborted, which drops the work in progress, and the exception
-/// propagates. Refused on a core thread, as `runtime::block_on` is.
-fn wait_interruptibly<T, F>(py: Python<'_>, work: F) -> PyResult<T>
-where
-    T: Send + 'static,
-    F: std::future::Future<Output = sentinel_recovery::Result<T>> + Send + 'static,
-{
-    if runtime::on_core_thread() {
-        return Err(to_pyerr(&sentinel_recovery::Error::config(
-            "a blocking call was made on a core runtime thread; use the async API there",
-        )));
-    }
-    let handle = core_handle()?;
-    let (tx, rx) = mpsc::sync_channel(1);
-    let task = handle.spawn(async move {
-        let _ = tx.send(work.await);
-    });
-    // Aborts the task on every way out but a received result: a raised signal, or a panic.
-    struct AbortOnDrop(Option<tokio::task::AbortHandle>);
-    impl Drop for AbortOnDrop {
-        fn drop(&mut self) {
-            if let Some(task) = self.0.take() {
-                task.abort();
-            }
-        }
-    }
-    let mut guard = AbortOnDrop(Some(task.abort_handle()));
-    drop(task);
-    let mut rx = rx;
-    loop {
-        // The receiver goes into the GIL-free closure and back (it is Send, not Sync).
-        let (got, back) = py.detach(move || (rx.recv_timeout(SIGNAL_CHECK_INTERVAL), rx));
-        rx = back;
-        match got {
-            Ok(result) => {
-                guard.0 = None;
-                return result.map_err(|e| to_pyerr(&e));
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => py.check_signals()?,
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err(to_pyerr(&sentinel_recovery::Error::new(
-                    sentinel_recovery::ErrorCode::Closed,
-                    "the operation was abandoned (client closed or core stopped)",
-                )))
-            }
-        }
+impl Drop for QueueFeeder {
+    fn drop(&mut self) {
+        self.put(None);
     }
 }
 
-fn seconds(s: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(s).map_err(|_| {
-        pyo3::exceptions::PyValueError::new_err("timeout must be a non-negative number of seconds")
-    })
-}
-
-/// An asyncio event subscription; `cancel()` stops it.
+/// An asyncio event subscription; `cancel()` stops it (so does dropping it).
 #[pyclass(frozen, module = "sentinel_recovery._native")]
-pub struct Subscription {
-    target: Arc<QueueTarget>,
-    task: tokio::task::AbortHandle,
-}
+pub struct Subscription(EventSubscription);
 
 #[pymethods]
 impl Subscription {
-    /// Stops the subscription: nothing more is put into its queue.
+    /// Stops the subscription: nothing more is put into its queue but the final `None`.
     fn cancel(&self) {
-        self.target.active.store(false, Ordering::Release);
-        self.task.abort();
+        self.0.remove();
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.0.remove();
     }
 }
 
@@ -398,7 +362,13 @@ impl Subscription {
 #[pyclass(frozen, module = "sentinel_recovery._native")]
 pub struct EventIter {
     rx: Mutex<Option<mpsc::Receiver<Event>>>,
-    task: tokio::task::AbortHandle,
+    subscription: EventSubscription,
+}
+
+impl Drop for EventIter {
+    fn drop(&mut self) {
+        self.subscription.remove();
+    }
 }
 
 #[pymethods]
@@ -436,7 +406,7 @@ impl EventIter {
 
     /// Stops the iterator; later calls end at once.
     fn close(&self) {
-        self.task.abort();
+        self.subscription.remove();
         self.rx.lock().unwrap_or_else(|e| e.into_inner()).take();
     }
 }
@@ -449,10 +419,11 @@ impl EventIter {
     /// Waits in short slices so Ctrl-C (signals) is noticed; `None`: ended or deadline passed.
     fn wait(&self, py: Python<'_>, deadline: Option<Instant>) -> PyResult<Option<Py<PyAny>>> {
         loop {
-            let slice = Duration::from_millis(100);
             let step = match deadline {
-                Some(d) => d.saturating_duration_since(Instant::now()).min(slice),
-                None => slice,
+                Some(d) => d
+                    .saturating_duration_since(Instant::now())
+                    .min(SIGNAL_CHECK_INTERVAL),
+                None => SIGNAL_CHECK_INTERVAL,
             };
             let got = py.detach(|| {
                 let guard = self.rx.lock().unwrap_or_else(|e| e.into_inner());

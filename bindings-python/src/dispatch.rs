@@ -1,24 +1,32 @@
-//! The hand-off between core threads and Python.
+//! The hand-off between core threads and Python: this binding's scheduler.
 //!
 //! Core threads never take the GIL: a completion, an event or a log record is pushed onto the
 //! queue of one process-wide thread, `sr-py-dispatch`, which is not a core thread and may wait
 //! for the GIL as long as it takes. With the GIL it builds the Python objects and hands them to
 //! their owner: asyncio futures and queues through `loop.call_soon_threadsafe` (one call per loop
 //! per batch), event callbacks of `BlockingClient` by calling them, and log records through
-//! Python's `logging`. Work that piles up while it waits for the GIL goes out as one batch.
+//! Python's `logging`. Work that piles up while it waits for the GIL goes out as one batch, in
+//! the order it was pushed.
+//!
+//! What runs when, and how often, is the core's business (`sentinel_recovery::host`): each
+//! completion is pushed exactly once, and nothing is pushed for an event handler after its
+//! removal has returned. What is left here is the queue itself: [`flush`] waits until what was
+//! pushed has been handed over, and an event callback whose subscription the core reports removed
+//! is not called from the queue any more (events pushed before the removal may still wait here).
 //!
 //! A forked child sees a changed pid and starts a dispatcher of its own (the parent's thread does
 //! not exist there). At interpreter exit the dispatcher stops before finalization begins.
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyTuple};
+use sentinel_recovery::host::EventSubscription;
 use sentinel_recovery::{Error, Event, Topology, Value};
 
 use crate::{convert, errors, logging};
@@ -52,7 +60,7 @@ pub enum Job {
     },
     /// Call an event callback.
     Callback {
-        registration: Arc<Registration>,
+        target: Arc<CallbackTarget>,
         event: Event,
     },
     /// Forward a log record to `logging`.
@@ -69,8 +77,26 @@ pub struct QueueTarget {
     pub event_loop: Py<PyAny>,
     /// The `asyncio.Queue`.
     pub queue: Py<PyAny>,
-    /// Cleared by `Subscription.cancel()`; events still queued are then dropped.
-    pub active: AtomicBool,
+}
+
+/// The Python function of a `BlockingClient.on_event` and the core subscription that feeds it.
+pub struct CallbackTarget {
+    /// The function, called with each event as a dict.
+    pub callback: Py<PyAny>,
+    /// Set right after the core accepted the handler.
+    pub subscription: OnceLock<EventSubscription>,
+}
+
+impl CallbackTarget {
+    /// Whether the core has removed the subscription: events still queued here for it are then
+    /// dropped. With [`flush`] (which waits for the call in progress) this makes "no callback
+    /// after `on_event(None)` / `close()` returned" hold for the Python function too, also when
+    /// the removal runs inside the callback, on this thread, where nothing can wait.
+    fn removed(&self) -> bool {
+        self.subscription
+            .get()
+            .is_some_and(EventSubscription::is_removed)
+    }
 }
 
 struct State {
@@ -78,6 +104,9 @@ struct State {
     sleeping: bool,
     stopped: bool,
     in_python: bool,
+    /// Jobs pushed so far, and jobs whose batch has been handed over completely.
+    pushed: u64,
+    handed_over: u64,
 }
 
 /// The dispatcher of this process.
@@ -127,6 +156,8 @@ pub fn get() -> PyResult<Arc<Dispatcher>> {
             sleeping: false,
             stopped: false,
             in_python: false,
+            pushed: 0,
+            handed_over: 0,
         }),
         wake: Condvar::new(),
         idle: Condvar::new(),
@@ -152,6 +183,29 @@ fn existing() -> Option<Arc<Dispatcher>> {
     match &*current {
         Some((p, d)) if *p == std::process::id() => Some(d.clone()),
         _ => None,
+    }
+}
+
+/// Queues `job` on the dispatcher of the calling process (started if need be: after fork() a
+/// completion or event belongs to the child's own dispatcher).
+pub fn push(job: Job) {
+    if let Ok(d) = get() {
+        d.push(job);
+    }
+}
+
+/// Waits (call it with the GIL released) until every job pushed before this call has been handed
+/// over: callbacks returned, futures and queue items scheduled on their loops. Returns at once on
+/// the dispatcher thread itself, where waiting would never end, and when no dispatcher runs.
+pub fn flush() {
+    if on_dispatcher_thread() {
+        return;
+    }
+    let Some(d) = existing() else { return };
+    let mut s = d.state.lock().unwrap_or_else(|e| e.into_inner());
+    let target = s.pushed;
+    while s.handed_over < target && !s.stopped {
+        s = d.idle.wait(s).unwrap_or_else(|e| e.into_inner());
     }
 }
 
@@ -202,6 +256,7 @@ impl Dispatcher {
             return;
         }
         s.jobs.push(job);
+        s.pushed += 1;
         if s.sleeping {
             s.sleeping = false;
             self.wake.notify_one();
@@ -211,7 +266,7 @@ impl Dispatcher {
     fn run(self: Arc<Self>) {
         ON_DISPATCHER.with(|c| c.set(true));
         loop {
-            let jobs = {
+            let (jobs, taken) = {
                 let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
                 while s.jobs.is_empty() && !s.stopped {
                     s.sleeping = true;
@@ -222,12 +277,13 @@ impl Dispatcher {
                     break;
                 }
                 s.in_python = true;
-                std::mem::take(&mut s.jobs)
+                (std::mem::take(&mut s.jobs), s.pushed)
             };
             // `try_attach` declines once the interpreter is finalizing: stop for good then.
             let attached = Python::try_attach(|py| self.process(py, jobs));
             let mut s = self.state.lock().unwrap_or_else(|e| e.into_inner());
             s.in_python = false;
+            s.handed_over = taken;
             self.idle.notify_all();
             if attached.is_none() {
                 s.stopped = true;
@@ -258,9 +314,6 @@ impl Dispatcher {
                     }
                 }
                 Job::QueueEvent { target, event } => {
-                    if !target.active.load(Ordering::Acquire) {
-                        continue;
-                    }
                     let value = match event {
                         Some(e) => convert::serialized(py, &e)
                             .unwrap_or_else(|err| err.into_value(py).into_bound(py).into_any()),
@@ -271,10 +324,7 @@ impl Dispatcher {
                         batch_for(&mut batches, py, target.event_loop.clone_ref(py)).push(item);
                     }
                 }
-                Job::Callback {
-                    registration,
-                    event,
-                } => registration.call(py, &event),
+                Job::Callback { target, event } => call_back(py, &target, &event),
                 Job::Log {
                     level,
                     target,
@@ -371,44 +421,16 @@ fn forward_log(py: Python<'_>, level: i32, target: &str, message: &str) {
     }
 }
 
-/// An event callback of one client, called on the dispatcher thread.
-///
-/// `deactivate` guarantees no call starts after it returns, and waits for a call in progress
-/// unless it is made from that very call.
-pub struct Registration {
-    callback: Py<PyAny>,
-    active: AtomicBool,
-    calling: Mutex<()>,
-}
-
-impl Registration {
-    /// A live registration for `callback`.
-    pub fn new(callback: Py<PyAny>) -> Registration {
-        Registration {
-            callback,
-            active: AtomicBool::new(true),
-            calling: Mutex::new(()),
-        }
+/// Calls an event callback (unless its subscription was removed meanwhile); an exception it
+/// raises goes to `sys.unraisablehook`, and later events are still delivered.
+fn call_back(py: Python<'_>, target: &CallbackTarget, event: &Event) {
+    if target.removed() {
+        return;
     }
-
-    fn call(&self, py: Python<'_>, event: &Event) {
-        let _calling = self.calling.lock().unwrap_or_else(|e| e.into_inner());
-        if !self.active.load(Ordering::Acquire) {
-            return;
-        }
-        let cb = self.callback.bind(py);
-        let result = convert::serialized(py, event).and_then(|e| cb.call1((e,)));
-        if let Err(e) = result {
-            e.write_unraisable(py, Some(cb));
-        }
-    }
-
-    /// Stops calls; when this returns, none is running (except the caller's own).
-    pub fn deactivate(&self, py: Python<'_>) {
-        self.active.store(false, Ordering::Release);
-        if !on_dispatcher_thread() {
-            py.detach(|| drop(self.calling.lock().unwrap_or_else(|e| e.into_inner())));
-        }
+    let cb = target.callback.bind(py);
+    let result = convert::serialized(py, event).and_then(|e| cb.call1((e,)));
+    if let Err(e) = result {
+        e.write_unraisable(py, Some(cb));
     }
 }
 

@@ -1,9 +1,10 @@
 //! `sentinel_recovery._native`: the compiled part of the Python package `sentinel_recovery`.
 //!
-//! It converts values, owns host-side lifetimes and delivers completions; every behaviour lives in
-//! the core crate. Core threads never take the GIL: completions, events and log records reach
-//! Python through one dispatcher thread (see [`dispatch`]). The public API is the Python layer in
-//! `python/sentinel_recovery/`.
+//! It converts values, owns host-side lifetimes and schedules completions on the host; every
+//! behaviour, and every guarantee about completions, lives in the core crate's host layer
+//! (`sentinel_recovery::host`). Core threads never take the GIL: completions, events and log
+//! records reach Python through one dispatcher thread (see [`dispatch`]). The public API is the
+//! Python layer in `python/sentinel_recovery/`.
 
 mod client;
 mod convert;
@@ -84,6 +85,27 @@ fn _on_core_thread() -> bool {
     sentinel_recovery::runtime::on_core_thread()
 }
 
+/// The core's error codes as `(name, value, description)`, in the order of their values: what
+/// the generated `_tables.ERROR_CODES` must equal (checked by the test suite).
+#[pyfunction]
+fn error_codes() -> Vec<(&'static str, i32, &'static str)> {
+    sentinel_recovery::ErrorCode::ALL
+        .iter()
+        .map(|c| (c.as_str(), c.as_i32(), c.description()))
+        .collect()
+}
+
+/// The core's event kinds as `(name, value, description)`, in the order of their values: what
+/// the generated `_tables.EVENT_KINDS` must equal (checked by the test suite).
+#[pyfunction]
+fn event_kinds() -> Vec<(&'static str, i32, &'static str)> {
+    sentinel_recovery::EventKind::TABLE
+        .iter()
+        .enumerate()
+        .map(|(i, (name, what))| (*name, i as i32 + 1, *what))
+        .collect()
+}
+
 /// The compiled module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -96,7 +118,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(_on_core_thread, m)?)?;
     m.add_function(wrap_pyfunction!(set_worker_threads, m)?)?;
+    m.add_function(wrap_pyfunction!(error_codes, m)?)?;
+    m.add_function(wrap_pyfunction!(event_kinds, m)?)?;
     m.add_class::<client::NativeClient>()?;
+    m.add_class::<client::Operation>()?;
     m.add_class::<client::Subscription>()?;
     m.add_class::<client::EventIter>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import time
+import typing
+import uuid
 
 import pytest
 
@@ -53,6 +56,7 @@ def test_blocking_client_and_args(topology: Topology) -> None:
 async def test_topology_snapshot(topology: Topology) -> None:
     async with sr.Client.connect(topology.url) as client:
         t = client.topology()
+        assert set(t) == set(typing.get_type_hints(sr.Topology))
         assert set(t) == {"service", "primary", "replicas", "sentinels", "epoch", "healthy"}
         assert t["service"] == topology.service
         assert t["primary"] == {"host": "127.0.0.1", "port": topology.primary_port}
@@ -60,6 +64,8 @@ async def test_topology_snapshot(topology: Topology) -> None:
         assert {r["port"] for r in t["replicas"]} == {r["port"] for r in topology.info["replicas"]}
         assert len(t["sentinels"]) == len(topology.info["sentinels"])
         assert all(set(s) == {"host", "port", "up", "tilt", "knows_service"} for s in t["sentinels"])
+        assert all(set(s) == set(typing.get_type_hints(sr.SentinelInfo)) for s in t["sentinels"])
+        assert set(t["primary"]) == set(typing.get_type_hints(sr.Address))
 
 
 async def test_open_returns_at_once_and_ready_waits(topology: Topology) -> None:
@@ -125,11 +131,41 @@ async def test_cancelled_command_leaves_client_usable(topology: Topology) -> Non
             with pytest.raises(asyncio.TimeoutError):
                 await asyncio.wait_for(client.execute("BLPOP", "py:never", 1), 0.05)
             assert await client.execute("PING") == b"PONG"
-            await asyncio.sleep(1.2)  # let the abandoned BLPOP finish and deliver to a cancelled future
+            await asyncio.sleep(1.2)  # let the cancelled BLPOP time out on the server; nothing may reach the cancelled future
             assert await client.execute("PING") == b"PONG"
     finally:
         sys.unraisablehook = old
     assert seen == []
+
+
+async def test_cancelling_the_awaiting_task_cancels_the_command(topology: Topology) -> None:
+    key = f"py:cancel:{uuid.uuid4().hex}"
+
+    async def blpops(client: sr.Client) -> int:
+        return (await client.execute("CLIENT", "LIST")).count(b"cmd=blpop")
+
+    async with sr.Client.connect(topology.url) as client:
+        before = await blpops(client)
+        task = asyncio.ensure_future(client.execute("BLPOP", key, 0))
+        await async_wait_until_async(lambda: blpops(client), lambda n: n > before, 15, "BLPOP blocked on the server")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        # The core dropped the command: it does not stay blocked and swallow the next value.
+        await async_wait_until_async(lambda: blpops(client), lambda n: n <= before, 5, "BLPOP gone from the server")
+        await client.execute("LPUSH", key, "kept")
+        await asyncio.sleep(0.2)
+        assert await client.execute("LLEN", key) == 1
+        await client.execute("DEL", key)
+
+
+async def async_wait_until_async(probe, ok, timeout: float, what: str) -> None:
+    """Polls the coroutine function `probe` until `ok(result)`; fails after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not ok(await probe()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
 
 
 async def test_many_concurrent_commands_complete(topology: Topology) -> None:

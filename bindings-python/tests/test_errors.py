@@ -26,6 +26,7 @@ CODES = {
     "auth": sr.AuthError,
     "closed": sr.ClosedError,
     "queue_full": sr.QueueFullError,
+    "internal": sr.InternalError,
 }
 
 

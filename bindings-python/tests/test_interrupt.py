@@ -32,7 +32,7 @@ except KeyboardInterrupt:
     # The client still works after the interrupt.
     client.execute("SET", key + ":after", "ok")
     print("after", client.execute("GET", key + ":after").decode(), flush=True)
-    # The abandoned BLPOP must not stay blocked on the server, where it would swallow the next
+    # The interrupted BLPOP must not stay blocked on the server, where it would swallow the next
     # value pushed to the key.
     deadline = time.monotonic() + 5
     while b"cmd=blpop" in client.execute("CLIENT", "LIST"):
@@ -112,5 +112,5 @@ def test_an_interrupted_command_is_not_left_blocked_on_the_server(topology: Topo
     # Needs the core to drop the command when its waiter goes away (see the report on issue 10).
     code, lines, err = _interrupt_blocked_child(topology)
     assert "interrupted" in lines, (lines, err)
-    assert "still-blocked" not in lines, "the abandoned BLPOP stayed blocked on the server"
+    assert "still-blocked" not in lines, "the interrupted BLPOP stayed blocked on the server"
     assert "kept 1" in lines, (lines, err)

@@ -8,7 +8,7 @@ never on the asyncio event loop and never while holding the GIL. Two clients sha
       async with Client.connect("redis+sentinel://127.0.0.1:26379/mymaster") as client:
           await client.execute("SET", "key", "value")
           async for event in client.events():
-              print(event["kind"])
+              print(event["kind"])  # typed: see Event, Topology
 
 * :class:`BlockingClient` for threads; it releases the GIL while it waits::
 
@@ -27,21 +27,9 @@ import asyncio
 import atexit
 import logging
 import os
-from typing import (
-    Any,
-    AsyncIterator,
-    Awaitable,
-    Callable,
-    Dict,
-    Generator,
-    Iterator,
-    List,
-    Optional,
-    Tuple,
-    Union,
-)
+from typing import Any, Callable, Dict, Generator, Optional, Union
 
-from . import _errors, _native
+from . import _errors, _native, _types
 from ._errors import (
     AuthError,
     ClosedError,
@@ -56,19 +44,42 @@ from ._errors import (
     ServiceUnknownError,
     TimeoutError,
     TlsError,
+    InternalError,
     _make_error,
 )
 from ._native import set_worker_threads
+from ._tables import ERROR_CODES, EVENT_KINDS
+from ._types import (
+    Address,
+    ConnectionLostEvent,
+    ConnectionRestoredEvent,
+    DiscoveryFailedEvent,
+    ErrorInfo,
+    Event,
+    EventKind,
+    FailoverStartedEvent,
+    PrimaryChangedEvent,
+    ReplicasChangedEvent,
+    SentinelDownEvent,
+    SentinelInfo,
+    SentinelServiceUnknownEvent,
+    SentinelsChangedEvent,
+    SentinelTiltEvent,
+    SentinelUpEvent,
+    Topology,
+)
 
 __all__ = [
     "Client",
     "BlockingClient",
     "AsyncEvents",
     "Events",
-    "Topology",
-    "Event",
     "Arg",
     "set_worker_threads",
+    "ERROR_CODES",
+    "EVENT_KINDS",
+    # The shapes of the topology and of events, listed once in _types.
+    *_types.__all__,
     # The exception classes, listed once in _errors.
     *_errors.__all__,
 ]
@@ -81,13 +92,6 @@ __version__: str = _native.__version__
 #: argument (0 is the command's name); so does an argument over 512 MiB (Redis's
 #: proto-max-bulk-len). Nothing of a refused command is sent.
 Arg = Union[bytes, bytearray, memoryview, str, int, float]
-#: A topology snapshot: ``service``, ``primary`` (``{"host", "port"}`` or ``None``),
-#: ``replicas``, ``sentinels`` (``{"host", "port", "up", "tilt", "knows_service"}``), ``epoch``,
-#: ``healthy``.
-Topology = Dict[str, Any]
-#: An event: ``kind``, ``service``, ``at`` (unix ms) and the fields of its kind, e.g.
-#: ``{"kind": "primary_changed", "old": {...}, "new": {...}, ...}``.
-Event = Dict[str, Any]
 OptionValue = Union[str, int, float, bool, "os.PathLike[str]", None]
 
 _LOGGER = logging.getLogger("sentinel_recovery")
@@ -123,7 +127,7 @@ def _open(url: str, decode_responses: bool, options: Dict[str, OptionValue]) -> 
 
 
 class AsyncEvents:
-    """An async iterator over a client's events (dicts), from the moment it was created.
+    """An async iterator over a client's events (:data:`Event` dicts), from the moment it was created.
 
     Ends when the client is closed. ``await events.aclose()`` (or leaving ``async with``) stops it.
     Events reach the loop through ``loop.call_soon_threadsafe``, in the order they happened.
@@ -203,21 +207,21 @@ class Client:
         """Waits for the first discovery round; returns the topology or raises its error."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._native.ready_async(loop, fut)
-        return await fut
+        return await _settled(fut, self._native.ready_async(loop, fut))
 
-    async def execute(self, *args: Arg) -> Any:
+    async def execute(self, *args: Arg, timeout: Optional[float] = None) -> Any:
         """Runs one command on the primary (or a replica for reads, per ``read_from``).
 
         Returns the reply: ``None``, ``int``, ``float``, ``bool``, ``bytes`` (``str`` with
         ``decode_responses=True``), ``list``, ``dict`` or ``set``. Raises :class:`ServerError`
         for an error reply, :class:`TimeoutError`, :class:`ConnectionLostError` (the command may
-        have run), :class:`QueueFullError`, :class:`ClosedError`, ...
+        have run), :class:`QueueFullError`, :class:`ClosedError`, ... ``timeout`` (seconds)
+        replaces the ``command_timeout_ms`` option for this call. Cancelling the awaiting task
+        cancels the command in the core (one already sent may still have run).
         """
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._native.execute_async(loop, fut, args)
-        return await fut
+        return await _settled(fut, self._native.execute_async(loop, fut, args, timeout))
 
     def topology(self) -> Topology:
         """The current topology snapshot; never waits."""
@@ -242,9 +246,8 @@ class Client:
         return self._native.queued
 
     async def close(self) -> None:
-        """Closes the client: event iterators end, pending commands fail with :class:`ClosedError`.
-
-        Idempotent.
+        """Closes the client: event iterators end, and every command still in flight fails with
+        :class:`ClosedError` before this returns. Idempotent.
         """
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
@@ -260,6 +263,15 @@ class Client:
     def __repr__(self) -> str:
         state = " closed" if self._native.closed else ""
         return f"<sentinel_recovery.Client {self._native.url}{state}>"
+
+
+async def _settled(fut: "asyncio.Future[Any]", operation: "_native.Operation") -> Any:
+    """Awaits the future of a core operation; cancelling the awaiting task cancels the operation."""
+    try:
+        return await fut
+    except asyncio.CancelledError:
+        operation.cancel()
+        raise
 
 
 class _Connecting:
@@ -296,7 +308,7 @@ class _Connecting:
 
 
 class Events:
-    """A blocking iterator over a client's events (dicts), from the moment it was created.
+    """A blocking iterator over a client's events (:data:`Event` dicts), from the moment it was created.
 
     Each wait releases the GIL. Ends when the client is closed or :meth:`close` is called.
     """
@@ -372,7 +384,7 @@ class BlockingClient:
 
         ``timeout`` (seconds) replaces the ``command_timeout_ms`` option for this call. The wait
         releases the GIL and still handles signals: Ctrl-C raises ``KeyboardInterrupt`` within
-        about 50 ms (also in ``BLPOP key 0``) and abandons the command.
+        about 50 ms (also in ``BLPOP key 0``) and cancels the command.
         """
         return self._native.execute_blocking(args, timeout)
 
@@ -386,9 +398,11 @@ class BlockingClient:
 
     def on_event(self, callback: Optional[Callable[[Event], None]]) -> None:
         """Calls ``callback(event)`` for each event, on a background thread of this module (never
-        on a core thread). Replaces an earlier callback; ``None`` removes it. When this (or
-        :meth:`close`) returns, the earlier callback is no longer called. Exceptions raised by the
-        callback are reported with ``sys.unraisablehook``.
+        on a core thread), one call at a time, in order. Replaces an earlier callback; ``None``
+        removes it. When this (or :meth:`close`) returns, the earlier callback is no longer called
+        (called from inside that callback, its current call finishes first). The callback may
+        close its own client. Exceptions raised by the callback are reported with
+        ``sys.unraisablehook`` and later events are still delivered.
         """
         self._native.set_event_callback(callback)
 
@@ -407,7 +421,8 @@ class BlockingClient:
         return self._native.queued
 
     def close(self) -> None:
-        """Closes the client; idempotent. No event callback runs after this returns."""
+        """Closes the client; idempotent. Every command still in flight fails with
+        :class:`ClosedError` before this returns, and no event callback runs after it."""
         self._native.close_blocking()
 
     def __enter__(self) -> "BlockingClient":

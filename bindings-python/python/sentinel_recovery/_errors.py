@@ -1,12 +1,19 @@
 """The exception hierarchy: one base class with a stable ``code``, one subclass per code.
 
-The codes are shared by every language binding of sentinel-recovery (see DESIGN.md).
+The codes are shared by every language binding of sentinel-recovery and listed once, in the core;
+``_tables.ERROR_CODES`` is generated from that list (``cargo run -p xtask -- tables``). The classes
+below give each code its documented name and built-in bases; :data:`_BY_CODE` is built from the
+table, so every code of the table has a class (one the table lists and this file does not name
+gets a generated ``<Code>Error``), and the test suite checks the table against the core's at run
+time and the classes against the table.
 """
 
 from __future__ import annotations
 
 import builtins
-from typing import Dict, Optional, Type
+from typing import Dict, Optional, Tuple, Type
+
+from ._tables import ERROR_CODES
 
 __all__ = [
     "Error",
@@ -22,6 +29,7 @@ __all__ = [
     "AuthError",
     "ClosedError",
     "QueueFullError",
+    "InternalError",
 ]
 
 
@@ -124,23 +132,49 @@ class QueueFullError(Error):
     code = "queue_full"
 
 
-_BY_CODE: Dict[str, Type[Error]] = {
-    cls.code: cls
-    for cls in (
-        ConfigError,
-        SentinelsUnreachableError,
-        ServiceUnknownError,
-        NoHealthyPrimaryError,
-        TimeoutError,
-        ConnectionLostError,
-        ServerError,
-        ProtocolError,
-        TlsError,
-        AuthError,
-        ClosedError,
-        QueueFullError,
-    )
-}
+class InternalError(Error):
+    """A bug in sentinel-recovery, caught (a panic in the core): the operation failed, the process
+    goes on. Please report it."""
+
+    code = "internal"
+
+
+_NAMED: Tuple[Type[Error], ...] = (
+    ConfigError,
+    SentinelsUnreachableError,
+    ServiceUnknownError,
+    NoHealthyPrimaryError,
+    TimeoutError,
+    ConnectionLostError,
+    ServerError,
+    ProtocolError,
+    TlsError,
+    AuthError,
+    ClosedError,
+    QueueFullError,
+    InternalError,
+)
+
+
+def _class_name(code: str) -> str:
+    return "".join(part.capitalize() for part in code.split("_")) + "Error"
+
+
+def _build(table: Tuple[Tuple[str, int, str], ...]) -> Dict[str, Type[Error]]:
+    """One class per code of the table: the named one, else a generated subclass of Error."""
+    named = {cls.code: cls for cls in _NAMED}
+    by_code: Dict[str, Type[Error]] = {}
+    for code, _value, description in table:
+        cls = named.get(code)
+        if cls is None:
+            doc = description[:1].upper() + description[1:] + "."
+            cls = type(_class_name(code), (Error,), {"__doc__": doc, "code": code, "__module__": __name__})
+        by_code[code] = cls
+    return by_code
+
+
+#: Every code of the core's table and its class.
+_BY_CODE: Dict[str, Type[Error]] = _build(ERROR_CODES)
 
 
 def _make_error(code: str, message: str, server_code: Optional[str] = None) -> Error:
