@@ -100,7 +100,9 @@ fn configured_threads(g: &Global) -> Result<usize> {
     }
 }
 
-/// A handle to the core runtime, starting it if this process has none yet.
+/// A handle to the core runtime, starting it if this process has none yet. For the testkit and
+/// this crate's own layers; bindings go through [`crate::host`] instead.
+#[doc(hidden)]
 pub fn handle() -> Result<tokio::runtime::Handle> {
     let mut g = lock();
     let pid = std::process::id();

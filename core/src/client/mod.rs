@@ -5,7 +5,6 @@
 //! calling thread on network work. Commands run as tasks on the core runtime and the async
 //! methods only wait for their completion, so they can be awaited from any executor.
 
-mod callbacks;
 mod command;
 mod execute;
 mod nodes;
@@ -17,7 +16,6 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-pub use callbacks::EventCallback;
 pub use transaction::Transaction;
 
 use crate::config::Config;
@@ -46,7 +44,6 @@ struct Inner {
     waiting: AtomicUsize,
     /// Round-robin position over replicas for reads.
     next_replica: AtomicUsize,
-    sink: callbacks::EventSink,
     closed: CancellationToken,
 }
 
@@ -79,7 +76,6 @@ impl Client {
                 nodes,
                 waiting: AtomicUsize::new(0),
                 next_replica: AtomicUsize::new(0),
-                sink: callbacks::EventSink::default(),
                 closed: CancellationToken::new(),
             }),
         })
@@ -212,7 +208,6 @@ impl Client {
     /// in the middle of a discovery round. Idempotent.
     pub async fn close(&self) {
         self.inner.closed.cancel();
-        self.inner.sink.clear();
         let monitor = self.inner.monitor.locked().take();
         match monitor {
             Some(inherited) if inherited.is_inherited() => {
@@ -232,7 +227,6 @@ impl Client {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.closed.cancel();
-        self.sink.clear();
         let monitor = self
             .monitor
             .get_mut()
