@@ -1,0 +1,54 @@
+//! The configuration files of data nodes and sentinels.
+
+use super::*;
+
+/// A data node's config; `extra` (TLS and ACL lines) is appended.
+pub(super) fn data_conf(dir: &Path, port: u16, primary: Option<u16>, extra: &str) -> String {
+    let mut s = format!(
+        "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir \"{}\"\n\
+         save \"\"\nappendonly no\nrepl-diskless-sync yes\nrepl-diskless-sync-delay 0\n\
+         enable-debug-command yes\nloglevel notice\n",
+        dir.display()
+    );
+    if let Some(p) = primary {
+        s.push_str(&format!("replicaof 127.0.0.1 {p}\n"));
+    }
+    s.push_str(extra);
+    s
+}
+
+#[derive(Clone)]
+pub(super) struct SentinelConf<'a> {
+    pub(super) service: &'a str,
+    pub(super) primary: (&'a str, u16),
+    pub(super) quorum: usize,
+    pub(super) down_after_ms: u64,
+    pub(super) failover_timeout_ms: u64,
+    pub(super) known_replicas: &'a [(String, u16)],
+    /// Lines after the monitor lines (TLS, ACL).
+    pub(super) extra: String,
+}
+
+impl SentinelConf<'_> {
+    pub(super) fn render(&self, dir: &Path, port: u16) -> String {
+        let svc = self.service;
+        let mut s = format!(
+            "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir \"{}\"\n\
+             sentinel monitor {svc} {} {} {}\n\
+             sentinel down-after-milliseconds {svc} {}\n\
+             sentinel failover-timeout {svc} {}\n\
+             sentinel parallel-syncs {svc} 1\n",
+            dir.display(),
+            self.primary.0,
+            self.primary.1,
+            self.quorum,
+            self.down_after_ms,
+            self.failover_timeout_ms
+        );
+        for (ip, p) in self.known_replicas {
+            s.push_str(&format!("sentinel known-replica {svc} {ip} {p}\n"));
+        }
+        s.push_str(&self.extra);
+        s
+    }
+}
