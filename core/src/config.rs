@@ -165,7 +165,8 @@ impl Config {
         // shown in errors, or a digit-only start taken as a port). Refused, showing nothing.
         if path.contains('@') {
             return Err(Error::config(
-                "'@' after the first '/': write a '/' in the user name or password as %2F                  (and an '@' in the service name as %40)",
+                "'@' after the first '/': write a '/' in the user name or password as %2F \
+                 (and an '@' in the service name as %40)",
             ));
         }
         let (userinfo, hosts) = match authority.rsplit_once('@') {
@@ -733,6 +734,50 @@ mod tests {
         assert!(c
             .redacted_url()
             .starts_with("redis+sentinel://app:***@h:26379/s"));
+    }
+
+    /// Fuzzing found (fuzz/ config_url, corpus crash-b286fd2e…, crash-6635cd40…): a password with
+    /// a raw '/' ends the authority early, so its start was read as a sentinel: shown in the error
+    /// ("port 'G' of 'n'"), or, digits only, taken as a port and the rest as the service.
+    #[test]
+    fn a_raw_slash_in_a_password_is_refused_without_showing_it() {
+        for url in [
+            "redis+sentinel://n:G/@/?=&db=",
+            "valkeys+sentinel://q:1/!!))9G@/?",
+            "redis+sentinel://app:c2VjcmV0/K3Bhc3M=@h/s",
+            "redis+sentinel://app:12/34@h:26379/s",
+            "redis+sentinel://:abc/def@h/s?db=1",
+        ] {
+            let m = err(url);
+            assert!(m.contains("%2F"), "{url}: {m}");
+            for part in ["G", "9G", "c2VjcmV0", "K3Bhc3M", "12", "34", "abc", "def"] {
+                assert!(!m.contains(part), "{url}: {m}");
+            }
+        }
+        // Written as %2F it is read whole; an '@' in the service is written %40.
+        let c = Config::from_url("redis+sentinel://app:c2VjcmV0%2FK3Bhc3M=@h/s").unwrap();
+        assert_eq!(c.auth.unwrap().password.expose(), "c2VjcmV0/K3Bhc3M=");
+        assert_eq!(
+            Config::from_url("redis+sentinel://h/a%40b")
+                .unwrap()
+                .service,
+            "a@b"
+        );
+        assert!(err("redis+sentinel://h/a@b").contains("%40"));
+        // '@' in a query value stays fine.
+        let c = Config::from_url("redis+sentinel://h/s?sentinel_password=a@b/c").unwrap();
+        assert_eq!(c.sentinel_auth.unwrap().password.expose(), "a@b/c");
+    }
+
+    /// Fuzzing found (fuzz/ config_url, corpus crash-2effb252…): `validate` let a hand-built
+    /// config through with a sentinel on port 0, which the URL form refuses.
+    #[test]
+    fn validate_refuses_port_zero_like_the_url() {
+        let mut c = Config::from_url("redis+sentinel://h/s").unwrap();
+        c.sentinels.push(Address::new("-", 0));
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.code(), crate::ErrorCode::Config);
+        assert!(e.message().starts_with("sentinel #2: port 0"), "{e}");
     }
 
     #[test]

@@ -64,6 +64,16 @@ impl FrameScanner {
             let Some(&kind) = buf.get(start) else {
                 return Ok(None);
             };
+            let resp3 = protocol == Protocol::Resp3;
+            // A byte that starts no frame is refused at once, not once its line is complete: a
+            // peer that does not speak RESP may never send a CRLF.
+            if !(matches!(kind, b'+' | b'-' | b':' | b'$' | b'*')
+                || resp3 && b"_,#(!=~>%|".contains(&kind))
+            {
+                return Err(format!(
+                    "unexpected type byte 0x{kind:02x} in a {protocol:?} reply"
+                ));
+            }
             let Some(line_end) = find_crlf(buf, start + 1) else {
                 if buf.len() - start > MAX_LINE {
                     return Err(format!("line longer than {MAX_LINE} bytes"));
@@ -72,7 +82,6 @@ impl FrameScanner {
             };
             let line = &buf[start + 1..line_end];
             let after_line = line_end + 2;
-            let resp3 = protocol == Protocol::Resp3;
 
             // Number of child elements this header opens, and whether it is an attribute.
             let mut opens: Option<(usize, bool)> = None;
@@ -83,7 +92,7 @@ impl FrameScanner {
                 // Null bulk: RESP2's only null, and still sent by some servers on RESP3.
                 b'$' if line == b"-1" => {}
                 b'$' | b'!' | b'=' if kind == b'$' || resp3 => {
-                    match bulk_end(buf, after_line, line)? {
+                    match bulk_end(buf, after_line, kind, line)? {
                         Some(e) => end = e,
                         None => return Ok(None),
                     }
@@ -106,6 +115,13 @@ impl FrameScanner {
             self.pos = end;
 
             match opens {
+                // Every element takes 3 bytes at least (`+\r\n`): a longer aggregate cannot fit
+                // in the read buffer, so it is refused now rather than waited for.
+                Some((n, _)) if n > MAX_BUFFER / 3 => {
+                    return Err(format!(
+                        "aggregate of {n} elements cannot fit in a {MAX_BUFFER}-byte reply"
+                    ));
+                }
                 Some((n, attribute)) if n > 0 => {
                     if self.open.len() >= MAX_DEPTH {
                         return Err(format!("reply nested deeper than {MAX_DEPTH} levels"));
@@ -140,11 +156,24 @@ impl FrameScanner {
     }
 }
 
-/// End offset of a blob whose header `line` ended at `payload_start`, `None` if not all here yet.
-fn bulk_end(buf: &[u8], payload_start: usize, line: &[u8]) -> Result<Option<usize>, String> {
+/// End offset of a blob of type `kind` whose header `line` ended at `payload_start`, `None` if
+/// not all here yet.
+fn bulk_end(
+    buf: &[u8],
+    payload_start: usize,
+    kind: u8,
+    line: &[u8],
+) -> Result<Option<usize>, String> {
     let len = parse_count(line)?;
     if len > MAX_BULK_LEN {
         return Err(format!("bulk length {len} exceeds {MAX_BULK_LEN} bytes"));
+    }
+    // A verbatim string starts with its format (`txt:`); redis-protocol would wait for those 4
+    // bytes past the end of a shorter frame, and the frame would fail as "incomplete".
+    if kind == b'=' && len < 4 {
+        return Err(format!(
+            "verbatim string of {len} bytes, shorter than its format prefix"
+        ));
     }
     let end = payload_start + len + 2;
     if buf.len() < end {
@@ -275,6 +304,87 @@ mod tests {
             Ok(Value::Nil)
         );
         assert!(decode(Bytes::from_static(b":x\r\n"), Protocol::Resp2).is_err());
+    }
+
+    /// Fuzzing found (fuzz/ resp_differential, corpus crash-type-byte-*): a byte that starts no
+    /// frame was only refused once a CRLF followed it, so a peer that never sends one (not a
+    /// RESP server) was waited on until the deadline; redis-protocol refuses it at once.
+    #[test]
+    fn a_byte_that_starts_no_frame_is_refused_before_its_line_ends() {
+        for (wire, protocol) in [
+            (&b"\n"[..], Protocol::Resp2),
+            (b"\0", Protocol::Resp3),
+            (b"?abc", Protocol::Resp2),
+            (b"_", Protocol::Resp2),
+            (b"*2\r\n:1\r\n\x16\x03", Protocol::Resp3),
+            (b"HTTP/1.1 400", Protocol::Resp3),
+        ] {
+            let e = scan_all(wire, protocol).unwrap_err();
+            assert!(e.starts_with("unexpected type byte"), "{wire:?}: {e}");
+        }
+        assert_eq!(scan_all(b"_", Protocol::Resp3), Ok(None));
+        assert_eq!(scan_all(b"*2\r\n:1\r\n#", Protocol::Resp3), Ok(None));
+    }
+
+    /// Fuzzing found (fuzz/ resp_frames and resp_differential, corpus crash-verbatim-short*): a
+    /// verbatim string shorter than its `txt:` prefix was delimited by the scanner, and the
+    /// decoder, reading 4 bytes of format past its end, failed the frame as "incomplete".
+    #[test]
+    fn a_verbatim_string_shorter_than_its_format_is_refused() {
+        for wire in [
+            &b"=1\r\na\r\n"[..],
+            b"=3\r\ntxt\r\n",
+            b"=0\r\n",
+            b"*2\r\n=2\r\n",
+        ] {
+            let e = scan_all(wire, Protocol::Resp3).unwrap_err();
+            assert!(
+                e.contains("shorter than its format prefix"),
+                "{wire:?}: {e}"
+            );
+        }
+        let wire = b"=4\r\ntxt:\r\n";
+        assert_eq!(scan_bytewise(wire, Protocol::Resp3), wire.len());
+        assert_eq!(
+            decode(Bytes::from_static(wire), Protocol::Resp3),
+            Ok(Value::Verbatim {
+                format: "txt".into(),
+                text: Bytes::new()
+            })
+        );
+    }
+
+    /// Found with the differential target (fuzz/ resp_differential, corpus
+    /// crash-count-over-isize): `*9999999999999999999` was waited on (it fits a usize) where
+    /// redis-protocol refuses it; no aggregate longer than a third of the read buffer can arrive
+    /// whole, so those are refused at once.
+    #[test]
+    fn an_aggregate_that_cannot_fit_in_the_buffer_is_refused_at_once() {
+        let most = MAX_BUFFER / 3;
+        for (wire, protocol) in [
+            (b"*9999999999999999999\r\n".to_vec(), Protocol::Resp2),
+            (format!("*{}\r\n", most + 1).into_bytes(), Protocol::Resp2),
+            (format!("~{}\r\n", most + 1).into_bytes(), Protocol::Resp3),
+            (
+                format!("%{}\r\n", most / 2 + 1).into_bytes(),
+                Protocol::Resp3,
+            ),
+            (
+                format!("*1\r\n|{}\r\n", most / 2 + 1).into_bytes(),
+                Protocol::Resp3,
+            ),
+        ] {
+            let e = scan_all(&wire, protocol).unwrap_err();
+            assert!(e.contains("cannot fit"), "{wire:?}: {e}");
+        }
+        assert_eq!(
+            scan_all(format!("*{most}\r\n").as_bytes(), Protocol::Resp2),
+            Ok(None)
+        );
+        assert_eq!(
+            scan_all(format!(">{most}\r\n").as_bytes(), Protocol::Resp3),
+            Ok(None)
+        );
     }
 
     #[test]

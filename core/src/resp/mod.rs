@@ -9,6 +9,10 @@ mod connection;
 mod handshake;
 mod value;
 
+/// Thin wrappers around the crate-private codec for the fuzz targets in `fuzz/`; not an API.
+#[doc(hidden)]
+pub mod fuzzing;
+
 #[cfg(test)]
 mod real_server_tests;
 #[cfg(test)]
