@@ -126,7 +126,7 @@ impl Resolver {
     /// Reads resolv.conf and the hosts file: call it on a host thread, never on a core worker.
     pub fn for_config(config: &crate::config::Config) -> Result<Resolver> {
         Resolver::new(DnsOptions {
-            timeout: Duration::from_millis(config.dns_timeout_ms),
+            timeout: config.dns_timeout(),
             nameserver: config.dns_server,
             ..DnsOptions::default()
         })

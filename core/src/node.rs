@@ -31,7 +31,7 @@ pub enum Expect {
 /// worker.
 pub fn connect_options(config: &Config, side: Side) -> Result<ConnectOptions> {
     Ok(ConnectOptions {
-        connect_timeout: Duration::from_millis(config.connect_timeout_ms),
+        connect_timeout: config.connect_timeout(),
         auth: match side {
             Side::Sentinel => config.sentinel_auth.clone(),
             Side::Data => config.auth.clone(),

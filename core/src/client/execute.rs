@@ -39,7 +39,7 @@ impl Client {
     /// connection of their own; commands that change connection state (MULTI, WATCH, SUBSCRIBE,
     /// SELECT, ...) are refused with a `config` error saying what to use instead.
     pub async fn execute<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Value> {
-        let timeout = Duration::from_millis(self.inner.config.command_timeout_ms);
+        let timeout = self.inner.config.command_timeout();
         self.execute_timeout(args, timeout).await
     }
 
@@ -98,7 +98,7 @@ impl Client {
         let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(|c| super::owned(c)).collect();
         let inner = self.inner.clone();
         let monitor = self.monitor()?;
-        let deadline = Instant::now() + Duration::from_millis(inner.config.command_timeout_ms);
+        let deadline = Instant::now() + inner.config.command_timeout();
         Ok(async move { run_shared(&inner, &monitor, commands, kind, deadline).await })
     }
 
@@ -106,7 +106,7 @@ impl Client {
     /// it) until the reply or the command's deadline. Refused on the core's own threads, where
     /// waiting could starve the very work it waits for.
     pub fn execute_blocking<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Value> {
-        let timeout = Duration::from_millis(self.inner.config.command_timeout_ms);
+        let timeout = self.inner.config.command_timeout();
         self.execute_blocking_timeout(args, timeout)
     }
 

@@ -136,7 +136,7 @@ impl Client {
     /// (refused credentials, failed TLS, a service no reachable sentinel knows, bad options),
     /// and at the deadline with the last round's error.
     pub async fn ready(&self) -> Result<Topology> {
-        let timeout = std::time::Duration::from_millis(self.inner.config.command_timeout_ms);
+        let timeout = self.inner.config.command_timeout();
         let deadline = tokio::time::Instant::now() + timeout;
         let mut status = self.monitor()?.watch_status();
         let closed = self.inner.closed.clone();

@@ -32,7 +32,7 @@ impl Client {
         let inner = self.inner.clone();
         let monitor = self.monitor()?;
         let (conn, primary) = on_core(async move {
-            let deadline = Instant::now() + Duration::from_millis(inner.config.command_timeout_ms);
+            let deadline = Instant::now() + inner.config.command_timeout();
             // The same wait (bounded queue, deadline, closed) as every command's.
             let (primary, expect, _) =
                 wait_for_node(&inner, &monitor, Kind::Write, 0, deadline).await?;

@@ -1,6 +1,7 @@
 //! URL and options: the one way every language describes what to follow.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 pub use crate::types::{Address, Credentials, Protocol, Secret};
 
@@ -158,6 +159,45 @@ impl Config {
             "redis+sentinel"
         };
         format!("{scheme}://{user}{}/{}", hosts.join(","), self.service)
+    }
+}
+
+/// The configuration's durations, converted once here (the fields keep milliseconds, the form of
+/// the URL and of every binding's options).
+impl Config {
+    /// `connect_timeout_ms`: TCP connect plus handshake.
+    pub fn connect_timeout(&self) -> Duration {
+        Duration::from_millis(self.connect_timeout_ms)
+    }
+
+    /// `command_timeout_ms`: the default deadline of a command (and of waiting for a primary).
+    pub fn command_timeout(&self) -> Duration {
+        Duration::from_millis(self.command_timeout_ms)
+    }
+
+    /// `sentinel_timeout_ms`: one deadline for a whole discovery round.
+    pub fn sentinel_timeout(&self) -> Duration {
+        Duration::from_millis(self.sentinel_timeout_ms)
+    }
+
+    /// `check_interval_ms`: the backstop check while everything is healthy.
+    pub fn check_interval(&self) -> Duration {
+        Duration::from_millis(self.check_interval_ms)
+    }
+
+    /// `retry_base_ms`: the first retry delay after a failed discovery.
+    pub fn retry_base(&self) -> Duration {
+        Duration::from_millis(self.retry_base_ms)
+    }
+
+    /// `retry_max_ms`: the cap of the retry delay.
+    pub fn retry_max(&self) -> Duration {
+        Duration::from_millis(self.retry_max_ms)
+    }
+
+    /// `dns_timeout_ms`: one name lookup.
+    pub fn dns_timeout(&self) -> Duration {
+        Duration::from_millis(self.dns_timeout_ms)
     }
 }
 

@@ -206,9 +206,7 @@ pub async fn diagnose(config: Config, setup: Setup, options: Options) -> Report 
     let ctx = Ctx {
         setup,
         service: config.service.clone(),
-        reply_timeout: options
-            .reply_timeout
-            .unwrap_or(Duration::from_millis(config.connect_timeout_ms)),
+        reply_timeout: options.reply_timeout.unwrap_or(config.connect_timeout()),
         options,
     };
 

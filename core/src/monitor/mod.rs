@@ -99,7 +99,7 @@ impl Monitor {
             service: config.service.clone(),
             sentinel_connect: crate::node::connect_options(&config, Side::Sentinel)?,
             data_connect: crate::node::connect_options(&config, Side::Data)?,
-            deadline: std::time::Duration::from_millis(config.sentinel_timeout_ms),
+            deadline: config.sentinel_timeout(),
             resolver: resolver.clone(),
         };
         let data_options = settings.data_connect.clone();

@@ -109,18 +109,15 @@ impl Actor {
             promotions_tx,
             promotions_rx: Some(promotions_rx),
             report_backoff: Backoff::new(
-                REPORT_BASE.max(Duration::from_millis(config.retry_base_ms)),
-                Duration::from_millis(config.retry_max_ms).max(REPORT_BASE),
+                REPORT_BASE.max(config.retry_base()),
+                config.retry_max().max(REPORT_BASE),
             ),
             report_not_before: Instant::now(),
             deferred_report: None,
             deferred_trigger: None,
             switches: 0,
             list: SentinelList::new(&config.sentinels),
-            backoff: Backoff::new(
-                Duration::from_millis(config.retry_base_ms),
-                Duration::from_millis(config.retry_max_ms),
-            ),
+            backoff: Backoff::new(config.retry_base(), config.retry_max()),
             config,
             settings,
             links: HashMap::new(),
@@ -253,8 +250,7 @@ impl Actor {
     /// quiet period.
     fn gate_report(&mut self, reason: &'static str) -> Option<&'static str> {
         let now = Instant::now();
-        let quiet =
-            Duration::from_millis(self.config.check_interval_ms).max(Duration::from_secs(1));
+        let quiet = self.config.check_interval().max(Duration::from_secs(1));
         if now > self.report_not_before + quiet {
             self.report_backoff.reset();
         }
@@ -355,7 +351,7 @@ impl Actor {
         }) = self.listening(round, sentinel_events, promotions).await
         else {
             tracing::debug!(reason, "round dropped: a verified switch came first");
-            return Instant::now() + Duration::from_millis(self.config.check_interval_ms);
+            return Instant::now() + self.config.check_interval();
         };
         self.rounds += 1;
         // Most of the others answered while the winner was verified; record them before the
@@ -386,7 +382,7 @@ impl Actor {
             Ok(found) => {
                 self.on_found(found).await;
                 self.publish();
-                Instant::now() + Duration::from_millis(self.config.check_interval_ms)
+                Instant::now() + self.config.check_interval()
             }
             Err(error) => {
                 self.healthy = false;

@@ -131,10 +131,7 @@ impl Actor {
                 entry.address.clone(),
                 self.settings.clone(),
                 self.settings.sentinel_connect.clone(),
-                Backoff::new(
-                    Duration::from_millis(self.config.retry_base_ms),
-                    Duration::from_millis(self.config.retry_max_ms),
-                ),
+                Backoff::new(self.config.retry_base(), self.config.retry_max()),
                 self.sentinel_events_tx.clone(),
                 token,
             ));
