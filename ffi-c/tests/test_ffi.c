@@ -87,6 +87,44 @@ static int bytes_eq(const sr_reply_t *r, const char *want) {
 
 /* ---------------------------------------------------------------- tests without servers */
 
+/* close with commands in flight: every completion runs exactly once, with SR_ERR_CLOSED, before
+ * sr_client_close returns, and none after (the host layer's guarantee, seen from C). */
+typedef struct {
+    atomic_int completed;
+    atomic_int closed;
+    atomic_int after_close;
+    atomic_int close_returned;
+} inflight_t;
+
+static void on_inflight(void *user_data, const sr_reply_t *reply, const sr_error_t *error) {
+    inflight_t *s = user_data;
+    (void)reply;
+    if (atomic_load(&s->close_returned)) atomic_fetch_add(&s->after_close, 1);
+    if (error && sr_error_get_code(error) == SR_ERR_CLOSED) atomic_fetch_add(&s->closed, 1);
+    atomic_fetch_add(&s->completed, 1);
+}
+
+static void test_close_with_2000_commands_in_flight(void) {
+    /* A sentinel that refuses: every command waits for a primary until close. */
+    sr_client_t *c = NULL;
+    sr_option_t opts[] = {{"queue_size", "5000"}, {"command_timeout_ms", "60000"}};
+    inflight_t s;
+    const char *argv[] = {"GET", "k"};
+    memset(&s, 0, sizeof s);
+    CHECK_RC(sr_client_open("redis+sentinel://127.0.0.1:1/mymaster", opts, 2, &c, NULL), SR_OK);
+    for (int i = 0; i < 2000; i++) CHECK_RC(sr_client_execute(c, 2, argv, NULL, on_inflight, &s), SR_OK);
+    CHECK_RC(sr_client_close(c), SR_OK);
+    atomic_store(&s.close_returned, 1);
+    CHECK(atomic_load(&s.completed) == 2000);
+    CHECK(atomic_load(&s.closed) == 2000);
+    usleep(100000);
+    CHECK(atomic_load(&s.completed) == 2000); /* exactly once */
+    CHECK(atomic_load(&s.after_close) == 0);
+    sr_client_free(c);
+}
+
+
+
 static void test_version_and_error_texts(void) {
     CHECK(sr_version() != NULL && strlen(sr_version()) >= 5);
     CHECK(strcmp(sr_error_code_name(SR_ERR_NO_HEALTHY_PRIMARY), "no_healthy_primary") == 0);
@@ -697,6 +735,7 @@ int main(int argc, char **argv) {
         {"version_and_error_texts", test_version_and_error_texts},
         {"bad_urls_and_options", test_bad_urls_and_options},
         {"null_arguments", test_null_arguments},
+        {"close_with_2000_commands_in_flight", test_close_with_2000_commands_in_flight},
     };
     static const test_t live[] = {
         {"open_ready_and_topology", test_open_ready_and_topology},
