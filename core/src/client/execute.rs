@@ -264,7 +264,7 @@ fn is_permanent_handshake_error(e: &Error) -> bool {
 
 /// Write replies from a primary whose demotion began more than [`FENCE_GRACE`] ago become
 /// `connection_lost` errors: the write ran there, but the failover will discard it.
-fn distrust_late_writes(
+pub(super) fn distrust_late_writes(
     monitor: &Monitor,
     address: &Address,
     kind: Kind,

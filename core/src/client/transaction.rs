@@ -110,6 +110,19 @@ impl Transaction {
             }
         }
         debug_assert_eq!(results.len() + 1, n);
+        // The same check as every write: an EXEC a primary being demoted answers late is one the
+        // promoted replica will not have.
+        let exec = match self.client.monitor() {
+            Ok(monitor) => super::execute::distrust_late_writes(
+                &monitor,
+                &self.primary,
+                Kind::Write,
+                vec![exec],
+            )
+            .pop()
+            .unwrap_or_else(|| Err(Error::protocol("no EXEC reply"))),
+            Err(_) => exec,
+        };
         match exec {
             Ok(Value::Nil) => Ok(None),
             Ok(Value::Array(items)) => Ok(Some(items)),
