@@ -1,7 +1,15 @@
 //! The URL form: `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service[?key=value&...]`.
 
 use super::*;
-use percent_encoding::percent_decode_str;
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
+/// What a user name or service keeps unescaped when written back into a URL: RFC 3986's
+/// unreserved characters.
+const UNRESERVED: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'~');
 
 const SCHEMES: [&str; 2] = ["redis+sentinel", "valkey+sentinel"];
 const TLS_SCHEMES: [&str; 2] = ["rediss+sentinel", "valkeys+sentinel"];
@@ -65,6 +73,12 @@ impl Config {
         config.validate()?;
         Ok(config)
     }
+}
+
+/// `text` escaped for the userinfo or path of a URL, so that [`Config::redacted_url`] parses
+/// back to the same user name and service (a name holding `@`, `%` or `/` included).
+pub(super) fn encode(text: &str) -> String {
+    utf8_percent_encode(text, UNRESERVED).to_string()
 }
 
 fn decode(value: &str, what: &str) -> crate::Result<String> {
