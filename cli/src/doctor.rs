@@ -6,9 +6,8 @@ use std::time::Duration;
 
 use sentinel_recovery::doctor::{self, Options};
 
-pub const HELP: &str = "\
-usage: sentinel-recovery doctor URL [--json] [--watch SECONDS]
-
+/// What the doctor looks at and how it reports (`doctor --help`).
+pub const ABOUT: &str = "\
 Diagnoses a Sentinel deployment from here, with the same URL, credentials, TLS and DNS settings
 as a client: per sentinel how its name resolved and in how long, TCP and handshake time, auth,
 PING round trips, TILT, its view of the service (primary, flags, epoch, quorum, down-after,
@@ -17,17 +16,15 @@ whether the sentinels agree; whether the ones able to act reach the quorum (o_do
 majority (failover vote); every host name and its resolution time; the primary's ROLE, each
 replica's link, lag, priority and reachability; the expected failover time; certificate expiry.
 
-  --json           print the report as JSON (schema below) instead of text
-  --watch SECONDS  also PING every sentinel every 100 ms for SECONDS and report the longest gap
-                   without a reply (a loop stall seen from outside; 2 s or more means TILT)
-
 Exit status: 0 healthy, 1 warnings, 2 failures (also for an unusable URL).
 
 The verdict names the failure mode: service unknown to the sentinels, quorum or majority
-unreachable, sentinels disagree, primary or
-replica not usable, loop stall / TILT, sentinels unreachable or refusing access, slow or
-misdirected name resolution, replica not promotable, TLS certificate expiring; or healthy.
+unreachable, sentinels disagree, primary or replica not usable, loop stall / TILT, sentinels
+unreachable or refusing access, slow or misdirected name resolution, replica not promotable, TLS
+certificate expiring; or healthy.";
 
+/// The JSON output's schema (`doctor --help`).
+pub const SCHEMA: &str = "\
 JSON schema (version 1; times in ms, absent values null):
   schema, service, url (passwords as ***), started_at_ms, duration_ms
   verdict   {status: healthy|warning|failure, exit_code, headline, modes: [mode]}
@@ -62,66 +59,29 @@ The full description is in the Rust documentation of sentinel_recovery::doctor::
 /// Longest `--watch`.
 const MAX_WATCH_SECONDS: f64 = 3600.0;
 
-struct Args {
-    url: String,
-    json: bool,
-    watch: Option<Duration>,
+/// `doctor URL [--json] [--watch SECONDS]`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The service's URL
+    pub url: String,
+    /// Print the report as JSON (schema below) instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// Also PING every sentinel every 100 ms for SECONDS and report the longest gap without a
+    /// reply (a loop stall seen from outside; 2 s or more means TILT)
+    #[arg(long, value_name = "SECONDS", value_parser = watch_seconds)]
+    pub watch: Option<Duration>,
 }
 
-fn parse(args: &[String]) -> Result<Option<Args>, String> {
-    let mut url = None;
-    let mut json = false;
-    let mut watch = None;
-    let mut it = args.iter();
-    while let Some(arg) = it.next() {
-        let value = match arg.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "--json" => {
-                json = true;
-                continue;
-            }
-            "--watch" => Some(
-                it.next()
-                    .ok_or("doctor: --watch needs a number of seconds")?
-                    .as_str(),
-            ),
-            other => other.strip_prefix("--watch="),
-        };
-        match value {
-            Some(seconds) => {
-                let n: f64 = seconds
-                    .parse()
-                    .ok()
-                    .filter(|n: &f64| *n > 0.0 && *n <= MAX_WATCH_SECONDS)
-                    .ok_or_else(|| {
-                        format!(
-                            "doctor: --watch takes seconds in (0, {MAX_WATCH_SECONDS}], not \
-                             '{seconds}'"
-                        )
-                    })?;
-                watch = Some(Duration::from_secs_f64(n));
-            }
-            None if arg.starts_with('-') => return Err(format!("doctor: unknown option '{arg}'")),
-            None if url.is_none() => url = Some(arg.clone()),
-            None => return Err("doctor: give one URL".into()),
-        }
-    }
-    let url = url.ok_or("doctor: no URL given")?;
-    Ok(Some(Args { url, json, watch }))
+fn watch_seconds(text: &str) -> Result<Duration, String> {
+    text.parse()
+        .ok()
+        .filter(|n: &f64| *n > 0.0 && *n <= MAX_WATCH_SECONDS)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| format!("takes seconds in (0, {MAX_WATCH_SECONDS}]"))
 }
 
-pub fn main(args: &[String]) -> ExitCode {
-    let args = match parse(args) {
-        Ok(Some(args)) => args,
-        Ok(None) => {
-            println!("{HELP}");
-            return ExitCode::SUCCESS;
-        }
-        Err(message) => {
-            eprintln!("sentinel-recovery: {message}\n\n{HELP}");
-            return ExitCode::from(2);
-        }
-    };
+pub fn main(args: Args) -> ExitCode {
     if let Some(period) = args.watch {
         eprintln!(
             "doctor: probing, then watching every sentinel for {:.1} s ...",
@@ -145,33 +105,5 @@ pub fn main(args: &[String]) -> ExitCode {
             eprintln!("sentinel-recovery: doctor: {e}");
             ExitCode::from(2)
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(list: &[&str]) -> Vec<String> {
-        list.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn arguments() {
-        let a = parse(&args(&["redis+sentinel://h/s", "--json", "--watch", "2.5"]))
-            .unwrap()
-            .unwrap();
-        assert_eq!(a.url, "redis+sentinel://h/s");
-        assert!(a.json);
-        assert_eq!(a.watch, Some(Duration::from_millis(2500)));
-        let a = parse(&args(&["--watch=1", "u"])).unwrap().unwrap();
-        assert_eq!((a.url.as_str(), a.json), ("u", false));
-        assert!(parse(&args(&["--help"])).unwrap().is_none());
-        assert!(parse(&args(&[])).is_err());
-        assert!(parse(&args(&["u", "--watch"])).is_err());
-        assert!(parse(&args(&["u", "--watch", "0"])).is_err());
-        assert!(parse(&args(&["u", "--watch", "x"])).is_err());
-        assert!(parse(&args(&["u", "v"])).is_err());
-        assert!(parse(&args(&["u", "--colour"])).is_err());
     }
 }

@@ -3,32 +3,32 @@
 
 use sentinel_recovery::{Client, Config, Value};
 
-pub fn main(args: &[String]) -> Result<(), String> {
-    let split = args.iter().position(|a| a == "--");
-    let (before, command) = match split {
-        Some(i) => (&args[..i], &args[i + 1..]),
-        None => (args.get(..1).unwrap_or(&[]), args.get(1..).unwrap_or(&[])),
-    };
-    let [url] = before else {
-        return Err("exec: usage: sentinel-recovery exec URL -- CMD [ARG...]".into());
-    };
-    if command.is_empty() {
-        return Err("exec: no command given after the URL".into());
-    }
+/// `exec URL [--] CMD [ARG...]`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The service's URL
+    pub url: String,
+    /// The command and its arguments (after `--` when an argument starts with '-')
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    #[arg(value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+pub fn main(Args { url, command }: Args) -> Result<(), String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| e.to_string())?;
     runtime.block_on(async {
         // One round, no event subscriptions: a one-shot command need not follow changes.
-        let mut config = Config::from_url(url).map_err(|e| e.to_string())?;
+        let mut config = Config::from_url(&url).map_err(|e| e.to_string())?;
         if !url.contains("sentinel_events=") {
             config.sentinel_events = false;
         }
         let client = Client::connect_with(config)
             .await
             .map_err(|e| e.to_string())?;
-        let reply = client.execute(command).await;
+        let reply = client.execute(&command).await;
         client.close().await;
         match reply {
             Ok(value) => {

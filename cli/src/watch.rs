@@ -4,18 +4,17 @@ use std::io::Write;
 
 use sentinel_recovery::{Address, Client, Event, EventKind, Topology};
 
-pub fn main(args: &[String]) -> Result<(), String> {
-    let mut url = None;
-    let mut json = false;
-    for arg in args {
-        match arg.as_str() {
-            "--json" => json = true,
-            a if a.starts_with('-') => return Err(format!("watch: unknown flag '{a}'")),
-            a if url.is_none() => url = Some(a.to_string()),
-            a => return Err(format!("watch: unexpected argument '{a}'")),
-        }
-    }
-    let url = url.ok_or("watch: missing URL (redis+sentinel://host:port/service)")?;
+/// `watch URL [--json]`.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The service's URL
+    pub url: String,
+    /// One JSON object per line instead of text
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn main(Args { url, json }: Args) -> Result<(), String> {
     let client = Client::open_url(&url).map_err(|e| e.to_string())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
