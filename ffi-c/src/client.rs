@@ -20,7 +20,7 @@ use crate::*;
 /// sr_client_free() the pointer must not be used again. All functions taking a client are
 /// thread-safe.
 pub struct sr_client_t {
-    handle: Handle,
+    pub(crate) handle: Handle,
     /// Set by the first sr_client_close().
     closing: AtomicBool,
     /// The installed event callback's subscription.
@@ -67,14 +67,14 @@ pub type sr_event_cb =
 
 /// The host's `user_data`, carried to a core thread and handed back untouched.
 #[derive(Clone, Copy)]
-struct UserData(*mut c_void);
+pub(crate) struct UserData(pub(crate) *mut c_void);
 
 // SAFETY: the library never dereferences it; the header tells the host that callbacks run on
 // other threads.
 unsafe impl Send for UserData {}
 
 impl UserData {
-    fn get(self) -> *mut c_void {
+    pub(crate) fn get(self) -> *mut c_void {
         self.0
     }
 }
@@ -85,7 +85,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A new reference to the handle for the duration of a call, so that a concurrent
 /// sr_client_free() can't free it under our feet.
-unsafe fn acquire(client: *const sr_client_t) -> Option<Arc<sr_client_t>> {
+pub(crate) unsafe fn acquire(client: *const sr_client_t) -> Option<Arc<sr_client_t>> {
     if client.is_null() {
         return None;
     }
@@ -299,7 +299,7 @@ pub unsafe extern "C" fn sr_client_execute(
     })
 }
 
-fn deliver(
+pub(crate) fn deliver(
     cb: unsafe extern "C" fn(*mut c_void, *const sr_reply_t, *const sr_error_t),
     user_data: *mut c_void,
     result: sr::Result<Value>,

@@ -19,6 +19,7 @@ mod codes;
 mod error;
 mod reply;
 mod runtime;
+mod testing;
 mod topology;
 
 pub use client::*;
@@ -26,6 +27,7 @@ pub use codes::*;
 pub use error::*;
 pub use reply::*;
 pub use runtime::*;
+pub use testing::*;
 pub use topology::*;
 
 /// Runs `$body`, turning a panic into `$default`, so that no panic ever crosses the C boundary.

@@ -124,6 +124,30 @@ static void test_close_with_2000_commands_in_flight(void) {
 }
 
 
+/* A panic inside the library (on a core thread) reaches the host as SR_ERR_INTERNAL, exactly
+ * once, through the callback; the process and the client go on. */
+static void on_panic_test(void *user_data, const sr_reply_t *reply, const sr_error_t *error) {
+    inflight_t *s = user_data;
+    if (!reply && error && sr_error_get_code(error) == SR_ERR_INTERNAL) atomic_fetch_add(&s->closed, 1);
+    atomic_fetch_add(&s->completed, 1);
+}
+
+static void test_a_panic_is_internal(void) {
+    sr_client_t *c = NULL;
+    inflight_t s;
+    memset(&s, 0, sizeof s);
+    CHECK_RC(sr_client_open("redis+sentinel://127.0.0.1:1/mymaster", NULL, 0, &c, NULL), SR_OK);
+    CHECK_RC(sr_client_panic_for_test(c, on_panic_test, &s), SR_OK);
+    CHECK_RC(sr_client_panic_for_test(c, NULL, &s), SR_ERR_INVALID_ARGUMENT);
+    CHECK_RC(sr_client_panic_for_test(NULL, on_panic_test, &s), SR_ERR_INVALID_ARGUMENT);
+    for (int i = 0; i < 1000 && atomic_load(&s.completed) == 0; i++) usleep(5000);
+    CHECK(atomic_load(&s.completed) == 1);
+    CHECK(atomic_load(&s.closed) == 1); /* counted here: completions with SR_ERR_INTERNAL */
+    CHECK_RC(sr_client_close(c), SR_OK);
+    CHECK(atomic_load(&s.completed) == 1);
+    sr_client_free(c);
+}
+
 
 static void test_version_and_error_texts(void) {
     CHECK(sr_version() != NULL && strlen(sr_version()) >= 5);
@@ -725,6 +749,43 @@ static void test_events_across_a_kill9_failover(void) {
     sr_event_free(a.kept);
 }
 
+/* close racing with a kill -9 failover: several clients with commands in flight are closed one
+ * after another while the sentinels fail over; each close returns only after every one of its
+ * completions ran, exactly once, and none runs after. */
+#define RACERS 4
+#define RACER_COMMANDS 200
+
+static void test_close_racing_with_a_kill9_failover(void) {
+    sr_client_t *c[RACERS];
+    inflight_t s[RACERS];
+    char cmd[64], key[32];
+    for (int i = 0; i < RACERS; i++) {
+        memset(&s[i], 0, sizeof s[i]);
+        c[i] = open_client();
+        CHECK(c[i] != NULL);
+        CHECK_RC(sr_client_wait_ready(c[i], NULL, NULL), SR_OK);
+    }
+    snprintf(cmd, sizeof cmd, "kill9 %d", topo.primary_port);
+    CHECK(topo_cmd(&topo, cmd) == 0);
+    for (int i = 0; i < RACERS; i++) {
+        const char *argv[] = {"INCR", key};
+        snprintf(key, sizeof key, "c:race:%d", i);
+        for (int j = 0; j < RACER_COMMANDS; j++) {
+            CHECK_RC(sr_client_execute(c[i], 2, argv, NULL, on_inflight, &s[i]), SR_OK);
+        }
+        usleep(250000 * (useconds_t)i); /* closes spread over the failover */
+        CHECK_RC(sr_client_close(c[i]), SR_OK);
+        atomic_store(&s[i].close_returned, 1);
+        CHECK(atomic_load(&s[i].completed) == RACER_COMMANDS);
+    }
+    usleep(100000);
+    for (int i = 0; i < RACERS; i++) {
+        CHECK(atomic_load(&s[i].completed) == RACER_COMMANDS); /* exactly once */
+        CHECK(atomic_load(&s[i].after_close) == 0);
+        sr_client_free(c[i]);
+    }
+}
+
 typedef struct {
     const char *name;
     void (*fn)(void);
@@ -736,6 +797,7 @@ int main(int argc, char **argv) {
         {"bad_urls_and_options", test_bad_urls_and_options},
         {"null_arguments", test_null_arguments},
         {"close_with_2000_commands_in_flight", test_close_with_2000_commands_in_flight},
+        {"a_panic_is_internal", test_a_panic_is_internal},
     };
     static const test_t live[] = {
         {"open_ready_and_topology", test_open_ready_and_topology},
@@ -746,6 +808,7 @@ int main(int argc, char **argv) {
         {"close_from_a_completion_callback", test_close_from_a_completion_callback},
         {"free_from_a_completion_callback", test_free_from_a_completion_callback},
         {"events_across_a_kill9_failover", test_events_across_a_kill9_failover},
+        {"close_racing_with_a_kill9_failover", test_close_racing_with_a_kill9_failover},
     };
     int passed = 0, failed = 0;
     setvbuf(stdout, NULL, _IOLBF, 0);

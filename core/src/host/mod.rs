@@ -128,12 +128,22 @@ impl Handle {
     ) -> Operation {
         self.start(
             |c| {
-                let timeout =
-                    timeout.unwrap_or(Duration::from_millis(c.config().command_timeout_ms));
+                let timeout = timeout.unwrap_or(c.config().command_timeout());
                 c.command_work(args, timeout)
             },
             done,
         )
+    }
+
+    /// For the bindings' own suites: an operation whose work panics on a core thread, so each
+    /// language can show that a panic reaches its host as `internal`, once, and the process
+    /// goes on. Nothing is sent; the client is unaffected.
+    #[doc(hidden)]
+    pub fn panic_for_test(&self, done: Done<Value>) -> Operation {
+        fn work() -> Result<Value> {
+            panic!("a test panic on a core thread")
+        }
+        self.start(|_| Ok(async { work() }), done)
     }
 
     /// Sends commands back to back (see [`Client::pipeline`]).

@@ -134,8 +134,18 @@ fn a_panic_in_the_core_is_internal_and_a_panicking_callback_does_not_lose_others
     assert_eq!(err.code(), ErrorCode::Internal);
     assert!(err.message().contains("boom in the core"), "{err}");
 
-    // Host callbacks that panic are caught: the next completions still run.
+    // The bindings' test hook takes the same path through a handle, which stays usable.
     let handle = unreachable_handle("&command_timeout_ms=50");
+    let (tx, rx) = mpsc::channel();
+    handle.panic_for_test(Box::new(move |r| tx.send(r).unwrap()));
+    let err = rx
+        .recv_timeout(Duration::from_secs(5))
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(err.code(), ErrorCode::Internal);
+    assert!(!handle.is_closed());
+
+    // Host callbacks that panic are caught: the next completions still run.
     let (tx, rx) = mpsc::channel();
     for i in 0..10 {
         let tx = tx.clone();
