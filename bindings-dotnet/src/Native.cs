@@ -97,6 +97,9 @@ namespace SentinelRecovery
             IntPtr callback, IntPtr userData);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_panic_for_test(ClientHandle client, IntPtr callback, IntPtr userData);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sr_client_execute_blocking(ClientHandle client, UIntPtr argc, IntPtr* argv,
             UIntPtr* argvLen, out IntPtr reply, out IntPtr error);
 

@@ -304,6 +304,21 @@ namespace SentinelRecovery
             return op.Tcs.Task;
         }
 
+        /// <summary>For the test suite only: an operation whose work panics on a core thread;
+        /// the task fails with <see cref="InternalException"/>, once, and the client goes on.</summary>
+        internal Task<RedisReply> PanicForTestAsync()
+        {
+            var op = new PendingCommand();
+            var gch = GCHandle.Alloc(op);
+            int rc = Native.sr_client_panic_for_test(_handle, ReplyCallbackPtr, GCHandle.ToIntPtr(gch));
+            if (rc != Native.SR_OK)
+            {
+                gch.Free();
+                return Faulted(SentinelRecoveryException.Create((ErrorCode)rc, Native.Utf8(Native.sr_error_message(rc))));
+            }
+            return op.Tcs.Task;
+        }
+
         private unsafe int Send(byte[] buf, int[] lens, IntPtr userData)
         {
             int argc = lens.Length;

@@ -338,6 +338,15 @@ impl NativeClient {
         })
     }
 
+    /// For the test suite only: an operation whose work panics on a core thread; `id`
+    /// completes with an `internal` error, once, and the client goes on.
+    #[napi(catch_unwind)]
+    pub fn panic_for_test(&self, id: u32) {
+        self.starting(id, || {
+            Some(self.handle.panic_for_test(self.shared.done(id, |v| v)))
+        });
+    }
+
     /// Closes the client and completes `id` once every operation in flight has completed (with
     /// `closed` if it had not finished) and no event handler runs any more: every completion and
     /// event queued before is drained before this one.

@@ -3,7 +3,8 @@
 // core, in Rust; here that the binding keeps them): close with 2,000 commands in flight settles
 // every promise (ClosedError where the command had not finished) before close() resolves; an
 // event listener that closes its own client; a listener that throws (reported as an uncaught
-// exception, later events still delivered); close racing with a kill -9 failover.
+// exception, later events still delivered); close racing with a kill -9 failover; a panic on a
+// core thread rejects with InternalError, once, and the client goes on.
 
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
@@ -261,3 +262,19 @@ function runChild(code, env, ms = 20000) {
     })
   })
 }
+
+test('a panic on a core thread rejects with InternalError, once, and the client goes on', async () => {
+  const c = await unreachable({ commandTimeoutMs: 200 })
+  await assert.rejects(
+    c._op((op) => c._native.panicForTest(op)),
+    (e) => {
+      assert.ok(e instanceof sr.InternalError, `${e.name}: ${e.message}`)
+      assert.equal(e.code, 'internal')
+      assert.match(e.message, /a test panic/)
+      return true
+    },
+  )
+  // Still answering: with no primary to be found, with that error, not a panic.
+  await assert.rejects(c.execute(['GET', 'k']), (e) => e.code !== 'internal')
+  await c.close()
+})

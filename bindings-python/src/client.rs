@@ -150,6 +150,14 @@ impl NativeClient {
         )))
     }
 
+    /// For the test suite only: an operation whose work panics on a core thread; `future` gets
+    /// `InternalError`, once, and the client goes on.
+    fn panic_for_test(&self, event_loop: Py<PyAny>, future: Py<PyAny>) -> PyResult<Operation> {
+        let decode = self.decode;
+        let done = complete(event_loop, future, move |r| Outcome::Reply(r, decode))?;
+        Ok(Operation(self.handle.panic_for_test(done)))
+    }
+
     /// Runs a command and waits for its reply with the GIL released. `timeout` (seconds)
     /// replaces the `command_timeout_ms` option for this call. Signals are handled while it
     /// waits: Ctrl-C raises `KeyboardInterrupt` and cancels the command.

@@ -2,7 +2,8 @@
 Rust, in core/src/host): close with 2,000 commands in flight settles every future before it
 returns; an event callback may close its own client; a callback that raises is reported and later
 events still arrive; close racing with a kill -9 failover neither hangs nor loses a completion, and
-no callback runs after it returned.
+no callback runs after it returned; a panic inside the library is ``InternalError``, once, and the
+client goes on.
 
 Every wait is for a state and bounded; the only fixed pauses give a broken guarantee the time to
 show itself (events keep coming in each of those windows)."""
@@ -275,3 +276,19 @@ async def test_close_racing_with_a_kill9_failover(fresh_topology) -> None:
         blocking.close()
         await client.close()
         await other.close()
+
+
+async def test_a_panic_in_the_library_is_internal_error_and_the_client_goes_on(refusing_port: int) -> None:
+    client = sr.Client.open(unreachable(refusing_port), **RETRY)
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    client._native.panic_for_test(loop, fut)
+    with pytest.raises(sr.InternalError) as caught:
+        await asyncio.wait_for(fut, 10)
+    assert caught.value.code == "internal"
+    assert "a test panic" in str(caught.value)
+    # The client still answers: with no primary to be found, with that error, not a panic.
+    with pytest.raises(sr.Error) as caught:
+        await client.execute("GET", "k", timeout=0.2)
+    assert caught.value.code != "internal"
+    await client.close()
