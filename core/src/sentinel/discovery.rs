@@ -13,13 +13,15 @@
 //! not taken back from a sentinel that has not caught up.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
 
+use super::links::{self, Learned, Link};
 use super::replies::{self, InstanceInfo};
-use crate::config::Address;
+use crate::config::{Address, Config};
 use crate::dns::Resolver;
 use crate::error::{Error, ErrorCode, Result};
 use crate::node::{self, Expect};
@@ -32,8 +34,8 @@ pub struct SentinelTarget {
     pub id: u64,
     /// Address to resolve and connect to.
     pub address: Address,
-    /// The open connection from an earlier round, if any.
-    pub conn: Option<Connection>,
+    /// The open (shared) connection from an earlier round, if any.
+    pub conn: Option<Arc<Link>>,
     /// Reported down by a peer: asked a little later than the others.
     pub reported_down: bool,
 }
@@ -51,6 +53,9 @@ pub struct RoundSettings {
     pub deadline: Duration,
     /// Resolver for sentinel and primary host names.
     pub resolver: Resolver,
+    /// The sentinel-side settings ([`links::sentinel_side`]): monitors with equal ones share
+    /// their sentinel connections.
+    pub sentinel_side: Config,
 }
 
 /// What one sentinel answered.
@@ -67,7 +72,7 @@ pub struct SentinelOutcome {
     /// Id in the sentinel list.
     pub id: u64,
     /// Connection to keep for the next round (`None` when it failed or timed out).
-    pub conn: Option<Connection>,
+    pub conn: Option<Arc<Link>>,
     /// Fresh resolution of the sentinel's address.
     pub resolved: Option<Vec<SocketAddr>>,
     /// Run id, learned from `SENTINEL MYID` on a new connection.
@@ -344,33 +349,22 @@ async fn ask(settings: &RoundSettings, target: SentinelTarget) -> SentinelOutcom
     };
     let conn = match target.conn.filter(|c| !c.is_closed()) {
         Some(conn) => conn,
-        None => match node::connect(
-            &settings.resolver,
-            &target.address,
-            &settings.sentinel_connect,
-        )
-        .await
-        {
-            Ok((conn, resolved)) => {
-                outcome.resolved = Some(resolved);
-                // The run id lets the sentinel list merge this entry with the same sentinel
-                // reported under another address; older sentinels without MYID just stay unmerged.
-                if let Ok(v) = conn.request(&["SENTINEL", "MYID"]).await {
-                    outcome.run_id = v.as_str().map(String::from);
+        None => {
+            let key = (target.address.clone(), settings.sentinel_side.clone());
+            match links::get(&key, || open_link(settings, &target.address)).await {
+                Ok(link) => {
+                    let learned = link.learned().clone();
+                    outcome.resolved = Some(learned.resolved);
+                    outcome.run_id = learned.run_id;
+                    outcome.tilt = learned.tilt;
+                    link
                 }
-                // A sentinel in TILT answers, but from a view that may be stale; events keep
-                // this up to date while the connection lasts.
-                let asked = Instant::now();
-                if let Ok(v) = conn.request(&["INFO", "sentinel"]).await {
-                    outcome.tilt = v.as_str().and_then(replies::info_tilt).map(|t| (t, asked));
+                Err(e) => {
+                    outcome.answer = Err(e.context(format!("sentinel {}", target.address)));
+                    return outcome;
                 }
-                conn
             }
-            Err(e) => {
-                outcome.answer = Err(e.context(format!("sentinel {}", target.address)));
-                return outcome;
-            }
-        },
+        }
     };
     outcome.answer = query_master(&conn, &settings.service)
         .await
@@ -382,6 +376,28 @@ async fn ask(settings: &RoundSettings, target: SentinelTarget) -> SentinelOutcom
         conn.close();
     }
     outcome
+}
+
+/// Opens a sentinel connection and learns what the sentinel list needs from a new one.
+async fn open_link(settings: &RoundSettings, address: &Address) -> Result<(Connection, Learned)> {
+    let (conn, resolved) =
+        node::connect(&settings.resolver, address, &settings.sentinel_connect).await?;
+    let mut learned = Learned {
+        resolved,
+        ..Learned::default()
+    };
+    // The run id lets the sentinel list merge this entry with the same sentinel reported under
+    // another address; older sentinels without MYID just stay unmerged.
+    if let Ok(v) = conn.request(&["SENTINEL", "MYID"]).await {
+        learned.run_id = v.as_str().map(String::from);
+    }
+    // A sentinel in TILT answers, but from a view that may be stale; events keep this up to
+    // date while the connection lasts.
+    let asked = Instant::now();
+    if let Ok(v) = conn.request(&["INFO", "sentinel"]).await {
+        learned.tilt = v.as_str().and_then(replies::info_tilt).map(|t| (t, asked));
+    }
+    Ok((conn, learned))
 }
 
 async fn query_master(conn: &Connection, service: &str) -> Result<Answer> {

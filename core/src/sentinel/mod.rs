@@ -2,5 +2,6 @@
 
 pub mod discovery;
 pub mod events;
+pub mod links;
 pub mod replies;
 pub mod sentinels;

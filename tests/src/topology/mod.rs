@@ -24,6 +24,7 @@ const START_TIMEOUT: Duration = Duration::from_secs(15);
 mod conf;
 mod node;
 mod server;
+mod services;
 mod spawn;
 mod stale;
 

@@ -7,6 +7,10 @@ impl Actor {
     /// round. Duplicates (the same text from several sentinels) are dropped.
     pub(super) fn on_sentinel_event(&mut self, received: Received) -> Option<&'static str> {
         let Received { from, raw, event } = received;
+        // The subscription is shared with the monitors of other services on these sentinels.
+        if event.service().is_some_and(|s| s != self.config.service) {
+            return None;
+        }
         // Several sentinels publish the same fact, sometimes with different trailing text
         // (`#quorum 2/2` and `#quorum 3/2`): the key leaves that text out.
         let key = match &event {
@@ -32,9 +36,6 @@ impl Actor {
             return None;
         }
         self.recent.push_back((key, now));
-        if event.service().is_some_and(|s| s != self.config.service) {
-            return None;
-        }
         tracing::debug!(event = %raw, "sentinel event");
         let is_primary = |a: &Address| self.primary.as_ref() == Some(a);
         match event {

@@ -31,6 +31,7 @@ use crate::sentinel::discovery::{
     self, Answer, Found, Round, RoundSettings, SentinelOutcome, SentinelTarget,
 };
 use crate::sentinel::events::{InstanceKind, SentinelEvent};
+use crate::sentinel::links::Link;
 use crate::sentinel::replies::{self, Role};
 use crate::sentinel::sentinels::SentinelList;
 use crate::sync::Locked;
@@ -49,7 +50,7 @@ pub(super) struct Actor {
     config: Config,
     settings: RoundSettings,
     list: SentinelList,
-    links: HashMap<u64, Connection>,
+    links: HashMap<u64, Arc<Link>>,
     observed: HashSet<u64>,
     primary: Option<Address>,
     primary_conn: Option<Connection>,
@@ -66,7 +67,7 @@ pub(super) struct Actor {
     events: broadcast::Sender<Event>,
     sentinel_events_tx: mpsc::UnboundedSender<Received>,
     sentinel_events_rx: Option<mpsc::UnboundedReceiver<Received>>,
-    subscribers: HashMap<u64, CancellationToken>,
+    subscribers: HashMap<u64, subscriber::Membership>,
     recent: VecDeque<(String, Instant)>,
     fence: Option<Fence>,
     retired: Vec<Retired>,
@@ -499,12 +500,9 @@ impl Actor {
 
     fn stop(&mut self) {
         self.lift_fence();
-        for token in self.subscribers.values() {
-            token.cancel();
-        }
-        for conn in self.links.values() {
-            conn.close();
-        }
+        self.subscribers.clear();
+        // Shared with other monitors: dropped, not closed (the last holder closes it).
+        self.links.clear();
         if let Some(conn) = self.primary_conn.take() {
             conn.close();
         }

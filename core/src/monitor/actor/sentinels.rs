@@ -19,6 +19,7 @@ impl Actor {
                     self.links.insert(outcome.id, conn);
                 }
                 None => {
+                    // It failed or answered garbage: broken for every monitor sharing it.
                     if let Some(conn) = self.links.remove(&outcome.id) {
                         conn.close();
                     }
@@ -90,20 +91,9 @@ impl Actor {
     /// Drops connections and subscriptions of entries merged into others.
     pub(super) fn forget_merged(&mut self) {
         let live: HashSet<u64> = self.list.entries().iter().map(|e| e.id).collect();
-        self.links.retain(|id, conn| {
-            let keep = live.contains(id);
-            if !keep {
-                conn.close();
-            }
-            keep
-        });
-        self.subscribers.retain(|id, token| {
-            let keep = live.contains(id);
-            if !keep {
-                token.cancel();
-            }
-            keep
-        });
+        // Shared with other monitors: dropped, not closed (the last holder closes it).
+        self.links.retain(|id, _| live.contains(id));
+        self.subscribers.retain(|id, _| live.contains(id));
         self.observed.retain(|id| live.contains(id));
     }
 
@@ -125,16 +115,14 @@ impl Actor {
             if self.subscribers.contains_key(&entry.id) {
                 continue;
             }
-            let token = self.cancel.child_token();
-            self.subscribers.insert(entry.id, token.clone());
-            self.tracker.spawn(subscriber::run(
-                entry.address.clone(),
+            let membership = subscriber::join(
+                (entry.address.clone(), self.settings.sentinel_side.clone()),
                 self.settings.clone(),
                 self.settings.sentinel_connect.clone(),
                 Backoff::new(self.config.retry_base(), self.config.retry_max()),
                 self.sentinel_events_tx.clone(),
-                token,
-            ));
+            );
+            self.subscribers.insert(entry.id, membership);
         }
     }
 }
