@@ -20,7 +20,7 @@ use crate::*;
 /// sr_client_free() the pointer must not be used again. All functions taking a client are
 /// thread-safe.
 pub struct sr_client_t {
-    handle: Handle,
+    pub(crate) handle: Handle,
     /// Set by the first sr_client_close().
     closing: AtomicBool,
     /// The installed event callback's subscription.
@@ -67,25 +67,25 @@ pub type sr_event_cb =
 
 /// The host's `user_data`, carried to a core thread and handed back untouched.
 #[derive(Clone, Copy)]
-struct UserData(*mut c_void);
+pub(crate) struct UserData(pub(crate) *mut c_void);
 
 // SAFETY: the library never dereferences it; the header tells the host that callbacks run on
 // other threads.
 unsafe impl Send for UserData {}
 
 impl UserData {
-    fn get(self) -> *mut c_void {
+    pub(crate) fn get(self) -> *mut c_void {
         self.0
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A new reference to the handle for the duration of a call, so that a concurrent
 /// sr_client_free() can't free it under our feet.
-unsafe fn acquire(client: *const sr_client_t) -> Option<Arc<sr_client_t>> {
+pub(crate) unsafe fn acquire(client: *const sr_client_t) -> Option<Arc<sr_client_t>> {
     if client.is_null() {
         return None;
     }
@@ -114,7 +114,7 @@ unsafe fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str, sr_error_t> 
         .map_err(|_| sr_error_t::new(SR_ERR_CONFIG, &format!("{what} is not valid UTF-8")))
 }
 
-unsafe fn arguments<'a>(
+pub(crate) unsafe fn arguments<'a>(
     argc: usize,
     argv: *const *const c_char,
     argv_len: *const usize,
