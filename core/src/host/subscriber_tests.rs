@@ -206,9 +206,24 @@ fn closing_the_handle_ends_its_subscriptions_before_it_returns() {
     let stop = Arc::new(AtomicBool::new(false));
     let feeder = feed_until(feed, "a", stop.clone());
     first.recv_timeout(Duration::from_secs(10)).unwrap();
+    // A pull waiting when the handle closes ends with `None`, not an error.
+    let (pulled_tx, pulled) = mpsc::channel();
+    let (other, _feed) = Subscription::detached(&["b"], 10);
+    let puller = Subscriber::new(handle.shared.registry.clone(), other);
+    handle.shared.subscribers.locked().push(puller.clone());
+    puller.next(Box::new(move |r| {
+        let _ = pulled_tx.send(r);
+    }));
     handle.close_blocking();
     let at_close = calls.load(Ordering::SeqCst);
     assert!(subscriber.is_closed());
+    assert_eq!(
+        pulled
+            .recv_timeout(Duration::from_secs(10))
+            .unwrap()
+            .unwrap(),
+        None
+    );
     std::thread::sleep(Duration::from_millis(200));
     stop.store(true, Ordering::SeqCst);
     feeder.join().unwrap();

@@ -90,10 +90,17 @@ impl Subscriber {
     }
 
     /// Completes with the next message, or `None` once the subscription (or its handle) is
-    /// closed. Cancelling it may lose the message it was about to return (pub/sub is
+    /// closed, also when it was waiting then. Cancelling it may lose the message it was about to return (pub/sub is
     /// at-most-once anyway).
     pub fn next(&self, done: Done<Option<Message>>) -> Operation {
         let shared = self.shared.clone();
+        // Failed with `closed` by the handle's close: that is the end of the messages too.
+        let done: Done<Option<Message>> = Box::new(move |result| {
+            done(match result {
+                Err(e) if e.code() == crate::ErrorCode::Closed => Ok(None),
+                other => other,
+            })
+        });
         self.shared.registry.spawn(
             async move {
                 let mut messages = shared.messages.lock().await;
