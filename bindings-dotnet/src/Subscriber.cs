@@ -16,7 +16,7 @@ namespace SentinelRecovery
     {
         /// <summary>The channel it was published to.</summary>
         public byte[] Channel { get; internal set; }
-        /// <summary>The pattern it matched (<see cref="SentinelClient.SubscribeAsync"/> with
+        /// <summary>The pattern it matched (<see cref="SentinelClient.SubscribeAsync(IEnumerable{string}, IEnumerable{string}, int)"/> with
         /// patterns), or null for a channel subscription.</summary>
         public byte[] Pattern { get; internal set; }
         /// <summary>The payload, as published.</summary>
@@ -40,6 +40,20 @@ namespace SentinelRecovery
         /// <summary>A pub/sub subscription is back, every channel and pattern subscribed again on
         /// the node the client uses now; <see cref="SubscriptionEventArgs.GapMs"/> says how long it was lost.</summary>
         public event EventHandler<SubscriptionEventArgs> SubscriptionRestored;
+
+        /// <summary>Subscribes to <paramref name="channels"/>: <c>await client.SubscribeAsync("news")</c>
+        /// (see <see cref="SubscribeAsync(IEnumerable{string}, IEnumerable{string}, int)"/>).</summary>
+        public Task<Subscription> SubscribeAsync(params string[] channels)
+        {
+            return SubscribeAsync((IEnumerable<string>)channels, null, 0);
+        }
+
+        /// <summary>Subscribes to glob-style <paramref name="patterns"/>; their messages carry
+        /// <see cref="MessageEventArgs.Pattern"/>.</summary>
+        public Task<Subscription> PsubscribeAsync(params string[] patterns)
+        {
+            return SubscribeAsync(new string[0], patterns, 0);
+        }
 
         /// <summary>
         /// Subscribes to <paramref name="channels"/> and <paramref name="patterns"/> (at least one
@@ -137,7 +151,7 @@ namespace SentinelRecovery
 
     /// <summary>
     /// A pub/sub subscription on a connection of the library's own that follows failovers (see
-    /// <see cref="SentinelClient.SubscribeAsync"/>). Redis pub/sub is at-most-once: what is
+    /// <see cref="SentinelClient.SubscribeAsync(IEnumerable{string}, IEnumerable{string}, int)"/>). Redis pub/sub is at-most-once: what is
     /// published while the subscription is between nodes is not received.
     /// Thread-safe. Dispose it when done: once <see cref="Dispose"/> returns (or the client is
     /// disposed), no <see cref="Message"/> handler starts again.

@@ -102,6 +102,23 @@ namespace SentinelRecovery.Tests
                 for (int i = 0; i < 5; i++) await c.ExecuteAsync("PUBLISH", "news", "999999");
                 Assert.That(Volatile.Read(ref afterDispose), Is.EqualTo(0), "no handler after Dispose");
                 Assert.That(Wait.Fails(sub.SubscribeAsync("more"), 10000, "a change after Dispose"), Is.InstanceOf<ClientClosedException>());
+
+                // The short forms; a subscription without any name is refused.
+                using (var byPattern = await c.PsubscribeAsync("short.*"))
+                {
+                    var shortForms = new BlockingCollection<MessageEventArgs>();
+                    byPattern.Message += (s, m) => shortForms.Add(m);
+                    await byPattern.SubscribeAsync("plain");
+                    await c.ExecuteAsync("PUBLISH", "short.x", "1");
+                    await c.ExecuteAsync("PUBLISH", "plain", "2");
+                    MessageEventArgs first = null, second = null;
+                    Assert.That(shortForms.TryTake(out first, 10000), Is.True, "the pattern message");
+                    Assert.That(shortForms.TryTake(out second, 10000), Is.True, "the channel message");
+                    Assert.That(first.PatternText, Is.EqualTo("short.*"));
+                    Assert.That(second.ChannelText, Is.EqualTo("plain"));
+                    Assert.That(second.Pattern, Is.Null);
+                }
+                Assert.That(Wait.Fails(c.SubscribeAsync(), 10000, "a subscription without names"), Is.InstanceOf<ConfigException>());
             }
         }
     }

@@ -202,3 +202,29 @@ fn read_from_replica_subscribes_on_a_replica_and_changes_apply_at_runtime() {
         );
     });
 }
+
+#[test]
+fn resp2_connections_subscribe_and_change_like_resp3_ones() {
+    let topo = Topology::start(TopologySpec::default()).unwrap();
+    rt().block_on(async {
+        let client = Client::connect(&url_with(&topo.url(), "protocol=2"))
+            .await
+            .unwrap();
+        let mut sub = client.subscribe(&["r2"]).await.unwrap();
+        client.execute(&["PUBLISH", "r2", "a"]).await.unwrap();
+        assert_eq!(next(&mut sub).await.payload, "a");
+        sub.psubscribe(&["r2.*"]).await.unwrap();
+        sub.unsubscribe(&["r2"]).await.unwrap();
+        let receivers = client.execute(&["PUBLISH", "r2", "b"]).await.unwrap();
+        assert_eq!(
+            receivers,
+            sentinel_recovery::Value::Int(0),
+            "r2 has no subscriber"
+        );
+        client.execute(&["PUBLISH", "r2.x", "c"]).await.unwrap();
+        let m = next(&mut sub).await;
+        assert_eq!(m.pattern.as_deref(), Some(&b"r2.*"[..]));
+        assert_eq!(m.payload, "c");
+        client.close().await;
+    });
+}
