@@ -228,3 +228,47 @@ fn resp2_connections_subscribe_and_change_like_resp3_ones() {
         client.close().await;
     });
 }
+
+#[test]
+fn a_manual_failover_moves_the_subscription_to_the_new_primary() {
+    let topo = Topology::start(TopologySpec::default()).unwrap();
+    rt().block_on(async {
+        // Named, to tell its connections from the sentinels' (subscribed to their hello channel).
+        let client = Client::connect(&url_with(&topo.url(), "client_name=moving-subscriber"))
+            .await
+            .unwrap();
+        let mut events = client.events().unwrap();
+        let mut sub = client.subscribe(&["moved"]).await.unwrap();
+        let old = addr(topo.primary());
+        // The old primary stays up (demoted, not killed): the subscription moves because the
+        // primary changed, not because its connection broke.
+        topo.sentinel_failover().unwrap();
+        let lost = wait_event(&mut events, FAILOVER, |e| {
+            matches!(e.kind, EventKind::SubscriptionLost { .. })
+        })
+        .await;
+        assert!(matches!(&lost.kind, EventKind::SubscriptionLost { address } if *address == old));
+        let restored = wait_event(&mut events, FAILOVER, |e| {
+            matches!(e.kind, EventKind::SubscriptionRestored { .. })
+        })
+        .await;
+        let EventKind::SubscriptionRestored { address, .. } = &restored.kind else {
+            unreachable!()
+        };
+        assert_ne!(*address, old);
+        assert_eq!(client.topology().unwrap().primary.as_ref(), Some(address));
+        // The subscriber connection is on the new primary: PUBLISH there counts it.
+        let new_primary = topo.node_by_port(address.port).unwrap();
+        let subscribed_here = new_primary.client_list().iter().any(|c| {
+            c.get("name").map(String::as_str) == Some("moving-subscriber")
+                && c.get("sub").is_some_and(|n| n != "0")
+        });
+        assert!(subscribed_here, "subscribed on the new primary");
+        client
+            .execute(&["PUBLISH", "moved", "after"])
+            .await
+            .unwrap();
+        assert_eq!(next(&mut sub).await.payload, "after");
+        client.close().await;
+    });
+}
