@@ -146,6 +146,18 @@ export interface SentinelServiceUnknownEvent extends EventBase {
   /** A reachable sentinel that answered that it does not monitor the service. */
   sentinel: Address
 }
+export interface SubscriptionLostEvent extends EventBase {
+  kind: 'subscription_lost'
+  /** The node a pub/sub subscription was on; messages are missed until `subscription_restored`. */
+  address: Address
+}
+export interface SubscriptionRestoredEvent extends EventBase {
+  kind: 'subscription_restored'
+  /** The node the subscription is on now, with every channel and pattern subscribed again. */
+  address: Address
+  /** How long (ms) the subscription was lost: what was published then was not received. */
+  gap_ms: number
+}
 /** Any event. */
 export type SentinelEvent =
   | PrimaryChangedEvent
@@ -159,6 +171,8 @@ export type SentinelEvent =
   | FailoverStartedEvent
   | SentinelTiltEvent
   | SentinelServiceUnknownEvent
+  | SubscriptionLostEvent
+  | SubscriptionRestoredEvent
 /** The event kinds (generated from the core's table). */
 export type EventKind = EventKindName
 /** The event of one kind (`never` for a kind newer than these declarations). */
@@ -243,6 +257,69 @@ export interface ExecuteOptions {
   signal?: AbortSignal
 }
 
+/** One pub/sub message: Buffers, or strings with `decodeResponses`. */
+export interface Message {
+  /** The channel it was published to. */
+  channel: Buffer | string
+  /** The payload. */
+  message: Buffer | string
+  /** The pattern it matched (`psubscribe`), or null for a channel subscription. */
+  pattern: Buffer | string | null
+}
+
+/** Options of `subscribe` / `psubscribe`. */
+export interface SubscribeOptions {
+  /** Patterns to subscribe too (`subscribe` only). */
+  patterns?: Array<string | Buffer>
+  /**
+   * Messages that may wait while nobody reads them (default 4096); beyond that the newest are
+   * dropped and counted in `dropped`.
+   */
+  buffer?: number
+}
+
+/** Listener signatures of Subscription. */
+export type SubscriptionEvents = {
+  message: (message: Message) => void
+  end: () => void
+  error: (error: Error) => void
+}
+
+/**
+ * A pub/sub subscription on a connection of the core's own that follows failovers: after a lost
+ * connection or a failover every channel and pattern is subscribed again on the new node, and the
+ * client emits `subscription_lost` then `subscription_restored` (with `gap_ms`). Redis pub/sub is
+ * at-most-once: what is published during the gap is not received. Emits `'message'`, and is an
+ * async iterable of the same messages (`for await (const m of sub)`); ends (`'end'`) when it or
+ * its client is closed. Messages are read only while someone listens.
+ */
+export declare class Subscription extends EventEmitter implements AsyncIterable<Message> {
+  private constructor()
+  /** Messages dropped because the buffer was full (the newest are dropped). */
+  readonly dropped: number
+  /** The channels subscribed now. */
+  readonly channels: string[]
+  /** The patterns subscribed now. */
+  readonly patterns: string[]
+  /** Whether the subscription ended. */
+  readonly closed: boolean
+  /** Adds channels; resolves once the node confirmed them. */
+  subscribe(channels: Array<string | Buffer>): Promise<void>
+  /** Adds glob-style patterns. */
+  psubscribe(patterns: Array<string | Buffer>): Promise<void>
+  /** Removes channels (no message of theirs after it resolves); without argument, close(). */
+  unsubscribe(channels?: Array<string | Buffer>): Promise<void>
+  /** Removes patterns. */
+  punsubscribe(patterns: Array<string | Buffer>): Promise<void>
+  /** Ends the subscription; its connection closes. */
+  close(): Promise<void>
+  [Symbol.asyncIterator](): AsyncIterator<Message>
+
+  on<K extends keyof SubscriptionEvents>(event: K, listener: SubscriptionEvents[K]): this
+  once<K extends keyof SubscriptionEvents>(event: K, listener: SubscriptionEvents[K]): this
+  off<K extends keyof SubscriptionEvents>(event: K, listener: SubscriptionEvents[K]): this
+}
+
 /** Listener signatures of Client: `'event'` and every kind of the core's table. */
 export type ClientEvents = {
   event: (event: SentinelEvent) => void
@@ -269,6 +346,13 @@ export declare class Client extends EventEmitter {
    * deadline and an AbortSignal: `execute(['GET', 'k'], { timeoutMs: 500, signal })`.
    */
   execute(args: Arg[], options?: ExecuteOptions): Promise<Reply>
+  /**
+   * Subscribes to `channels` (and `options.patterns`) and resolves with a Subscription once the
+   * node confirmed them: `const sub = await client.subscribe(['news'])`.
+   */
+  subscribe(channels: Array<string | Buffer>, options?: SubscribeOptions): Promise<Subscription>
+  /** Subscribes to glob-style `patterns`. */
+  psubscribe(patterns: Array<string | Buffer>, options?: Omit<SubscribeOptions, 'patterns'>): Promise<Subscription>
   /** The current topology snapshot; never waits on the network. Throws ClosedError once closed. */
   topology(): Topology
   /** Whether close() was called. */

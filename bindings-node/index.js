@@ -9,6 +9,7 @@
 const { EventEmitter } = require('node:events')
 const native = require('./native.js')
 const tables = require('./tables.js')
+const pubsub = require('./pubsub.js')
 
 /** Base class of every error of this package; `code` is the stable code shared by all languages. */
 class SentinelRecoveryError extends Error {
@@ -321,6 +322,24 @@ class Client extends EventEmitter {
     }
   }
 
+  /**
+   * Subscribes to `channels` (and `options.patterns`) on a connection of the core's own; resolves
+   * with a Subscription once the node confirmed them. It follows failovers (`subscription_lost` /
+   * `subscription_restored` events; pub/sub is at-most-once). `options.buffer`: messages that may
+   * wait (default 4096), beyond which the newest are dropped and counted (`dropped`).
+   * @param {Array<string|Buffer>} channels
+   * @param {{patterns?: Array<string|Buffer>, buffer?: number}} [options]
+   */
+  async subscribe(channels, options = {}) {
+    const { patterns = [], ...rest } = options ?? {}
+    return pubsub.subscribe(this, channels, patterns, rest)
+  }
+
+  /** Subscribes to glob-style `patterns` (see subscribe()). */
+  async psubscribe(patterns, options = {}) {
+    return pubsub.subscribe(this, [], patterns, options ?? {})
+  }
+
   /** Whether close() was called. */
   get closed() {
     return this._native.closed
@@ -432,6 +451,7 @@ module.exports = {
   SentinelRecoveryError,
   ...Object.fromEntries(Object.values(ERROR_CLASSES).map((Class) => [Class.name, Class])),
   AbortError,
+  Subscription: pubsub.Subscription,
   ERROR_CLASSES,
   EVENT_KINDS,
 }

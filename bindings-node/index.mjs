@@ -18,6 +18,7 @@ export const {
   QueueFullError,
   InternalError,
   AbortError,
+  Subscription,
   ERROR_CLASSES,
   EVENT_KINDS,
 } = cjs

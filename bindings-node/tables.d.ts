@@ -29,6 +29,8 @@ export type EventKindName =
   | 'failover_started'
   | 'sentinel_tilt'
   | 'sentinel_service_unknown'
+  | 'subscription_lost'
+  | 'subscription_restored'
 
 export declare const ERROR_CODES: Readonly<Record<ErrorCode, [number, string]>>
 export declare const EVENT_KINDS: Readonly<Record<EventKindName, [number, string]>>

@@ -105,6 +105,17 @@ namespace SentinelRecovery
         public NodeAddress Sentinel { get; internal set; }
     }
 
+    /// <summary><c>subscription_lost</c> / <c>subscription_restored</c>: a pub/sub
+    /// <see cref="Subscription"/> of the client lost its node, or is back (every channel and pattern
+    /// subscribed again). Messages published in between are missed: Redis pub/sub is at-most-once.</summary>
+    public sealed class SubscriptionEventArgs : TopologyEventArgs
+    {
+        /// <summary>The node the subscription was on (lost) or is on now (restored).</summary>
+        public NodeAddress Address { get; internal set; }
+        /// <summary>For <c>subscription_restored</c>: milliseconds since <c>subscription_lost</c>; 0 otherwise.</summary>
+        public long GapMs { get; internal set; }
+    }
+
     /// <summary>An event handler threw (<see cref="SentinelClient.EventHandlerError"/>).</summary>
     public sealed class EventHandlerErrorEventArgs : EventArgs
     {
@@ -211,6 +222,10 @@ namespace SentinelRecovery
                     break;
                 case EventKind.SentinelServiceUnknown:
                     a = new SentinelServiceUnknownEventArgs { Sentinel = NodeAddress.From(e->address) };
+                    break;
+                case EventKind.SubscriptionLost:
+                case EventKind.SubscriptionRestored:
+                    a = new SubscriptionEventArgs { Address = NodeAddress.From(e->address), GapMs = (long)e->gap_ms };
                     break;
                 default:
                     a = new TopologyEventArgs();

@@ -72,6 +72,7 @@ namespace SentinelRecovery
             public IntPtr error;
             public IntPtr json;
             public byte on; // C bool
+            public ulong gap_ms;
         }
 
         /// <summary><c>sr_reply_cb</c>: runs on a core thread; must copy and return, never throw.</summary>

@@ -24,7 +24,7 @@ namespace SentinelRecovery
     /// </list>
     /// Thread-safe. Dispose it when done (a finalizer closes it otherwise).
     /// </summary>
-    public sealed class SentinelClient : IDisposable
+    public sealed partial class SentinelClient : IDisposable
     {
         // Kept alive for the whole process: native code holds pointers to these two thunks.
         private static readonly Native.ReplyCallback ReplyCallback = OnReply;
@@ -485,7 +485,7 @@ namespace SentinelRecovery
                 return TopologyEvent != null || PrimaryChanged != null || ReplicasChanged != null || SentinelsChanged != null ||
                     SentinelDown != null || SentinelUp != null || ConnectionLost != null || ConnectionRestored != null ||
                     DiscoveryFailed != null || FailoverStarted != null || SentinelTilt != null ||
-                    SentinelServiceUnknown != null;
+                    SentinelServiceUnknown != null || SubscriptionLost != null || SubscriptionRestored != null;
             }
         }
 
@@ -506,6 +506,8 @@ namespace SentinelRecovery
                 case EventKind.FailoverStarted: Invoke(FailoverStarted, a); break;
                 case EventKind.SentinelTilt: Invoke(SentinelTilt, a); break;
                 case EventKind.SentinelServiceUnknown: Invoke(SentinelServiceUnknown, a); break;
+                case EventKind.SubscriptionLost: Invoke(SubscriptionLost, a); break;
+                case EventKind.SubscriptionRestored: Invoke(SubscriptionRestored, a); break;
             }
             Invoke(TopologyEvent, a);
         }

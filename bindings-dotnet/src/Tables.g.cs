@@ -66,6 +66,10 @@ namespace SentinelRecovery
         SentinelTilt = 10,
         /// <summary><c>sentinel_service_unknown</c>: a reachable sentinel does not monitor the service (sentinel).</summary>
         SentinelServiceUnknown = 11,
+        /// <summary><c>subscription_lost</c>: a pub/sub subscription lost its node; messages are missed until restored (address).</summary>
+        SubscriptionLost = 12,
+        /// <summary><c>subscription_restored</c>: a pub/sub subscription is back on a node (address, gap_ms).</summary>
+        SubscriptionRestored = 13,
     }
 
     internal static class CodeNames
@@ -108,6 +112,8 @@ namespace SentinelRecovery
                 case EventKind.FailoverStarted: return "failover_started";
                 case EventKind.SentinelTilt: return "sentinel_tilt";
                 case EventKind.SentinelServiceUnknown: return "sentinel_service_unknown";
+                case EventKind.SubscriptionLost: return "subscription_lost";
+                case EventKind.SubscriptionRestored: return "subscription_restored";
                 default: return "other";
             }
         }

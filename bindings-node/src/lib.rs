@@ -42,6 +42,8 @@ use napi_derive::napi;
 use sentinel_recovery::host::{Done, Handle, Operation};
 use sentinel_recovery::{Error as SrError, ErrorCode, Event, EventKind, Value};
 
+pub mod pubsub;
+
 /// The status of an error thrown to JavaScript: a stable error code, which napi puts in the
 /// thrown error's `code` property.
 #[doc(hidden)]
@@ -80,7 +82,7 @@ fn guarded<T>(f: impl FnOnce() -> JsResult<T>) -> JsResult<T> {
 type WakeFn = ThreadsafeFunction<(), (), (), Status, false, true>;
 
 /// Something waiting for the JavaScript thread.
-enum Item {
+pub(crate) enum Item {
     /// The result of operation `id`.
     Completion(u32, sentinel_recovery::Result<Value>),
     /// An event, as JSON.
@@ -88,7 +90,7 @@ enum Item {
 }
 
 /// The queue of one client's items waiting for the JavaScript thread.
-struct Shared {
+pub(crate) struct Shared {
     queue: Mutex<Vec<Item>>,
     /// True from the push that scheduled a wake-up until that wake-up is dispatched on the
     /// JavaScript thread (the wake function's callback resets it there, before `drain` can run).
@@ -102,7 +104,7 @@ struct Shared {
 }
 
 impl Shared {
-    fn push(&self, item: Item) {
+    pub(crate) fn push(&self, item: Item) {
         self.queue
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -118,7 +120,11 @@ impl Shared {
     }
 
     /// The completion of operation `id`, as the host layer calls it (once, on a core thread).
-    fn done<T: Send + 'static>(self: &Arc<Self>, id: u32, convert: fn(T) -> Value) -> Done<T> {
+    pub(crate) fn done<T: Send + 'static>(
+        self: &Arc<Self>,
+        id: u32,
+        convert: fn(T) -> Value,
+    ) -> Done<T> {
         let shared = self.clone();
         Box::new(move |result| shared.push(Item::Completion(id, result.map(convert))))
     }
@@ -204,8 +210,8 @@ impl NativeOperation {
 /// The native client under `index.js`'s `Client`. Not meant to be used directly.
 #[napi]
 pub struct NativeClient {
-    handle: Handle,
-    shared: Arc<Shared>,
+    pub(crate) handle: Handle,
+    pub(crate) shared: Arc<Shared>,
     decode: bool,
 }
 

@@ -29,8 +29,8 @@ const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
 /// `sentinel_recovery.BlockingClient`.
 #[pyclass(frozen, module = "sentinel_recovery._native")]
 pub struct NativeClient {
-    handle: Handle,
-    decode: bool,
+    pub(crate) handle: Handle,
+    pub(crate) decode: bool,
     /// The URL with passwords redacted, kept for `repr` after close.
     url: String,
     /// The `BlockingClient.on_event` function now installed.
@@ -40,7 +40,7 @@ pub struct NativeClient {
 /// A started asyncio operation; `cancel()` (called when the awaiting task is cancelled) stops it
 /// in the core.
 #[pyclass(frozen, module = "sentinel_recovery._native")]
-pub struct Operation(sentinel_recovery::host::Operation);
+pub struct Operation(pub(crate) sentinel_recovery::host::Operation);
 
 #[pymethods]
 impl Operation {
@@ -53,7 +53,7 @@ impl Operation {
 
 /// The completion of an asyncio operation: hands `wrap(result)` to the dispatcher of the process
 /// it runs in, which sets `future`'s result or exception on `event_loop`.
-fn complete<T: Send + 'static>(
+pub(crate) fn complete<T: Send + 'static>(
     event_loop: Py<PyAny>,
     future: Py<PyAny>,
     wrap: impl FnOnce(sentinel_recovery::Result<T>) -> Outcome + Send + 'static,
@@ -71,7 +71,7 @@ fn complete<T: Send + 'static>(
 /// Runs an operation's callback form and waits for it with the GIL released; when a signal
 /// handler raises (Ctrl-C: `KeyboardInterrupt`) the operation is cancelled and the exception
 /// propagates. Refused by the core on one of its own threads.
-fn wait<T: Send + 'static>(
+pub(crate) fn wait<T: Send + 'static>(
     py: Python<'_>,
     start: impl FnOnce(Done<T>) -> sentinel_recovery::host::Operation + Send,
 ) -> PyResult<T> {

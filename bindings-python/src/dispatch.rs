@@ -43,6 +43,16 @@ pub enum Outcome {
     Topology(sentinel_recovery::Result<Topology>),
     /// Nothing (from `close`).
     Unit(sentinel_recovery::Result<()>),
+    /// A pub/sub subscription (see [`crate::pubsub`]); `decode` turns its strings into `str`.
+    Subscriber(
+        sentinel_recovery::Result<sentinel_recovery::host::Subscriber>,
+        bool,
+    ),
+    /// A pub/sub message, or `None` once the subscription ended.
+    Message(
+        sentinel_recovery::Result<Option<sentinel_recovery::Message>>,
+        bool,
+    ),
 }
 
 /// One piece of work for the dispatcher.
@@ -389,6 +399,10 @@ fn outcome_to_py<'py>(
         Outcome::Reply(Ok(v), decode) => convert::value(py, v, decode),
         Outcome::Topology(Ok(t)) => convert::serialized(py, &t),
         Outcome::Unit(Ok(())) => Ok(py.None().into_bound(py)),
+        Outcome::Subscriber(Ok(s), decode) => crate::pubsub::subscriber_to_py(py, s, decode),
+        Outcome::Message(Ok(m), decode) => crate::pubsub::message_to_py(py, m, decode),
+        Outcome::Subscriber(Err(e), _) => return Err(fail(&e)),
+        Outcome::Message(Err(e), _) => return Err(fail(&e)),
         Outcome::Reply(Err(e), _) => return Err(fail(&e)),
         Outcome::Topology(Err(e)) => return Err(fail(&e)),
         Outcome::Unit(Err(e)) => return Err(fail(&e)),

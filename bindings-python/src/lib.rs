@@ -11,6 +11,7 @@ mod convert;
 mod dispatch;
 mod errors;
 mod logging;
+mod pubsub;
 
 use std::time::Duration;
 
@@ -124,6 +125,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Operation>()?;
     m.add_class::<client::Subscription>()?;
     m.add_class::<client::EventIter>()?;
+    m.add_class::<pubsub::NativeSubscriber>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -134,6 +134,10 @@ fn print_event(e: &Event, json: bool) {
             )
         }
         EventKind::SentinelServiceUnknown { sentinel } => sentinel.to_string(),
+        EventKind::SubscriptionLost { address } => address.to_string(),
+        EventKind::SubscriptionRestored { address, gap_ms } => {
+            format!("{address} after {gap_ms} ms")
+        }
         _ => String::new(),
     };
     line(&format!("{} {} {detail}", stamp(e.at), e.kind.name()));

@@ -28,14 +28,14 @@ pub mod host;
 pub mod runtime;
 pub mod types;
 
-pub use client::{Client, EventStream, Transaction};
+pub use client::{Client, EventStream, Subscription, SubscriptionControl, Transaction};
 pub use config::{Config, ReadFrom};
 pub use doctor::{Options as DoctorOptions, Report as DoctorReport};
 pub use error::{Error, ErrorCode, Result};
 pub use resp::Value;
 pub use types::{
-    unix_ms, Address, Credentials, Event, EventKind, Protocol, Role, Secret, SentinelInfo, Side,
-    Topology,
+    unix_ms, Address, Credentials, Event, EventKind, Message, Protocol, Role, Secret, SentinelInfo,
+    Side, Topology,
 };
 
 // Internals. `dns`, `monitor`, `resp` and `sentinel` stay reachable, hidden from the docs, for

@@ -118,6 +118,24 @@
 // A reachable sentinel does not monitor the service (sentinel).
 #define SR_EVENT_SENTINEL_SERVICE_UNKNOWN 11
 
+// A pub/sub subscription lost its node; messages are missed until restored (address).
+#define SR_EVENT_SUBSCRIPTION_LOST 12
+
+// A pub/sub subscription is back on a node (address, gap_ms).
+#define SR_EVENT_SUBSCRIPTION_RESTORED 13
+
+// sr_subscription_change(): add channels (`SUBSCRIBE`).
+#define SR_SUBSCRIBE 1
+
+// sr_subscription_change(): add patterns (`PSUBSCRIBE`).
+#define SR_PSUBSCRIBE 2
+
+// sr_subscription_change(): remove channels (`UNSUBSCRIBE`).
+#define SR_UNSUBSCRIBE 3
+
+// sr_subscription_change(): remove patterns (`PUNSUBSCRIBE`).
+#define SR_PUNSUBSCRIBE 4
+
 // sr_reply_type() for NULL.
 #define SR_REPLY_INVALID 100
 
@@ -188,6 +206,16 @@ typedef struct sr_error_t sr_error_t;
 // or returned by an element accessor (valid as long as the reply it came from). Never free a
 // borrowed reply.
 typedef struct sr_reply_t sr_reply_t;
+
+// A pub/sub subscription of a client, on a connection of its own that follows failovers.
+//
+// Opaque. Created by sr_client_subscribe() or sr_client_subscribe_blocking(), which give the
+// caller one reference; released by sr_subscription_free(). After a lost connection or a
+// failover it re-subscribes every channel and pattern on the new node; the client's event
+// callback receives SR_EVENT_SUBSCRIPTION_LOST, then SR_EVENT_SUBSCRIPTION_RESTORED with
+// `gap_ms`. Redis pub/sub is at-most-once: messages published during the gap are not received.
+// All functions taking a subscription are thread-safe.
+typedef struct sr_subscription_t sr_subscription_t;
 
 // One option for sr_client_open(): a key of the URL's query string (`command_timeout_ms`,
 // `sentinel_password`, `read_from`, ...) and its value, both NUL-terminated UTF-8. Borrowed
@@ -273,7 +301,7 @@ typedef struct sr_event_t {
   // primary_changed: the previous primary (NULL at the first discovery).
   const struct sr_address_t *old_primary;
   // primary_changed: the new primary; sentinel_down/up: the sentinel;
-  // connection_lost/restored: the primary.
+  // connection_lost/restored: the primary; subscription_lost/restored: the node subscribed on.
   const struct sr_address_t *address;
   // replicas_changed: the replicas now.
   const struct sr_address_t *replicas;
@@ -290,6 +318,9 @@ typedef struct sr_event_t {
   const char *json;
   // sentinel_tilt: true when the sentinel entered TILT, false when it left.
   bool on;
+  // subscription_restored: milliseconds since subscription_lost (messages published in
+  // between were missed); 0 for other kinds.
+  uint64_t gap_ms;
 } sr_event_t;
 
 // Event callback, installed with sr_client_set_event_callback(): called for each topology event
@@ -300,6 +331,40 @@ typedef struct sr_event_t {
 // sr_client_close(), sr_client_free() and sr_client_set_event_callback(client, NULL, NULL) on its
 // own client; installing another callback from inside it is refused.
 typedef void (*sr_event_cb)(void *user_data, const struct sr_event_t *event);
+
+// One message, borrowed for the duration of the message callback only (copy what you need).
+// The byte strings are not NUL-terminated.
+typedef struct sr_message_t {
+  // The channel it was published to.
+  const uint8_t *channel;
+  // Length of `channel` in bytes.
+  size_t channel_len;
+  // The pattern it matched (a PSUBSCRIBE subscription), or NULL for a channel subscription.
+  const uint8_t *pattern;
+  // Length of `pattern` in bytes (0 when NULL).
+  size_t pattern_len;
+  // The payload, as published.
+  const uint8_t *payload;
+  // Length of `payload` in bytes.
+  size_t payload_len;
+} sr_message_t;
+
+// Message callback: called with each message of the subscription, in the order the node sent
+// them, on a core thread, one call at a time. Copy what you need and return quickly; do not
+// block and do not unwind. It may call sr_subscription_close() and sr_subscription_free() on its
+// own subscription.
+typedef void (*sr_message_cb)(void *user_data, const struct sr_message_t *message);
+
+// Completion of sr_client_subscribe(): called exactly once, on a core thread. Either
+// `subscription` is non-NULL (an owned handle: free it with sr_subscription_free()) and `error`
+// NULL, or `subscription` is NULL and `error` (borrowed for the call) says why.
+typedef void (*sr_subscribe_cb)(void *user_data,
+                                struct sr_subscription_t *subscription,
+                                const struct sr_error_t *error);
+
+// Completion of sr_subscription_change(): called exactly once, on a core thread, with NULL on
+// success or the error (borrowed for the call).
+typedef void (*sr_done_cb)(void *user_data, const struct sr_error_t *error);
 
 #ifdef __cplusplus
 extern "C" {
@@ -477,6 +542,114 @@ const char *sr_error_message(int code);
 // The stable snake_case name of an error code, shared by every language binding (`"config"`,
 // `"no_healthy_primary"`, ..., `"ok"` for SR_OK, `"unknown"` otherwise); static, never NULL.
 const char *sr_error_code_name(int code);
+
+// Subscribes to `channels` and `patterns` (at least one name in all) on a connection of the
+// client's own and returns at once; `done` is called once, on a core thread, when the node
+// confirmed them (within the client's `command_timeout_ms`) or with the error. From then on
+// `on_message` gets every message (it may run before `done`).
+//
+// Each list is `*_len` names, each with its length in `*_lens` (or NUL-terminated when `*_lens`
+// is NULL); a list may be empty (NULL, 0). `buffer` is how many messages may wait for
+// `on_message` (0: the default, 4096); beyond that the newest are dropped and counted
+// (sr_subscription_dropped()).
+//
+// Returns SR_OK when `done` will be called; otherwise it is never called:
+// SR_ERR_INVALID_ARGUMENT (NULL client or callback, a NULL name), SR_ERR_CLOSED.
+//
+// # Safety
+// `client` is NULL or a handle not yet freed; the lists are valid as described;
+// `message_data` stays valid until the subscription is closed; `done_data` until `done` runs.
+int sr_client_subscribe(struct sr_client_t *client,
+                        size_t channels_len,
+                        const char *const *channels,
+                        const size_t *channels_lens,
+                        size_t patterns_len,
+                        const char *const *patterns,
+                        const size_t *patterns_lens,
+                        size_t buffer,
+                        sr_message_cb on_message,
+                        void *message_data,
+                        sr_subscribe_cb done,
+                        void *done_data);
+
+// sr_client_subscribe() that blocks the calling thread (only it) until the node confirmed the
+// subscription. On SR_OK `*subscription` receives an owned handle (free it with
+// sr_subscription_free()); otherwise it is NULL and `*error` (if `error` is not NULL) receives
+// an owned error. Refused (SR_ERR_INVALID_ARGUMENT) inside a callback.
+//
+// # Safety
+// As sr_client_subscribe(); `subscription` and `error` are NULL or writable.
+int sr_client_subscribe_blocking(struct sr_client_t *client,
+                                 size_t channels_len,
+                                 const char *const *channels,
+                                 const size_t *channels_lens,
+                                 size_t patterns_len,
+                                 const char *const *patterns,
+                                 const size_t *patterns_lens,
+                                 size_t buffer,
+                                 sr_message_cb on_message,
+                                 void *message_data,
+                                 struct sr_subscription_t **subscription,
+                                 struct sr_error_t **error);
+
+// Starts `change` (one of `SR_SUBSCRIBE`, `SR_PSUBSCRIBE`, `SR_UNSUBSCRIBE`,
+// `SR_PUNSUBSCRIBE`) for `count` names; `done` is called once, on a core thread, when the node
+// confirmed it (at once while the subscription is between nodes: the change applies when it is
+// restored). Once an unsubscribe's `done` runs, no message of the names it removed reaches the
+// message callback.
+//
+// Returns SR_OK when `done` will be called; otherwise it is never called:
+// SR_ERR_INVALID_ARGUMENT (NULL subscription or callback, unknown `change`, no names),
+// SR_ERR_CLOSED.
+//
+// # Safety
+// `subscription` is NULL or a handle not yet freed; `names` points to `count` names (with
+// `lens` or NUL-terminated); `user_data` stays valid until `done` runs.
+int sr_subscription_change(struct sr_subscription_t *subscription,
+                           int change,
+                           size_t count,
+                           const char *const *names,
+                           const size_t *lens,
+                           sr_done_cb done,
+                           void *user_data);
+
+// sr_subscription_change() that blocks the calling thread (only it) until the change is
+// confirmed. Returns SR_OK or the error (also in `*error` when `error` is not NULL). Refused
+// (SR_ERR_INVALID_ARGUMENT) inside a callback.
+//
+// # Safety
+// As sr_subscription_change(); `error` is NULL or writable.
+int sr_subscription_change_blocking(struct sr_subscription_t *subscription,
+                                    int change,
+                                    size_t count,
+                                    const char *const *names,
+                                    const size_t *lens,
+                                    struct sr_error_t **error);
+
+// Messages dropped so far because the subscription's buffer was full (the newest are dropped);
+// 0 for NULL.
+//
+// # Safety
+// `subscription` is NULL or a handle not yet freed.
+uint64_t sr_subscription_dropped(const struct sr_subscription_t *subscription);
+
+// Ends the subscription: when this returns the message callback is not running (unless this is
+// called from inside it: that call finishes first) and is never called again, so its
+// `user_data` may be released; the connection closes. Closing the client does the same. The
+// handle stays valid until sr_subscription_free().
+//
+// Returns SR_OK, SR_ERR_CLOSED if it was already closed, SR_ERR_INVALID_ARGUMENT for NULL.
+//
+// # Safety
+// `subscription` is NULL or a handle not yet freed.
+int sr_subscription_close(struct sr_subscription_t *subscription);
+
+// Closes the subscription if it is still open (as sr_subscription_close()) and releases the
+// handle; the pointer must not be used afterwards. NULL is ignored.
+//
+// # Safety
+// `subscription` is NULL or a handle from sr_client_subscribe*(), not yet freed.
+void sr_subscription_free(struct sr_subscription_t *subscription);
 
 // The reply's type, one of `SR_REPLY_*`; SR_REPLY_INVALID for NULL.
 //

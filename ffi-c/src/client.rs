@@ -79,7 +79,7 @@ impl UserData {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -114,7 +114,7 @@ unsafe fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str, sr_error_t> 
         .map_err(|_| sr_error_t::new(SR_ERR_CONFIG, &format!("{what} is not valid UTF-8")))
 }
 
-unsafe fn arguments<'a>(
+pub(crate) unsafe fn arguments<'a>(
     argc: usize,
     argv: *const *const c_char,
     argv_len: *const usize,

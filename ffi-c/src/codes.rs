@@ -54,6 +54,10 @@ pub const SR_EVENT_FAILOVER_STARTED: c_int = 9;
 pub const SR_EVENT_SENTINEL_TILT: c_int = 10;
 /// A reachable sentinel does not monitor the service (sentinel).
 pub const SR_EVENT_SENTINEL_SERVICE_UNKNOWN: c_int = 11;
+/// A pub/sub subscription lost its node; messages are missed until restored (address).
+pub const SR_EVENT_SUBSCRIPTION_LOST: c_int = 12;
+/// A pub/sub subscription is back on a node (address, gap_ms).
+pub const SR_EVENT_SUBSCRIPTION_RESTORED: c_int = 13;
 
 /// The name and description of an error code.
 pub(crate) fn code_texts_of(code: c_int) -> Option<(&'static CStr, &'static CStr)> {

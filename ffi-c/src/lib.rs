@@ -17,6 +17,7 @@ mod client;
 #[rustfmt::skip]
 mod codes;
 mod error;
+mod pubsub;
 mod reply;
 mod runtime;
 mod testing;
@@ -25,6 +26,7 @@ mod topology;
 pub use client::*;
 pub use codes::*;
 pub use error::*;
+pub use pubsub::*;
 pub use reply::*;
 pub use runtime::*;
 pub use testing::*;

@@ -74,7 +74,7 @@ pub struct sr_event_t {
     /// primary_changed: the previous primary (NULL at the first discovery).
     pub old_primary: *const sr_address_t,
     /// primary_changed: the new primary; sentinel_down/up: the sentinel;
-    /// connection_lost/restored: the primary.
+    /// connection_lost/restored: the primary; subscription_lost/restored: the node subscribed on.
     pub address: *const sr_address_t,
     /// replicas_changed: the replicas now.
     pub replicas: *const sr_address_t,
@@ -91,6 +91,9 @@ pub struct sr_event_t {
     pub json: *const c_char,
     /// sentinel_tilt: true when the sentinel entered TILT, false when it left.
     pub on: bool,
+    /// subscription_restored: milliseconds since subscription_lost (messages published in
+    /// between were missed); 0 for other kinds.
+    pub gap_ms: u64,
 }
 
 /// Owned storage behind the pointers of a view struct.
@@ -229,6 +232,7 @@ impl EventBox {
             error: std::ptr::null(),
             json: store.string(&json),
             on: false,
+            gap_ms: 0,
         };
         match &event.kind {
             EventKind::PrimaryChanged { old, new } => {
@@ -279,6 +283,15 @@ impl EventBox {
             EventKind::SentinelServiceUnknown { sentinel } => {
                 view.kind = SR_EVENT_SENTINEL_SERVICE_UNKNOWN;
                 view.address = store.address(Some(sentinel));
+            }
+            EventKind::SubscriptionLost { address } => {
+                view.kind = SR_EVENT_SUBSCRIPTION_LOST;
+                view.address = store.address(Some(address));
+            }
+            EventKind::SubscriptionRestored { address, gap_ms } => {
+                view.kind = SR_EVENT_SUBSCRIPTION_RESTORED;
+                view.address = store.address(Some(address));
+                view.gap_ms = *gap_ms;
             }
             _ => {}
         }

@@ -29,7 +29,7 @@ import logging
 import os
 from typing import Any, Callable, Dict, Generator, Optional, Union
 
-from . import _errors, _native, _types
+from . import _errors, _native, _pubsub, _types
 from ._errors import (
     AuthError,
     ClosedError,
@@ -48,6 +48,7 @@ from ._errors import (
     _make_error,
 )
 from ._native import set_worker_threads
+from ._pubsub import AsyncSubscription, Message, Name, Subscription
 from ._tables import ERROR_CODES, EVENT_KINDS
 from ._types import (
     Address,
@@ -66,6 +67,8 @@ from ._types import (
     SentinelsChangedEvent,
     SentinelTiltEvent,
     SentinelUpEvent,
+    SubscriptionLostEvent,
+    SubscriptionRestoredEvent,
     Topology,
 )
 
@@ -74,6 +77,8 @@ __all__ = [
     "BlockingClient",
     "AsyncEvents",
     "Events",
+    # Pub/sub, listed once in _pubsub.
+    *_pubsub.__all__,
     "Arg",
     "set_worker_threads",
     "ERROR_CODES",
@@ -230,6 +235,22 @@ class Client:
     def events(self) -> AsyncEvents:
         """An async iterator over events from now on: ``async for event in client.events()``."""
         return AsyncEvents(self._native)
+
+    async def subscribe(
+        self, *channels: Name, patterns: "tuple[Name, ...]" = (), buffer: Optional[int] = None
+    ) -> AsyncSubscription:
+        """Subscribes to ``channels`` (and ``patterns``) on a connection of its own and returns once
+        the node confirmed them: ``async for message in await client.subscribe("news")``.
+
+        The subscription follows failovers; ``subscription_lost`` / ``subscription_restored``
+        events tell when messages were missed (pub/sub is at-most-once). ``buffer`` messages wait
+        at most (default 4096); beyond that the newest are dropped and counted (``dropped``).
+        """
+        return await _pubsub._open_async(self._native, channels, patterns, buffer)
+
+    async def psubscribe(self, *patterns: Name, buffer: Optional[int] = None) -> AsyncSubscription:
+        """Subscribes to glob-style ``patterns`` (see :meth:`subscribe`)."""
+        return await _pubsub._open_async(self._native, (), patterns, buffer)
 
     def refresh(self) -> None:
         """Asks for a discovery round now."""
@@ -395,6 +416,17 @@ class BlockingClient:
     def events(self) -> Events:
         """A blocking iterator over events from now on."""
         return Events(self._native)
+
+    def subscribe(
+        self, *channels: Name, patterns: "tuple[Name, ...]" = (), buffer: Optional[int] = None
+    ) -> Subscription:
+        """Subscribes and waits (GIL released) for the confirmation; iterate the result for
+        messages (see :meth:`Client.subscribe`)."""
+        return _pubsub._open_blocking(self._native, channels, patterns, buffer)
+
+    def psubscribe(self, *patterns: Name, buffer: Optional[int] = None) -> Subscription:
+        """Subscribes to glob-style ``patterns`` (see :meth:`subscribe`)."""
+        return _pubsub._open_blocking(self._native, (), patterns, buffer)
 
     def on_event(self, callback: Optional[Callable[[Event], None]]) -> None:
         """Calls ``callback(event)`` for each event, on a background thread of this module (never

@@ -29,4 +29,6 @@ EVENT_KINDS = (
     ("failover_started", 9, "the leader started promoting a replica; writes wait (primary, promoting)"),
     ("sentinel_tilt", 10, "a sentinel entered or left TILT (sentinel, on)"),
     ("sentinel_service_unknown", 11, "a reachable sentinel does not monitor the service (sentinel)"),
+    ("subscription_lost", 12, "a pub/sub subscription lost its node; messages are missed until restored (address)"),
+    ("subscription_restored", 13, "a pub/sub subscription is back on a node (address, gap_ms)"),
 )

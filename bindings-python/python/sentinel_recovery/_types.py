@@ -27,6 +27,8 @@ __all__ = [
     "DiscoveryFailedEvent",
     "FailoverStartedEvent",
     "SentinelTiltEvent",
+    "SubscriptionLostEvent",
+    "SubscriptionRestoredEvent",
     "SentinelServiceUnknownEvent",
     "Event",
 ]
@@ -90,6 +92,8 @@ EventKind = Literal[
     "failover_started",
     "sentinel_tilt",
     "sentinel_service_unknown",
+    "subscription_lost",
+    "subscription_restored",
 ]
 
 
@@ -198,6 +202,26 @@ class SentinelServiceUnknownEvent(TypedDict):
     sentinel: Address
 
 
+class SubscriptionLostEvent(TypedDict):
+    """A pub/sub subscription lost its node: messages published until ``subscription_restored``
+    are missed (Redis pub/sub is at-most-once)."""
+
+    kind: Literal["subscription_lost"]
+    service: str
+    at: int
+    address: Address
+
+
+class SubscriptionRestoredEvent(TypedDict):
+    """A pub/sub subscription is back on ``address``; ``gap_ms`` is how long it was lost."""
+
+    kind: Literal["subscription_restored"]
+    service: str
+    at: int
+    address: Address
+    gap_ms: int
+
+
 #: An event: one of the dicts above, told apart by ``kind``.
 Event = Union[
     PrimaryChangedEvent,
@@ -211,4 +235,6 @@ Event = Union[
     FailoverStartedEvent,
     SentinelTiltEvent,
     SentinelServiceUnknownEvent,
+    SubscriptionLostEvent,
+    SubscriptionRestoredEvent,
 ]

@@ -117,7 +117,10 @@ const CONNECTION_STATE: &[(&str, &str)] = &[
     ("DISCARD", "use Client::transaction()"),
     ("WATCH", "use Client::transaction() and its watch()"),
     ("UNWATCH", "use Client::transaction()"),
-    ("SUBSCRIBE", "Pub/Sub for applications is not available yet"),
+    (
+        "SUBSCRIBE",
+        "use Client::subscribe(), which keeps a subscriber connection of its own across failovers",
+    ),
     (
         "PSUBSCRIBE",
         "Pub/Sub for applications is not available yet",

@@ -205,7 +205,7 @@ impl Drop for QueueSlot<'_> {
 /// Writes wait while the primary is fenced (a failover is demoting it); reads may go on. Nodes
 /// that just failed are passed over while others are usable: replica reads go to the other
 /// replicas, then (for `prefer-replica`) to the primary.
-fn pick(inner: &Inner, status: &Status, kind: Kind) -> Option<(Address, Expect)> {
+pub(super) fn pick(inner: &Inner, status: &Status, kind: Kind) -> Option<(Address, Expect)> {
     let t = &status.topology;
     // Sentinels that actively report the primary down (or no longer know the service) mean wait;
     // sentinels that are merely unreachable do not stop traffic to a primary that works.

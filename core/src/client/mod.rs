@@ -8,6 +8,7 @@
 mod command;
 mod execute;
 mod nodes;
+mod subscriber;
 mod transaction;
 
 use std::sync::atomic::AtomicUsize;
@@ -16,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+pub use subscriber::{Subscription, SubscriptionControl, DEFAULT_BUFFER};
 pub use transaction::Transaction;
 
 use crate::config::Config;
@@ -28,6 +30,9 @@ use nodes::Nodes;
 fn owned<A: AsRef<[u8]>>(args: &[A]) -> Vec<Vec<u8>> {
     args.iter().map(|a| a.as_ref().to_vec()).collect()
 }
+
+/// Events of one client's own buffered per stream before a slow consumer misses some.
+const LOCAL_EVENT_BUFFER: usize = 1024;
 
 /// A client of one Sentinel-managed service. Cheap to clone; clones share one handle, and
 /// [`Client::close`] on any clone closes all of them.
@@ -45,6 +50,9 @@ struct Inner {
     /// Round-robin position over replicas for reads.
     next_replica: AtomicUsize,
     closed: CancellationToken,
+    /// Events of this client alone (its subscriptions' `subscription_lost`/`_restored`), merged
+    /// into its event streams with the monitor's.
+    local_events: broadcast::Sender<Event>,
 }
 
 impl std::fmt::Debug for Client {
@@ -77,6 +85,7 @@ impl Client {
                 waiting: AtomicUsize::new(0),
                 next_replica: AtomicUsize::new(0),
                 closed: CancellationToken::new(),
+                local_events: broadcast::channel(LOCAL_EVENT_BUFFER).0,
             }),
         })
     }
@@ -181,6 +190,7 @@ impl Client {
     pub fn events(&self) -> Result<EventStream> {
         Ok(EventStream {
             receiver: self.monitor()?.subscribe(),
+            local: self.inner.local_events.subscribe(),
             closed: self.inner.closed.clone(),
         })
     }
@@ -249,6 +259,8 @@ impl Drop for Inner {
 /// A stream of [`Event`]s for one client; ends when the client is closed.
 pub struct EventStream {
     receiver: broadcast::Receiver<Event>,
+    /// This client's own events (its subscriptions').
+    local: broadcast::Receiver<Event>,
     closed: CancellationToken,
 }
 
@@ -261,6 +273,7 @@ impl EventStream {
                 biased;
                 _ = self.closed.cancelled() => return None,
                 r = self.receiver.recv() => r,
+                r = self.local.recv() => r,
             };
             match received {
                 Ok(event) if !self.closed.is_cancelled() => return Some(event),
@@ -279,7 +292,11 @@ impl EventStream {
             if self.closed.is_cancelled() {
                 return None;
             }
-            match self.receiver.try_recv() {
+            let received = match self.receiver.try_recv() {
+                Err(broadcast::error::TryRecvError::Empty) => self.local.try_recv(),
+                other => other,
+            };
+            match received {
                 Ok(event) => return Some(event),
                 Err(broadcast::error::TryRecvError::Lagged(n)) => {
                     tracing::warn!(missed = n, "event consumer too slow; oldest events dropped");

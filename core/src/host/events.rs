@@ -1,9 +1,9 @@
 //! Event handlers of a handle: each fed by a task of its own, in order, one call at a time; after
 //! [`EventSubscription::remove`] has returned its handler is not called again.
 
-use std::cell::Cell;
-use std::sync::{Arc, Mutex, TryLockError};
+use std::sync::{Arc, Mutex};
 
+use super::gate::Gate;
 use super::inflight::Registry;
 use crate::client::EventStream;
 use crate::monitor::Event;
@@ -13,20 +13,11 @@ use crate::sync::Locked;
 /// hand it to its host's scheduler.
 pub type EventHandler = Box<dyn FnMut(&Event) + Send + 'static>;
 
-type Slot = Arc<Mutex<Option<EventHandler>>>;
-
-thread_local! {
-    /// The slot whose handler this thread is calling (its address), if any.
-    static CALLING: Cell<usize> = const { Cell::new(0) };
-    /// Set when that handler removed itself: the slot is emptied once the call returns.
-    static REMOVED_DURING_CALL: Cell<bool> = const { Cell::new(false) };
-}
-
 /// One installed handler. Dropping it does not remove the handler; [`EventSubscription::remove`]
 /// (or closing the handle) does.
 #[derive(Clone)]
 pub struct EventSubscription {
-    slot: Slot,
+    gate: Gate<dyn FnMut(&Event) + Send + 'static>,
     task: Arc<Mutex<Option<tokio::task::AbortHandle>>>,
 }
 
@@ -37,24 +28,18 @@ impl EventSubscription {
         mut events: EventStream,
         handler: EventHandler,
     ) -> crate::Result<EventSubscription> {
-        let slot: Slot = Arc::new(Mutex::new(Some(handler)));
-        let feeding = slot.clone();
+        let gate = Gate::new(handler);
+        let feeding = gate.clone();
         let task = crate::runtime::handle()?.spawn(async move {
             while let Some(event) = events.next().await {
-                let mut guard = feeding.locked();
-                // Emptied by `remove`: stop before calling, even for an event already received.
-                let Some(handler) = guard.as_mut() else { break };
-                CALLING.with(|c| c.set(Arc::as_ptr(&feeding) as usize));
-                registry.call(|| handler(&event));
-                CALLING.with(|c| c.set(0));
-                if REMOVED_DURING_CALL.with(|r| r.replace(false)) {
-                    guard.take();
+                // Closed by `remove`: stop before calling, even for an event already received.
+                if !feeding.call(&registry, |handler| handler(&event)) {
+                    break;
                 }
-                drop(guard);
             }
         });
         Ok(EventSubscription {
-            slot,
+            gate,
             task: Arc::new(Mutex::new(Some(task.abort_handle()))),
         })
     }
@@ -65,28 +50,11 @@ impl EventSubscription {
         if let Some(task) = self.task.locked().take() {
             task.abort();
         }
-        match self.slot.try_lock() {
-            Ok(mut handler) => {
-                handler.take();
-            }
-            Err(TryLockError::Poisoned(p)) => {
-                p.into_inner().take();
-            }
-            // Held by a call in progress: by this thread (removal from inside the handler) it is
-            // emptied when the call returns; by another, wait for that call to finish.
-            Err(TryLockError::WouldBlock) => {
-                let own = CALLING.with(|c| c.get()) == Arc::as_ptr(&self.slot) as usize;
-                if own {
-                    REMOVED_DURING_CALL.with(|r| r.set(true));
-                } else {
-                    self.slot.locked().take();
-                }
-            }
-        }
+        self.gate.close();
     }
 
     /// Whether the handler was removed.
     pub fn is_removed(&self) -> bool {
-        matches!(self.slot.try_lock(), Ok(h) if h.is_none())
+        self.gate.is_closed()
     }
 }

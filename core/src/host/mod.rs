@@ -8,8 +8,8 @@
 //!
 //! - every completion runs exactly once: with the result, with `internal` when something
 //!   panicked, or with `closed` when the handle was closed or the core runtime stopped first;
-//! - once [`Handle::close`] (or [`EventSubscription::remove`]) has completed, no callback of that
-//!   handle (or subscription) runs again;
+//! - once [`Handle::close`] (or [`EventSubscription::remove`], or [`Subscriber::close`]) has
+//!   completed, no callback of that handle (or subscription) runs again;
 //! - `close` completes every operation still in flight with `closed` before its own completion;
 //! - a panic anywhere, in the core or in a host callback, never aborts the process and never
 //!   loses a completion (a host callback that panics is logged).
@@ -17,13 +17,16 @@
 //! No binding needs tokio: everything that runs on the core runtime is started from here.
 
 mod events;
+mod gate;
 mod inflight;
+mod subscriptions;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use events::{EventHandler, EventSubscription};
 pub use inflight::{Done, Operation};
+pub use subscriptions::{MessageHandler, Subscriber};
 
 use crate::client::Client;
 use crate::config::Config;
@@ -50,6 +53,8 @@ struct Shared {
     client: Mutex<Option<Client>>,
     registry: Arc<Registry>,
     subscriptions: Mutex<Vec<EventSubscription>>,
+    /// Pub/sub subscriptions, closed with the handle.
+    subscribers: Mutex<Vec<Subscriber>>,
 }
 
 impl Handle {
@@ -62,6 +67,7 @@ impl Handle {
                     client: Mutex::new(Some(client)),
                     registry: Arc::default(),
                     subscriptions: Mutex::new(Vec::new()),
+                    subscribers: Mutex::new(Vec::new()),
                 }),
             })
         })
@@ -344,6 +350,10 @@ impl Shared {
         for s in subscriptions {
             s.remove();
         }
+        let subscribers: Vec<Subscriber> = self.subscribers.locked().drain(..).collect();
+        for s in subscribers {
+            s.close();
+        }
     }
 
     /// Removes every event handler and fails every operation in flight with `closed`.
@@ -353,5 +363,7 @@ impl Shared {
     }
 }
 
+#[cfg(test)]
+mod subscriber_tests;
 #[cfg(test)]
 mod tests;

@@ -18,5 +18,5 @@ mod real_server_tests;
 #[cfg(test)]
 pub(crate) mod test_server;
 
-pub use connection::{ConnectOptions, Connection, Subscription};
+pub use connection::{ConnectOptions, Connection, Frame, Subscription};
 pub use value::Value;

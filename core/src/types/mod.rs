@@ -4,6 +4,7 @@
 
 mod address;
 mod credentials;
+mod message;
 mod protocol;
 mod role;
 mod side;
@@ -11,6 +12,7 @@ mod topology;
 
 pub use address::Address;
 pub use credentials::{Credentials, Secret};
+pub use message::Message;
 pub use protocol::Protocol;
 pub use role::Role;
 pub use side::Side;

@@ -119,12 +119,26 @@ pub enum EventKind {
         /// Why: `sentinels_unreachable`, `service_unknown` or `no_healthy_primary`.
         error: Error,
     },
+    /// A pub/sub subscription of this client lost its node (connection lost, or the node is no
+    /// longer the one to use after a failover): messages published from now until
+    /// `subscription_restored` are not received (Redis pub/sub is at-most-once).
+    SubscriptionLost {
+        /// The node the subscription was on.
+        address: Address,
+    },
+    /// A pub/sub subscription is back: every channel and pattern was subscribed again.
+    SubscriptionRestored {
+        /// The node subscribed on now.
+        address: Address,
+        /// Milliseconds between `subscription_lost` and this event: how long messages were lost.
+        gap_ms: u64,
+    },
 }
 
 impl EventKind {
     /// Every kind's name and what it means, in the order of their C integer values (1-based):
     /// the table the bindings' event tables are generated from.
-    pub const TABLE: [(&'static str, &'static str); 11] = [
+    pub const TABLE: [(&'static str, &'static str); 13] = [
         ("primary_changed", "the verified primary moved (old, new)"),
         (
             "replicas_changed",
@@ -160,6 +174,14 @@ impl EventKind {
             "sentinel_service_unknown",
             "a reachable sentinel does not monitor the service (sentinel)",
         ),
+        (
+            "subscription_lost",
+            "a pub/sub subscription lost its node; messages are missed until restored (address)",
+        ),
+        (
+            "subscription_restored",
+            "a pub/sub subscription is back on a node (address, gap_ms)",
+        ),
     ];
 
     /// The kind's integer (1-based position in [`EventKind::TABLE`]), as the C ABI uses it.
@@ -186,6 +208,8 @@ impl EventKind {
             EventKind::FailoverStarted { .. } => "failover_started",
             EventKind::SentinelTilt { .. } => "sentinel_tilt",
             EventKind::SentinelServiceUnknown { .. } => "sentinel_service_unknown",
+            EventKind::SubscriptionLost { .. } => "subscription_lost",
+            EventKind::SubscriptionRestored { .. } => "subscription_restored",
         }
     }
 }
@@ -231,7 +255,14 @@ mod tests {
                 sentinel: a.clone(),
                 on: true,
             },
-            EventKind::SentinelServiceUnknown { sentinel: a },
+            EventKind::SentinelServiceUnknown {
+                sentinel: a.clone(),
+            },
+            EventKind::SubscriptionLost { address: a.clone() },
+            EventKind::SubscriptionRestored {
+                address: a,
+                gap_ms: 1,
+            },
         ];
         assert_eq!(kinds.len(), EventKind::TABLE.len());
         for (i, k) in kinds.iter().enumerate() {

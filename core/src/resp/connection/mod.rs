@@ -413,5 +413,5 @@ mod task;
 mod tests;
 
 use pubsub::PubSub;
-pub use pubsub::Subscription;
+pub use pubsub::{Frame, Subscription};
 use task::{run, Transport};

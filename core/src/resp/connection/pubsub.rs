@@ -105,12 +105,95 @@ pub(super) fn is_resp2_pubsub_frame(value: &Value) -> bool {
     KINDS.iter().any(|k| kind.eq_ignore_ascii_case(k))
 }
 
+/// Whether `value` confirms a SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE or PUNSUBSCRIBE (the first
+/// confirmation of such a command takes the command's place among the replies awaited).
 pub(super) fn is_subscribe_confirmation(value: &Value) -> bool {
+    const KINDS: [&[u8]; 4] = [b"subscribe", b"psubscribe", b"unsubscribe", b"punsubscribe"];
     match value {
         Value::Array(items) | Value::Push(items) => items
             .first()
             .and_then(Value::as_bytes)
-            .is_some_and(|k| k.eq_ignore_ascii_case(b"subscribe")),
+            .is_some_and(|k| KINDS.iter().any(|kind| k.eq_ignore_ascii_case(kind))),
         _ => false,
+    }
+}
+
+/// A frame on a connection in pub/sub mode, as an application subscriber sees it.
+#[derive(Debug)]
+pub enum Frame {
+    /// A `message` or `pmessage`.
+    Message(crate::types::Message),
+    /// One confirmation of SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE or PUNSUBSCRIBE (one per name).
+    Confirmed,
+    /// An error reply: the pub/sub command was refused.
+    Refused(Error),
+    /// Anything else (a RESP3 push of another kind, a PONG).
+    Other,
+}
+
+impl Frame {
+    /// Reads what a pub/sub frame means.
+    pub fn parse(value: Value) -> Frame {
+        if let Value::Error(text) = &value {
+            return Frame::Refused(Error::server(text));
+        }
+        if is_subscribe_confirmation(&value) {
+            return Frame::Confirmed;
+        }
+        let Some(items) = value.into_array() else {
+            return Frame::Other;
+        };
+        let mut items = items.into_iter().map(Value::into_bytes);
+        let Some(Some(kind)) = items.next() else {
+            return Frame::Other;
+        };
+        let rest: Option<Vec<Bytes>> = items.collect();
+        let message = match (rest, &kind[..]) {
+            (Some(rest), kind) if kind.eq_ignore_ascii_case(b"message") => {
+                match <[Bytes; 2]>::try_from(rest) {
+                    Ok([channel, payload]) => crate::types::Message {
+                        channel,
+                        pattern: None,
+                        payload,
+                    },
+                    Err(_) => return Frame::Other,
+                }
+            }
+            (Some(rest), kind) if kind.eq_ignore_ascii_case(b"pmessage") => {
+                match <[Bytes; 3]>::try_from(rest) {
+                    Ok([pattern, channel, payload]) => crate::types::Message {
+                        channel,
+                        pattern: Some(pattern),
+                        payload,
+                    },
+                    Err(_) => return Frame::Other,
+                }
+            }
+            _ => return Frame::Other,
+        };
+        Frame::Message(message)
+    }
+}
+
+impl Connection {
+    /// Sends a pub/sub command (`SUBSCRIBE`, `PSUBSCRIBE`, `UNSUBSCRIBE`, `PUNSUBSCRIBE` and its
+    /// names) without waiting: its confirmations (one per name), an error reply, and every
+    /// message from then on go to `push`; read them with [`Frame::parse`]. Send the next such
+    /// command only once this one is confirmed or refused, so an error reply is matched to it.
+    pub fn send_pubsub(
+        &self,
+        command: &str,
+        names: &[Bytes],
+        push: &mpsc::UnboundedSender<Value>,
+    ) -> Result<()> {
+        let mut args: Vec<&[u8]> = Vec::with_capacity(names.len() + 1);
+        args.push(command.as_bytes());
+        args.extend(names.iter().map(|n| n.as_ref()));
+        let mut bytes = BytesMut::new();
+        codec::encode_command(&args, &mut bytes);
+        self.send(Msg::Subscribe {
+            bytes: bytes.freeze(),
+            push: push.clone(),
+        })
     }
 }

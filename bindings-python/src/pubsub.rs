@@ -1,0 +1,196 @@
+//! `NativeSubscriber`: a pub/sub subscription of the core's host layer as the Python layer sees
+//! it (`sentinel_recovery.AsyncSubscription` and `Subscription` wrap it).
+//!
+//! Messages are pulled one at a time: `next_async` completes an asyncio future through the
+//! dispatcher, `next_blocking` waits with the GIL released (signals handled). The guarantees
+//! (order, at-most-once, nothing after close, the bounded buffer and its dropped count) are the
+//! core's.
+
+use pyo3::prelude::*;
+use pyo3::types::PyTuple;
+use sentinel_recovery::host::{Handle, Subscriber};
+use sentinel_recovery::{Message, Value};
+
+use crate::client::{complete, wait, NativeClient, Operation};
+use crate::convert;
+use crate::dispatch::Outcome;
+
+/// A pub/sub subscription. Not meant to be used directly: see `sentinel_recovery.Client.subscribe`.
+#[pyclass(frozen, module = "sentinel_recovery._native")]
+pub struct NativeSubscriber {
+    subscriber: Subscriber,
+    decode: bool,
+}
+
+/// The Python object for a new subscription (built on the dispatcher thread).
+pub fn subscriber_to_py(
+    py: Python<'_>,
+    subscriber: Subscriber,
+    decode: bool,
+) -> PyResult<Bound<'_, PyAny>> {
+    Ok(Bound::new(py, NativeSubscriber { subscriber, decode })?.into_any())
+}
+
+/// A message as `(channel, data, pattern)`, or `None` once the subscription ended; strings are
+/// `bytes`, or `str` with `decode_responses=True`.
+pub fn message_to_py(
+    py: Python<'_>,
+    message: Option<Message>,
+    decode: bool,
+) -> PyResult<Bound<'_, PyAny>> {
+    let Some(m) = message else {
+        return Ok(py.None().into_bound(py));
+    };
+    let text = |b| convert::value(py, Value::Bulk(b), decode);
+    let pattern = match m.pattern {
+        Some(p) => text(p)?,
+        None => py.None().into_bound(py),
+    };
+    Ok(PyTuple::new(py, [text(m.channel)?, text(m.payload)?, pattern])?.into_any())
+}
+
+fn command(change: &str) -> PyResult<&'static str> {
+    match change {
+        "subscribe" => Ok("SUBSCRIBE"),
+        "psubscribe" => Ok("PSUBSCRIBE"),
+        "unsubscribe" => Ok("UNSUBSCRIBE"),
+        "punsubscribe" => Ok("PUNSUBSCRIBE"),
+        other => Err(pyo3::exceptions::PyValueError::new_err(format!(
+            "unknown subscription change {other:?}"
+        ))),
+    }
+}
+
+impl NativeSubscriber {
+    /// Starts `command` (as [`command`] names it) of `names`.
+    fn start_change(
+        &self,
+        command: &'static str,
+        names: &[Vec<u8>],
+        done: sentinel_recovery::host::Done<()>,
+    ) -> sentinel_recovery::host::Operation {
+        let s = &self.subscriber;
+        match command {
+            "SUBSCRIBE" => s.subscribe(names, done),
+            "PSUBSCRIBE" => s.psubscribe(names, done),
+            "UNSUBSCRIBE" => s.unsubscribe(names, done),
+            _ => s.punsubscribe(names, done),
+        }
+    }
+}
+
+#[pymethods]
+impl NativeSubscriber {
+    /// Subscribes on `client`; `future` (of `event_loop`) gets the subscription once the node
+    /// confirmed it, or the exception. `buffer`: messages that may wait (default 4096).
+    #[staticmethod]
+    #[pyo3(signature = (client, event_loop, future, channels, patterns, buffer=None))]
+    fn open_async(
+        client: &NativeClient,
+        event_loop: Py<PyAny>,
+        future: Py<PyAny>,
+        channels: Vec<Vec<u8>>,
+        patterns: Vec<Vec<u8>>,
+        buffer: Option<usize>,
+    ) -> PyResult<Operation> {
+        let decode = client.decode;
+        let done = complete(event_loop, future, move |r| Outcome::Subscriber(r, decode))?;
+        Ok(Operation(
+            client.handle.subscribe(&channels, &patterns, buffer, done),
+        ))
+    }
+
+    /// Subscribes on `client` and waits (GIL released, signals handled) for the confirmation.
+    #[staticmethod]
+    #[pyo3(signature = (client, channels, patterns, buffer=None))]
+    fn open_blocking(
+        py: Python<'_>,
+        client: &NativeClient,
+        channels: Vec<Vec<u8>>,
+        patterns: Vec<Vec<u8>>,
+        buffer: Option<usize>,
+    ) -> PyResult<NativeSubscriber> {
+        let handle: &Handle = &client.handle;
+        let subscriber = wait(py, |done| {
+            handle.subscribe(&channels, &patterns, buffer, done)
+        })?;
+        Ok(NativeSubscriber {
+            subscriber,
+            decode: client.decode,
+        })
+    }
+
+    /// Completes `future` with the next message `(channel, data, pattern)`, or `None` once the
+    /// subscription ended.
+    fn next_async(&self, event_loop: Py<PyAny>, future: Py<PyAny>) -> PyResult<Operation> {
+        let decode = self.decode;
+        let done = complete(event_loop, future, move |r| Outcome::Message(r, decode))?;
+        Ok(Operation(self.subscriber.next(done)))
+    }
+
+    /// The next message `(channel, data, pattern)`, waiting with the GIL released; `None` once
+    /// the subscription ended.
+    fn next_blocking(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let s = &self.subscriber;
+        let message = wait(py, |done| s.next(done))?;
+        Ok(message_to_py(py, message, self.decode)?.unbind())
+    }
+
+    /// Starts `change` (`"subscribe"`, `"psubscribe"`, `"unsubscribe"`, `"punsubscribe"`) of
+    /// `names`; `future` completes once the node confirmed it.
+    fn change_async(
+        &self,
+        event_loop: Py<PyAny>,
+        future: Py<PyAny>,
+        change: &str,
+        names: Vec<Vec<u8>>,
+    ) -> PyResult<Operation> {
+        let command = command(change)?;
+        let done = complete(event_loop, future, Outcome::Unit)?;
+        Ok(Operation(self.start_change(command, &names, done)))
+    }
+
+    /// `change_async` that waits with the GIL released.
+    fn change_blocking(&self, py: Python<'_>, change: &str, names: Vec<Vec<u8>>) -> PyResult<()> {
+        let command = command(change)?;
+        wait(py, |done| self.start_change(command, &names, done))
+    }
+
+    /// Ends the subscription: pending and later `next` calls give `None`. Idempotent.
+    fn close(&self) {
+        self.subscriber.close();
+    }
+
+    /// Whether the subscription ended (closed, or its client closed).
+    #[getter]
+    fn closed(&self) -> bool {
+        self.subscriber.is_closed()
+    }
+
+    /// Messages dropped because the buffer was full (the newest are dropped).
+    #[getter]
+    fn dropped(&self) -> u64 {
+        self.subscriber.dropped()
+    }
+
+    /// The channels subscribed now.
+    #[getter]
+    fn channels(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+        self.names(py, self.subscriber.channels())
+    }
+
+    /// The patterns subscribed now.
+    #[getter]
+    fn patterns(&self, py: Python<'_>) -> PyResult<Vec<Py<PyAny>>> {
+        self.names(py, self.subscriber.patterns())
+    }
+}
+
+impl NativeSubscriber {
+    fn names(&self, py: Python<'_>, names: Vec<Vec<u8>>) -> PyResult<Vec<Py<PyAny>>> {
+        names
+            .into_iter()
+            .map(|n| Ok(convert::value(py, Value::Bulk(n.into()), self.decode)?.unbind()))
+            .collect()
+    }
+}

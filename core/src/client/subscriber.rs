@@ -1,0 +1,790 @@
+//! Pub/sub for applications: a subscription on a connection of its own that follows the node.
+//!
+//! Each [`Subscription`] owns one connection and one task on the core runtime. The task keeps
+//! the channels and patterns subscribed on the node the client uses (the primary, or a replica
+//! with `read_from=replica`). When that connection is lost, or a failover makes another node the
+//! one to use, it emits `subscription_lost`, finds the node again the way commands do, subscribes
+//! every channel and pattern there, and emits `subscription_restored` with the gap in
+//! milliseconds. Redis pub/sub is at-most-once: what is published during the gap is not received.
+//!
+//! Delivery never blocks the task: messages go into a bounded buffer per subscription; when it is
+//! full the newest message is dropped and counted ([`Subscription::dropped`]).
+
+use std::collections::{BTreeSet, VecDeque};
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::command::Kind;
+use super::execute::pick;
+use super::{Client, Inner};
+use crate::config::Address;
+use crate::error::{Error, ErrorCode, Result};
+use crate::monitor::{Event, EventKind, Monitor, Status};
+use crate::node::Expect;
+use crate::resp::{Connection, Frame};
+use crate::sync::Locked;
+use crate::types::{unix_ms, Message};
+
+/// Messages a subscription buffers by default before it starts dropping the newest.
+pub const DEFAULT_BUFFER: usize = 4096;
+
+impl Client {
+    /// Subscribes to `channels` on a connection of its own and returns once the node confirmed
+    /// them (within `command_timeout_ms`). The subscription follows failovers (see the module
+    /// docs) and buffers up to [`DEFAULT_BUFFER`] messages.
+    pub async fn subscribe<A: AsRef<[u8]>>(&self, channels: &[A]) -> Result<Subscription> {
+        self.subscription::<A>(channels, &[], DEFAULT_BUFFER).await
+    }
+
+    /// [`Client::subscribe`] for glob-style patterns (`PSUBSCRIBE`): messages carry the pattern.
+    pub async fn psubscribe<A: AsRef<[u8]>>(&self, patterns: &[A]) -> Result<Subscription> {
+        self.subscription::<A>(&[], patterns, DEFAULT_BUFFER).await
+    }
+
+    /// Subscribes to `channels` and `patterns` together (at least one name in all), buffering up
+    /// to `buffer` messages; beyond that the newest are dropped and counted.
+    pub async fn subscription<A: AsRef<[u8]>>(
+        &self,
+        channels: &[A],
+        patterns: &[A],
+        buffer: usize,
+    ) -> Result<Subscription> {
+        super::execute::on_core(self.subscription_work(channels, patterns, buffer)?).await
+    }
+
+    /// A subscription's start, checked and copied but not started; the future must run on the
+    /// core runtime.
+    pub(crate) fn subscription_work<A: AsRef<[u8]>>(
+        &self,
+        channels: &[A],
+        patterns: &[A],
+        buffer: usize,
+    ) -> Result<impl Future<Output = Result<Subscription>> + Send + 'static> {
+        if channels.is_empty() && patterns.is_empty() {
+            return Err(Error::config(
+                "a subscription needs at least one channel or pattern",
+            ));
+        }
+        if buffer == 0 {
+            return Err(Error::config(
+                "a subscription's buffer must hold at least one message",
+            ));
+        }
+        let inner = self.inner.clone();
+        let monitor = self.monitor()?;
+        let names = |list: &[A]| {
+            list.iter()
+                .map(|n| Bytes::copy_from_slice(n.as_ref()))
+                .collect()
+        };
+        let wanted = Wanted {
+            channels: names(channels),
+            patterns: names(patterns),
+        };
+        let timeout = inner.config.command_timeout();
+        Ok(async move {
+            let (requests, requests_rx) = mpsc::unbounded_channel();
+            let (out, messages) = mpsc::channel(buffer);
+            let control = SubscriptionControl {
+                shared: Arc::new(ControlShared {
+                    wanted: Mutex::new(wanted),
+                    requests,
+                    dropped: AtomicU64::new(0),
+                    closed: CancellationToken::new(),
+                }),
+            };
+            let (ready_tx, ready) = oneshot::channel();
+            let task = Task {
+                inner,
+                monitor,
+                control: control.shared.clone(),
+                out,
+                ready: Some(ready_tx),
+            };
+            tokio::spawn(task.run(requests_rx));
+            let subscription = Subscription {
+                control: control.clone(),
+                messages,
+            };
+            let outcome = tokio::time::timeout(timeout, ready).await;
+            match outcome {
+                Ok(Ok(Ok(()))) => Ok(subscription),
+                Ok(Ok(Err(e))) => Err(e),
+                Ok(Err(_)) => Err(Error::closed()),
+                Err(_) => Err(Error::timeout(format!(
+                    "the subscription was not confirmed within {}",
+                    crate::error::duration_text(timeout)
+                ))),
+            }
+        })
+    }
+}
+
+/// The channels and patterns a subscription wants now.
+#[derive(Default)]
+struct Wanted {
+    channels: BTreeSet<Bytes>,
+    patterns: BTreeSet<Bytes>,
+}
+
+impl Wanted {
+    /// Whether `message` belongs to what is wanted now: a message for a channel or pattern
+    /// unsubscribed since it arrived is not delivered.
+    fn wants(&self, message: &Message) -> bool {
+        match &message.pattern {
+            Some(pattern) => self.patterns.contains(pattern),
+            None => self.channels.contains(&message.channel),
+        }
+    }
+}
+
+/// What the user asked the task to send.
+struct Request {
+    command: &'static str,
+    names: Vec<Bytes>,
+    ack: oneshot::Sender<Result<()>>,
+}
+
+struct ControlShared {
+    wanted: Mutex<Wanted>,
+    requests: mpsc::UnboundedSender<Request>,
+    dropped: AtomicU64,
+    closed: CancellationToken,
+}
+
+/// Changes a [`Subscription`] from anywhere: subscribe and unsubscribe, read the dropped count,
+/// close. Cheap to clone.
+#[derive(Clone)]
+pub struct SubscriptionControl {
+    shared: Arc<ControlShared>,
+}
+
+impl SubscriptionControl {
+    /// Adds channels; returns once the node confirmed them (or at once while the subscription
+    /// is between nodes: they are subscribed when it is restored).
+    pub async fn subscribe<A: AsRef<[u8]>>(&self, channels: &[A]) -> Result<()> {
+        self.change("SUBSCRIBE", channels).await
+    }
+
+    /// Adds patterns, as [`SubscriptionControl::subscribe`] adds channels.
+    pub async fn psubscribe<A: AsRef<[u8]>>(&self, patterns: &[A]) -> Result<()> {
+        self.change("PSUBSCRIBE", patterns).await
+    }
+
+    /// Removes channels. No message of theirs is delivered once this is called, even one
+    /// already buffered.
+    pub async fn unsubscribe<A: AsRef<[u8]>>(&self, channels: &[A]) -> Result<()> {
+        self.change("UNSUBSCRIBE", channels).await
+    }
+
+    /// Removes patterns, as [`SubscriptionControl::unsubscribe`] removes channels.
+    pub async fn punsubscribe<A: AsRef<[u8]>>(&self, patterns: &[A]) -> Result<()> {
+        self.change("PUNSUBSCRIBE", patterns).await
+    }
+
+    /// Checks and records a change now (so filtering applies at once) and returns what waits
+    /// for the node's confirmation.
+    pub(crate) fn change_work<A: AsRef<[u8]>>(
+        &self,
+        command: &'static str,
+        names: &[A],
+    ) -> Result<impl Future<Output = Result<()>> + Send + 'static> {
+        if names.is_empty() {
+            return Err(Error::config(format!("{command} needs at least one name")));
+        }
+        if self.is_closed() {
+            return Err(Error::closed());
+        }
+        let names: Vec<Bytes> = names
+            .iter()
+            .map(|n| Bytes::copy_from_slice(n.as_ref()))
+            .collect();
+        {
+            let mut wanted = self.shared.wanted.locked();
+            let Wanted { channels, patterns } = &mut *wanted;
+            let (set, add) = match command {
+                "SUBSCRIBE" => (channels, true),
+                "PSUBSCRIBE" => (patterns, true),
+                "UNSUBSCRIBE" => (channels, false),
+                _ => (patterns, false),
+            };
+            for name in &names {
+                if add {
+                    set.insert(name.clone());
+                } else {
+                    set.remove(name);
+                }
+            }
+        }
+        let (ack, acked) = oneshot::channel();
+        let sent = self.shared.requests.send(Request {
+            command,
+            names,
+            ack,
+        });
+        Ok(async move {
+            if sent.is_err() {
+                return Err(Error::closed());
+            }
+            acked.await.unwrap_or_else(|_| Err(Error::closed()))
+        })
+    }
+
+    async fn change<A: AsRef<[u8]>>(&self, command: &'static str, names: &[A]) -> Result<()> {
+        self.change_work(command, names)?.await
+    }
+
+    /// Messages dropped so far because the buffer was full (the newest are dropped).
+    pub fn dropped(&self) -> u64 {
+        self.shared.dropped.load(Ordering::Relaxed)
+    }
+
+    /// The channels subscribed (or being subscribed) now.
+    pub fn channels(&self) -> Vec<Bytes> {
+        self.shared
+            .wanted
+            .locked()
+            .channels
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// The patterns subscribed (or being subscribed) now.
+    pub fn patterns(&self) -> Vec<Bytes> {
+        self.shared
+            .wanted
+            .locked()
+            .patterns
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// Ends the subscription: its connection closes, [`Subscription::next`] returns `None` and
+    /// buffered messages are discarded. Idempotent.
+    pub fn close(&self) {
+        self.shared.closed.cancel();
+    }
+
+    /// Whether the subscription ended (closed here, or its client closed).
+    pub fn is_closed(&self) -> bool {
+        self.shared.closed.is_cancelled()
+    }
+
+    /// Resolves once the subscription has ended.
+    pub async fn closed(&self) {
+        self.shared.closed.cancelled().await
+    }
+
+    /// Whether `message` is still wanted (its channel or pattern was not unsubscribed since).
+    pub(crate) fn wants(&self, message: &Message) -> bool {
+        self.shared.wanted.locked().wants(message)
+    }
+}
+
+/// A pub/sub subscription of a [`Client`]: [`Subscription::next`] yields its messages in the
+/// order the node sent them. Dropping it closes it.
+pub struct Subscription {
+    control: SubscriptionControl,
+    messages: mpsc::Receiver<Message>,
+}
+
+impl Subscription {
+    /// The next message, or `None` once the subscription or its client is closed.
+    pub async fn next(&mut self) -> Option<Message> {
+        loop {
+            let message = tokio::select! {
+                biased;
+                _ = self.control.closed() => return None,
+                m = self.messages.recv() => m?,
+            };
+            if self.control.is_closed() {
+                return None;
+            }
+            if self.control.wants(&message) {
+                return Some(message);
+            }
+        }
+    }
+
+    /// The next message if one is buffered, without waiting.
+    pub fn try_next(&mut self) -> Option<Message> {
+        while !self.control.is_closed() {
+            let message = self.messages.try_recv().ok()?;
+            if self.control.wants(&message) {
+                return Some(message);
+            }
+        }
+        None
+    }
+
+    /// What changes this subscription from elsewhere (another task, a host thread).
+    pub fn control(&self) -> &SubscriptionControl {
+        &self.control
+    }
+
+    /// See [`SubscriptionControl::subscribe`].
+    pub async fn subscribe<A: AsRef<[u8]>>(&self, channels: &[A]) -> Result<()> {
+        self.control.subscribe(channels).await
+    }
+
+    /// See [`SubscriptionControl::psubscribe`].
+    pub async fn psubscribe<A: AsRef<[u8]>>(&self, patterns: &[A]) -> Result<()> {
+        self.control.psubscribe(patterns).await
+    }
+
+    /// See [`SubscriptionControl::unsubscribe`].
+    pub async fn unsubscribe<A: AsRef<[u8]>>(&self, channels: &[A]) -> Result<()> {
+        self.control.unsubscribe(channels).await
+    }
+
+    /// See [`SubscriptionControl::punsubscribe`].
+    pub async fn punsubscribe<A: AsRef<[u8]>>(&self, patterns: &[A]) -> Result<()> {
+        self.control.punsubscribe(patterns).await
+    }
+
+    /// See [`SubscriptionControl::dropped`].
+    pub fn dropped(&self) -> u64 {
+        self.control.dropped()
+    }
+
+    /// See [`SubscriptionControl::close`].
+    pub fn close(&self) {
+        self.control.close()
+    }
+
+    /// A subscription fed from `messages` with no task behind it, for the host layer's tests.
+    #[cfg(test)]
+    pub(crate) fn detached(
+        channels: &[&str],
+        buffer: usize,
+    ) -> (Subscription, mpsc::Sender<Message>) {
+        let (requests, mut requests_rx) = mpsc::unbounded_channel::<Request>();
+        let (out, messages) = mpsc::channel(buffer);
+        let control = SubscriptionControl {
+            shared: Arc::new(ControlShared {
+                wanted: Mutex::new(Wanted {
+                    channels: channels
+                        .iter()
+                        .map(|c| Bytes::copy_from_slice(c.as_bytes()))
+                        .collect(),
+                    patterns: BTreeSet::new(),
+                }),
+                requests,
+                dropped: AtomicU64::new(0),
+                closed: CancellationToken::new(),
+            }),
+        };
+        // Confirms every change at once, as a node would.
+        if let Ok(handle) = crate::runtime::handle() {
+            handle.spawn(async move {
+                while let Some(request) = requests_rx.recv().await {
+                    let _ = request.ack.send(Ok(()));
+                }
+            });
+        }
+        (Subscription { control, messages }, out)
+    }
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        self.control.close();
+    }
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let wanted = self.control.shared.wanted.locked();
+        f.debug_struct("Subscription")
+            .field("channels", &wanted.channels.len())
+            .field("patterns", &wanted.patterns.len())
+            .field("dropped", &self.control.dropped())
+            .field("closed", &self.control.is_closed())
+            .finish()
+    }
+}
+
+/// Offers `message` to the buffer without waiting: when it is full the message is dropped and
+/// counted. `false` once nobody reads the buffer any more.
+fn offer(out: &mpsc::Sender<Message>, dropped: &AtomicU64, message: Message) -> bool {
+    match out.try_send(message) {
+        Ok(()) => true,
+        Err(mpsc::error::TrySendError::Full(_)) => {
+            if dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                tracing::warn!("subscription buffer full: dropping the newest messages (counted)");
+            }
+            true
+        }
+        Err(mpsc::error::TrySendError::Closed(_)) => false,
+    }
+}
+
+/// A pub/sub command on the wire, waiting for one confirmation per name.
+struct InFlight {
+    command: &'static str,
+    names: Vec<Bytes>,
+    remaining: usize,
+    deadline: Instant,
+    /// The user's request, or `None` for the re-subscription of a restore.
+    ack: Option<oneshot::Sender<Result<()>>>,
+}
+
+/// Why the task left a node.
+enum Left {
+    Closed,
+    Lost(String),
+    /// The node is no longer the one to use: look again without waiting for a new round.
+    Moved,
+}
+
+struct Task {
+    inner: Arc<Inner>,
+    monitor: Arc<Monitor>,
+    control: Arc<ControlShared>,
+    out: mpsc::Sender<Message>,
+    /// Told the outcome of the first subscription.
+    ready: Option<oneshot::Sender<Result<()>>>,
+}
+
+impl Task {
+    async fn run(mut self, mut requests: mpsc::UnboundedReceiver<Request>) {
+        let mut min_round = 0;
+        // Since when and from which node the subscription is lost, once it was established.
+        let mut lost: Option<(std::time::Instant, Address)> = None;
+        loop {
+            let found = tokio::select! {
+                _ = self.ended() => None,
+                found = self.wait_for_node(min_round, &mut requests) => found,
+            };
+            let Some((address, expect, round)) = found else {
+                break;
+            };
+            let connect_by = Instant::now() + self.inner.config.connect_timeout();
+            let conn = match self
+                .inner
+                .nodes
+                .dedicated(&address, expect, connect_by)
+                .await
+            {
+                Ok(conn) => conn,
+                Err(e) => {
+                    tracing::debug!(node = %address, error = %e, "subscriber cannot connect; re-resolving");
+                    if self.ready.is_some() && is_permanent(&e) {
+                        self.fail_start(e);
+                        break;
+                    }
+                    self.inner.nodes.mark_failed(&address);
+                    self.monitor.report("subscriber connection failed", round);
+                    min_round = round + 1;
+                    continue;
+                }
+            };
+            let left = self
+                .serve(&conn, &address, expect, &mut requests, &mut lost)
+                .await;
+            conn.close();
+            match left {
+                Left::Closed => break,
+                Left::Lost(why) => {
+                    tracing::info!(node = %address, reason = %why, "subscription lost; re-subscribing");
+                    self.monitor.report("subscriber connection lost", round);
+                    min_round = round + 1;
+                }
+                Left::Moved => {
+                    tracing::info!(node = %address, "subscription's node changed; re-subscribing");
+                    min_round = 0;
+                }
+            }
+        }
+        self.control.closed.cancel();
+        self.fail_start(Error::closed());
+        // Requests still queued: the subscription is over.
+        requests.close();
+        while let Ok(request) = requests.try_recv() {
+            let _ = request.ack.send(Err(Error::closed()));
+        }
+    }
+
+    /// Resolves when the subscription or its client is closed.
+    async fn ended(&self) {
+        tokio::select! {
+            _ = self.control.closed.cancelled() => {}
+            _ = self.inner.closed.cancelled() => {}
+        }
+    }
+
+    fn fail_start(&mut self, error: Error) {
+        if let Some(ready) = self.ready.take() {
+            let _ = ready.send(Err(error));
+        }
+    }
+
+    fn emit(&self, kind: EventKind) {
+        let _ = self.inner.local_events.send(Event {
+            kind,
+            service: self.inner.config.service.clone(),
+            at: unix_ms(),
+        });
+    }
+
+    /// The node to subscribe on from a status of round `min_round` or later; changes asked for
+    /// meanwhile are confirmed at once (they apply when subscribed). `None` once the monitor
+    /// stopped.
+    async fn wait_for_node(
+        &self,
+        min_round: u64,
+        requests: &mut mpsc::UnboundedReceiver<Request>,
+    ) -> Option<(Address, Expect, u64)> {
+        let mut status = self.monitor.watch_status();
+        loop {
+            let current = status.borrow_and_update().clone();
+            if current.rounds >= min_round {
+                if let Some((address, expect)) = pick(&self.inner, &current, Kind::Read) {
+                    return Some((address, expect, current.rounds));
+                }
+            }
+            tokio::select! {
+                changed = status.changed() => changed.ok()?,
+                request = requests.recv() => {
+                    let _ = request?.ack.send(Ok(()));
+                }
+            }
+        }
+    }
+
+    /// Subscribes everything wanted on `conn`, then delivers its messages and carries out the
+    /// user's changes until the subscription ends or has to move.
+    async fn serve(
+        &mut self,
+        conn: &Connection,
+        address: &Address,
+        expect: Expect,
+        requests: &mut mpsc::UnboundedReceiver<Request>,
+        lost: &mut Option<(std::time::Instant, Address)>,
+    ) -> Left {
+        let timeout = self.inner.config.command_timeout();
+        let (push, mut frames) = mpsc::unbounded_channel();
+        let mut queue: VecDeque<InFlight> = VecDeque::new();
+        {
+            let wanted = self.control.wanted.locked();
+            for (command, names) in [
+                ("SUBSCRIBE", &wanted.channels),
+                ("PSUBSCRIBE", &wanted.patterns),
+            ] {
+                if !names.is_empty() {
+                    queue.push_back(InFlight {
+                        command,
+                        names: names.iter().cloned().collect(),
+                        remaining: names.len(),
+                        deadline: Instant::now(),
+                        ack: None,
+                    });
+                }
+            }
+        }
+        let mut restoring = queue.len();
+        let mut current: Option<InFlight> = None;
+        let mut status = self.monitor.watch_status();
+        let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
+        let left = loop {
+            if restoring == 0 {
+                restoring = usize::MAX;
+                self.established(address, lost);
+            }
+            if current.is_none() {
+                if let Some(mut next) = queue.pop_front() {
+                    next.deadline = Instant::now() + timeout;
+                    if let Err(e) = conn.send_pubsub(next.command, &next.names, &push) {
+                        queue.push_front(next);
+                        break Left::Lost(e.to_string());
+                    }
+                    current = Some(next);
+                }
+            }
+            let deadline = current.as_ref().map_or(far, |c| c.deadline);
+            tokio::select! {
+                biased;
+                _ = self.ended() => break Left::Closed,
+                _ = conn.closed() => break Left::Lost("connection ended".into()),
+                frame = frames.recv() => {
+                    let Some(frame) = frame else { break Left::Lost("connection ended".into()) };
+                    match Frame::parse(frame) {
+                        Frame::Message(message) => {
+                            if !offer(&self.out, &self.control.dropped, message) {
+                                break Left::Closed;
+                            }
+                        }
+                        Frame::Confirmed => {
+                            if let Some(c) = current.as_mut() {
+                                c.remaining = c.remaining.saturating_sub(1);
+                                if c.remaining == 0 {
+                                    let done = current.take().expect("checked above");
+                                    match done.ack {
+                                        Some(ack) => { let _ = ack.send(Ok(())); }
+                                        None => restoring -= 1,
+                                    }
+                                }
+                            }
+                        }
+                        Frame::Refused(e) => match current.take() {
+                            Some(InFlight { ack: Some(ack), command, names, .. }) => {
+                                self.forget(command, &names);
+                                let _ = ack.send(Err(e));
+                            }
+                            Some(InFlight { ack: None, .. }) => {
+                                if self.ready.is_some() {
+                                    self.fail_start(e);
+                                    break Left::Closed;
+                                }
+                                break Left::Lost(format!("re-subscribing was refused: {e}"));
+                            }
+                            None => tracing::debug!(error = %e, "unexpected error reply on a subscriber connection"),
+                        },
+                        Frame::Other => {}
+                    }
+                }
+                request = requests.recv() => {
+                    let Some(request) = request else { break Left::Closed };
+                    queue.push_back(InFlight {
+                        command: request.command,
+                        remaining: request.names.len(),
+                        names: request.names,
+                        deadline: far,
+                        ack: Some(request.ack),
+                    });
+                }
+                changed = status.changed() => {
+                    if changed.is_err() {
+                        break Left::Closed;
+                    }
+                    let now = status.borrow_and_update().clone();
+                    if !still_the_node(&now, address, expect) {
+                        break Left::Moved;
+                    }
+                }
+                _ = tokio::time::sleep_until(deadline) => {
+                    break Left::Lost(format!("no confirmation of {} within {}",
+                        current.as_ref().map_or("a pub/sub command", |c| c.command),
+                        crate::error::duration_text(timeout)));
+                }
+            }
+        };
+        // The user's changes are recorded in `wanted`: the next node gets them.
+        for pending in current.into_iter().chain(queue) {
+            if let Some(ack) = pending.ack {
+                let _ = ack.send(Ok(()));
+            }
+        }
+        // Lost only once it was established; before its first confirmation the caller's
+        // deadline decides, and after a loss the gap simply goes on.
+        if matches!(left, Left::Lost(_) | Left::Moved) && restoring == usize::MAX {
+            *lost = Some((std::time::Instant::now(), address.clone()));
+            self.emit(EventKind::SubscriptionLost {
+                address: address.clone(),
+            });
+        }
+        left
+    }
+
+    /// Everything wanted is subscribed on `address`: the first time, the caller learns it;
+    /// after a loss, `subscription_restored` says so with the gap.
+    fn established(&mut self, address: &Address, lost: &mut Option<(std::time::Instant, Address)>) {
+        self.inner.nodes.mark_ok(address);
+        if let Some(ready) = self.ready.take() {
+            let _ = ready.send(Ok(()));
+        }
+        if let Some((since, _)) = lost.take() {
+            self.emit(EventKind::SubscriptionRestored {
+                address: address.clone(),
+                gap_ms: since.elapsed().as_millis() as u64,
+            });
+        }
+    }
+
+    /// Takes back names the node refused to subscribe.
+    fn forget(&self, command: &str, names: &[Bytes]) {
+        let mut wanted = self.control.wanted.locked();
+        let set = match command {
+            "SUBSCRIBE" => &mut wanted.channels,
+            "PSUBSCRIBE" => &mut wanted.patterns,
+            _ => return,
+        };
+        for name in names {
+            set.remove(name);
+        }
+    }
+}
+
+/// Whether the subscription's node is still the one to use: the primary it expected, or a
+/// replica the sentinels still report healthy.
+fn still_the_node(status: &Status, address: &Address, expect: Expect) -> bool {
+    match expect {
+        Expect::Primary => status.topology.primary.as_ref() == Some(address),
+        Expect::Replica => status.topology.replicas.contains(address),
+    }
+}
+
+/// A failure that trying again cannot fix: refused credentials, failed TLS, a bad option.
+fn is_permanent(e: &Error) -> bool {
+    matches!(
+        e.code(),
+        ErrorCode::Auth | ErrorCode::Tls | ErrorCode::Config
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(channel: &str) -> Message {
+        Message {
+            channel: Bytes::copy_from_slice(channel.as_bytes()),
+            pattern: None,
+            payload: Bytes::from_static(b"x"),
+        }
+    }
+
+    #[test]
+    fn a_full_buffer_drops_the_newest_and_counts_them() {
+        let (out, mut rx) = mpsc::channel(2);
+        let dropped = AtomicU64::new(0);
+        for i in 0..5 {
+            assert!(offer(&out, &dropped, message(&format!("c{i}"))));
+        }
+        assert_eq!(dropped.load(Ordering::Relaxed), 3);
+        assert_eq!(rx.try_recv().unwrap().channel, "c0");
+        assert_eq!(rx.try_recv().unwrap().channel, "c1");
+        assert!(rx.try_recv().is_err());
+        drop(rx);
+        assert!(!offer(&out, &dropped, message("late")));
+    }
+
+    #[test]
+    fn messages_of_unsubscribed_channels_and_patterns_are_not_wanted() {
+        let wanted = Wanted {
+            channels: [Bytes::from_static(b"a")].into_iter().collect(),
+            patterns: [Bytes::from_static(b"n*")].into_iter().collect(),
+        };
+        assert!(wanted.wants(&message("a")));
+        assert!(!wanted.wants(&message("b")));
+        let by_pattern = Message {
+            pattern: Some(Bytes::from_static(b"n*")),
+            ..message("news")
+        };
+        assert!(wanted.wants(&by_pattern));
+        let by_old_pattern = Message {
+            pattern: Some(Bytes::from_static(b"x*")),
+            ..message("a")
+        };
+        assert!(!wanted.wants(&by_old_pattern));
+    }
+}

@@ -1,0 +1,436 @@
+//! Pub/sub for C: a subscription handle whose messages reach a callback, over the host layer's
+//! `Subscriber` (which guarantees in-order calls, one at a time, and none after close); this file
+//! converts C arguments and messages, nothing more.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use sr::host::{Handle, Subscriber};
+use sr::Message;
+
+use crate::client::{acquire, arguments, UserData};
+use crate::*;
+
+/// A pub/sub subscription of a client, on a connection of its own that follows failovers.
+///
+/// Opaque. Created by sr_client_subscribe() or sr_client_subscribe_blocking(), which give the
+/// caller one reference; released by sr_subscription_free(). After a lost connection or a
+/// failover it re-subscribes every channel and pattern on the new node; the client's event
+/// callback receives SR_EVENT_SUBSCRIPTION_LOST, then SR_EVENT_SUBSCRIPTION_RESTORED with
+/// `gap_ms`. Redis pub/sub is at-most-once: messages published during the gap are not received.
+/// All functions taking a subscription are thread-safe.
+pub struct sr_subscription_t {
+    subscriber: Subscriber,
+    closing: AtomicBool,
+}
+
+/// One message, borrowed for the duration of the message callback only (copy what you need).
+/// The byte strings are not NUL-terminated.
+#[repr(C)]
+pub struct sr_message_t {
+    /// The channel it was published to.
+    pub channel: *const u8,
+    /// Length of `channel` in bytes.
+    pub channel_len: usize,
+    /// The pattern it matched (a PSUBSCRIBE subscription), or NULL for a channel subscription.
+    pub pattern: *const u8,
+    /// Length of `pattern` in bytes (0 when NULL).
+    pub pattern_len: usize,
+    /// The payload, as published.
+    pub payload: *const u8,
+    /// Length of `payload` in bytes.
+    pub payload_len: usize,
+}
+
+/// Message callback: called with each message of the subscription, in the order the node sent
+/// them, on a core thread, one call at a time. Copy what you need and return quickly; do not
+/// block and do not unwind. It may call sr_subscription_close() and sr_subscription_free() on its
+/// own subscription.
+pub type sr_message_cb =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, message: *const sr_message_t)>;
+
+/// Completion of sr_client_subscribe(): called exactly once, on a core thread. Either
+/// `subscription` is non-NULL (an owned handle: free it with sr_subscription_free()) and `error`
+/// NULL, or `subscription` is NULL and `error` (borrowed for the call) says why.
+pub type sr_subscribe_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        subscription: *mut sr_subscription_t,
+        error: *const sr_error_t,
+    ),
+>;
+
+/// Completion of sr_subscription_change(): called exactly once, on a core thread, with NULL on
+/// success or the error (borrowed for the call).
+pub type sr_done_cb =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, error: *const sr_error_t)>;
+
+/// sr_subscription_change(): add channels (`SUBSCRIBE`).
+pub const SR_SUBSCRIBE: c_int = 1;
+/// sr_subscription_change(): add patterns (`PSUBSCRIBE`).
+pub const SR_PSUBSCRIBE: c_int = 2;
+/// sr_subscription_change(): remove channels (`UNSUBSCRIBE`).
+pub const SR_UNSUBSCRIBE: c_int = 3;
+/// sr_subscription_change(): remove patterns (`PUNSUBSCRIBE`).
+pub const SR_PUNSUBSCRIBE: c_int = 4;
+
+/// `count` names as `arguments` reads them; none when `count` is 0.
+unsafe fn names<'a>(
+    count: usize,
+    names: *const *const c_char,
+    lens: *const usize,
+) -> Result<Vec<&'a [u8]>, sr_error_t> {
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    arguments(count, names, lens)
+}
+
+/// The message handler that forwards to a C callback.
+fn forward(
+    cb: unsafe extern "C" fn(*mut c_void, *const sr_message_t),
+    user_data: UserData,
+) -> sr::host::MessageHandler {
+    Box::new(move |m: &Message| {
+        let (pattern, pattern_len) = match &m.pattern {
+            Some(p) => (p.as_ptr(), p.len()),
+            None => (std::ptr::null(), 0),
+        };
+        let view = sr_message_t {
+            channel: m.channel.as_ptr(),
+            channel_len: m.channel.len(),
+            pattern,
+            pattern_len,
+            payload: m.payload.as_ptr(),
+            payload_len: m.payload.len(),
+        };
+        // SAFETY: the host promised a valid callback; the message lives until it returns.
+        unsafe { cb(user_data.get(), &view) };
+    })
+}
+
+/// Wraps a new subscriber for C, with its message callback installed.
+fn into_c(
+    subscriber: Subscriber,
+    cb: unsafe extern "C" fn(*mut c_void, *const sr_message_t),
+    user_data: UserData,
+) -> sr::Result<*mut sr_subscription_t> {
+    if let Err(e) = subscriber.on_message(forward(cb, user_data)) {
+        subscriber.close();
+        return Err(e);
+    }
+    Ok(Arc::into_raw(Arc::new(sr_subscription_t {
+        subscriber,
+        closing: AtomicBool::new(false),
+    }))
+    .cast_mut())
+}
+
+/// Subscribes to `channels` and `patterns` (at least one name in all) on a connection of the
+/// client's own and returns at once; `done` is called once, on a core thread, when the node
+/// confirmed them (within the client's `command_timeout_ms`) or with the error. From then on
+/// `on_message` gets every message (it may run before `done`).
+///
+/// Each list is `*_len` names, each with its length in `*_lens` (or NUL-terminated when `*_lens`
+/// is NULL); a list may be empty (NULL, 0). `buffer` is how many messages may wait for
+/// `on_message` (0: the default, 4096); beyond that the newest are dropped and counted
+/// (sr_subscription_dropped()).
+///
+/// Returns SR_OK when `done` will be called; otherwise it is never called:
+/// SR_ERR_INVALID_ARGUMENT (NULL client or callback, a NULL name), SR_ERR_CLOSED.
+///
+/// # Safety
+/// `client` is NULL or a handle not yet freed; the lists are valid as described;
+/// `message_data` stays valid until the subscription is closed; `done_data` until `done` runs.
+#[no_mangle]
+pub unsafe extern "C" fn sr_client_subscribe(
+    client: *mut sr_client_t,
+    channels_len: usize,
+    channels: *const *const c_char,
+    channels_lens: *const usize,
+    patterns_len: usize,
+    patterns: *const *const c_char,
+    patterns_lens: *const usize,
+    buffer: usize,
+    on_message: sr_message_cb,
+    message_data: *mut c_void,
+    done: sr_subscribe_cb,
+    done_data: *mut c_void,
+) -> c_int {
+    boundary!(SR_ERR_INTERNAL, {
+        let Some(h) = acquire(client) else {
+            return SR_ERR_INVALID_ARGUMENT;
+        };
+        let (Some(on_message), Some(done)) = (on_message, done) else {
+            return SR_ERR_INVALID_ARGUMENT;
+        };
+        let (channels, patterns) = match (
+            names(channels_len, channels, channels_lens),
+            names(patterns_len, patterns, patterns_lens),
+        ) {
+            (Ok(c), Ok(p)) => (c, p),
+            (Err(e), _) | (_, Err(e)) => return e.code(),
+        };
+        if h.handle.is_closed() {
+            return SR_ERR_CLOSED;
+        }
+        let (message_data, done_data) = (UserData(message_data), UserData(done_data));
+        h.handle.subscribe(
+            &channels,
+            &patterns,
+            (buffer > 0).then_some(buffer),
+            Box::new(move |result: sr::Result<Subscriber>| {
+                let result = result.and_then(|s| into_c(s, on_message, message_data));
+                // SAFETY: the host promised a valid callback; the error lives until it returns.
+                unsafe {
+                    match result {
+                        Ok(sub) => done(done_data.get(), sub, std::ptr::null()),
+                        Err(e) => done(done_data.get(), std::ptr::null_mut(), &sr_error_t::from(e)),
+                    }
+                }
+            }),
+        );
+        SR_OK
+    })
+}
+
+/// sr_client_subscribe() that blocks the calling thread (only it) until the node confirmed the
+/// subscription. On SR_OK `*subscription` receives an owned handle (free it with
+/// sr_subscription_free()); otherwise it is NULL and `*error` (if `error` is not NULL) receives
+/// an owned error. Refused (SR_ERR_INVALID_ARGUMENT) inside a callback.
+///
+/// # Safety
+/// As sr_client_subscribe(); `subscription` and `error` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sr_client_subscribe_blocking(
+    client: *mut sr_client_t,
+    channels_len: usize,
+    channels: *const *const c_char,
+    channels_lens: *const usize,
+    patterns_len: usize,
+    patterns: *const *const c_char,
+    patterns_lens: *const usize,
+    buffer: usize,
+    on_message: sr_message_cb,
+    message_data: *mut c_void,
+    subscription: *mut *mut sr_subscription_t,
+    error: *mut *mut sr_error_t,
+) -> c_int {
+    boundary!(fail(error, sr_error_t::panic()), {
+        clear_error(error);
+        if subscription.is_null() {
+            return fail(
+                error,
+                sr_error_t::invalid("the subscription out-parameter is NULL"),
+            );
+        }
+        *subscription = std::ptr::null_mut();
+        let Some(h) = acquire(client) else {
+            return fail(error, sr_error_t::invalid("client is NULL"));
+        };
+        let Some(on_message) = on_message else {
+            return fail(error, sr_error_t::invalid("the message callback is NULL"));
+        };
+        let (channels, patterns) = match (
+            names(channels_len, channels, channels_lens),
+            names(patterns_len, patterns, patterns_lens),
+        ) {
+            (Ok(c), Ok(p)) => (c, p),
+            (Err(e), _) | (_, Err(e)) => return fail(error, e),
+        };
+        if sr::runtime::on_core_thread() {
+            return fail(
+                error,
+                sr_error_t::invalid(
+                    "sr_client_subscribe_blocking can't wait inside a callback; use \
+                     sr_client_subscribe",
+                ),
+            );
+        }
+        let buffer = (buffer > 0).then_some(buffer);
+        let result = Handle::block(|done| h.handle.subscribe(&channels, &patterns, buffer, done))
+            .and_then(|s| into_c(s, on_message, UserData(message_data)));
+        match result {
+            Ok(sub) => {
+                *subscription = sub;
+                SR_OK
+            }
+            Err(e) => fail(error, e.into()),
+        }
+    })
+}
+
+/// A new reference to the subscription for the duration of a call.
+unsafe fn acquire_subscription(sub: *const sr_subscription_t) -> Option<Arc<sr_subscription_t>> {
+    if sub.is_null() {
+        return None;
+    }
+    Arc::increment_strong_count(sub);
+    Some(Arc::from_raw(sub))
+}
+
+/// Starts `change` (one of `SR_SUBSCRIBE`, `SR_PSUBSCRIBE`, `SR_UNSUBSCRIBE`,
+/// `SR_PUNSUBSCRIBE`) for `count` names; `done` is called once, on a core thread, when the node
+/// confirmed it (at once while the subscription is between nodes: the change applies when it is
+/// restored). Once an unsubscribe's `done` runs, no message of the names it removed reaches the
+/// message callback.
+///
+/// Returns SR_OK when `done` will be called; otherwise it is never called:
+/// SR_ERR_INVALID_ARGUMENT (NULL subscription or callback, unknown `change`, no names),
+/// SR_ERR_CLOSED.
+///
+/// # Safety
+/// `subscription` is NULL or a handle not yet freed; `names` points to `count` names (with
+/// `lens` or NUL-terminated); `user_data` stays valid until `done` runs.
+#[no_mangle]
+pub unsafe extern "C" fn sr_subscription_change(
+    subscription: *mut sr_subscription_t,
+    change: c_int,
+    count: usize,
+    names: *const *const c_char,
+    lens: *const usize,
+    done: sr_done_cb,
+    user_data: *mut c_void,
+) -> c_int {
+    boundary!(SR_ERR_INTERNAL, {
+        let Some(s) = acquire_subscription(subscription) else {
+            return SR_ERR_INVALID_ARGUMENT;
+        };
+        let Some(done) = done else {
+            return SR_ERR_INVALID_ARGUMENT;
+        };
+        let list = match arguments(count, names, lens) {
+            Ok(list) => list,
+            Err(e) => return e.code(),
+        };
+        if s.subscriber.is_closed() {
+            return SR_ERR_CLOSED;
+        }
+        let user_data = UserData(user_data);
+        let complete: sr::host::Done<()> = Box::new(move |result: sr::Result<()>| {
+            // SAFETY: the host promised a valid callback; the error lives until it returns.
+            unsafe {
+                match result {
+                    Ok(()) => done(user_data.get(), std::ptr::null()),
+                    Err(e) => done(user_data.get(), &sr_error_t::from(e)),
+                }
+            }
+        });
+        match change {
+            SR_SUBSCRIBE => s.subscriber.subscribe(&list, complete),
+            SR_PSUBSCRIBE => s.subscriber.psubscribe(&list, complete),
+            SR_UNSUBSCRIBE => s.subscriber.unsubscribe(&list, complete),
+            SR_PUNSUBSCRIBE => s.subscriber.punsubscribe(&list, complete),
+            _ => return SR_ERR_INVALID_ARGUMENT,
+        };
+        SR_OK
+    })
+}
+
+/// sr_subscription_change() that blocks the calling thread (only it) until the change is
+/// confirmed. Returns SR_OK or the error (also in `*error` when `error` is not NULL). Refused
+/// (SR_ERR_INVALID_ARGUMENT) inside a callback.
+///
+/// # Safety
+/// As sr_subscription_change(); `error` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sr_subscription_change_blocking(
+    subscription: *mut sr_subscription_t,
+    change: c_int,
+    count: usize,
+    names: *const *const c_char,
+    lens: *const usize,
+    error: *mut *mut sr_error_t,
+) -> c_int {
+    boundary!(fail(error, sr_error_t::panic()), {
+        clear_error(error);
+        let Some(s) = acquire_subscription(subscription) else {
+            return fail(error, sr_error_t::invalid("subscription is NULL"));
+        };
+        let list = match arguments(count, names, lens) {
+            Ok(list) => list,
+            Err(e) => return fail(error, e),
+        };
+        if sr::runtime::on_core_thread() {
+            return fail(
+                error,
+                sr_error_t::invalid(
+                    "sr_subscription_change_blocking can't wait inside a callback; use \
+                     sr_subscription_change",
+                ),
+            );
+        }
+        let result = match change {
+            SR_SUBSCRIBE => Handle::block(|done| s.subscriber.subscribe(&list, done)),
+            SR_PSUBSCRIBE => Handle::block(|done| s.subscriber.psubscribe(&list, done)),
+            SR_UNSUBSCRIBE => Handle::block(|done| s.subscriber.unsubscribe(&list, done)),
+            SR_PUNSUBSCRIBE => Handle::block(|done| s.subscriber.punsubscribe(&list, done)),
+            _ => {
+                return fail(
+                    error,
+                    sr_error_t::invalid("unknown change (want SR_SUBSCRIBE..SR_PUNSUBSCRIBE)"),
+                )
+            }
+        };
+        match result {
+            Ok(()) => SR_OK,
+            Err(e) => fail(error, e.into()),
+        }
+    })
+}
+
+/// Messages dropped so far because the subscription's buffer was full (the newest are dropped);
+/// 0 for NULL.
+///
+/// # Safety
+/// `subscription` is NULL or a handle not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_subscription_dropped(subscription: *const sr_subscription_t) -> u64 {
+    boundary!(0, {
+        match acquire_subscription(subscription) {
+            Some(s) => s.subscriber.dropped(),
+            None => 0,
+        }
+    })
+}
+
+/// Ends the subscription: when this returns the message callback is not running (unless this is
+/// called from inside it: that call finishes first) and is never called again, so its
+/// `user_data` may be released; the connection closes. Closing the client does the same. The
+/// handle stays valid until sr_subscription_free().
+///
+/// Returns SR_OK, SR_ERR_CLOSED if it was already closed, SR_ERR_INVALID_ARGUMENT for NULL.
+///
+/// # Safety
+/// `subscription` is NULL or a handle not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_subscription_close(subscription: *mut sr_subscription_t) -> c_int {
+    boundary!(SR_ERR_INTERNAL, {
+        let Some(s) = acquire_subscription(subscription) else {
+            return SR_ERR_INVALID_ARGUMENT;
+        };
+        if s.closing.swap(true, Ordering::SeqCst) {
+            return SR_ERR_CLOSED;
+        }
+        s.subscriber.close();
+        SR_OK
+    })
+}
+
+/// Closes the subscription if it is still open (as sr_subscription_close()) and releases the
+/// handle; the pointer must not be used afterwards. NULL is ignored.
+///
+/// # Safety
+/// `subscription` is NULL or a handle from sr_client_subscribe*(), not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_subscription_free(subscription: *mut sr_subscription_t) {
+    boundary!((), {
+        if subscription.is_null() {
+            return;
+        }
+        let s = Arc::from_raw(subscription.cast_const());
+        s.subscriber.close();
+        drop(s);
+    })
+}
