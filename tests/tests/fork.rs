@@ -1,6 +1,6 @@
 //! A client opened before `fork()` works in the child (gunicorn `--preload`, Celery prefork): the
-//! child's first command re-creates what the parent's threads owned, and the parent is not
-//! disturbed. One test per binary: the forked child must not share the harness with other tests.
+//! child's first command re-creates what the parent's threads owned, a new client in the child
+//! starts from nothing of the parent's, and the parent is not disturbed. One test per binary: the forked child must not share the harness with other tests.
 
 mod common;
 
@@ -43,9 +43,11 @@ fn a_client_inherited_across_fork_works_in_the_child_and_the_parent() {
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork failed");
         if pid == 0 {
-            // Child: only the inherited client, no new one. Exit codes tell the parent what broke.
+            // Child: the inherited client, then (the last worker) one of its own with the same
+            // URL, which must not pick up what the parent's threads owned (shared sentinel
+            // links, subscriptions). Exit codes tell the parent what broke.
             let key = format!("fork:child:{worker}");
-            let code = match client.execute_blocking(&["SET", key.as_str(), "x"]) {
+            let mut code = match client.execute_blocking(&["SET", key.as_str(), "x"]) {
                 Ok(_) => match client.execute_blocking(&["GET", "fork:parent"]) {
                     Ok(v) if v.as_bytes() == Some(b"1".as_slice()) => 0,
                     Ok(_) => 3,
@@ -53,6 +55,14 @@ fn a_client_inherited_across_fork_works_in_the_child_and_the_parent() {
                 },
                 Err(_) => 1,
             };
+            if code == 0 && worker == 2 {
+                code = match Client::open_url(&url)
+                    .and_then(|own| own.execute_blocking(&["GET", "fork:parent"]))
+                {
+                    Ok(v) if v.as_bytes() == Some(b"1".as_slice()) => 0,
+                    _ => 4,
+                };
+            }
             unsafe { libc::_exit(code) };
         }
         children.push(pid);

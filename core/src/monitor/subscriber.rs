@@ -58,7 +58,9 @@ impl Drop for Membership {
     }
 }
 
-static HUBS: Mutex<Option<HashMap<LinkKey, Weak<Hub>>>> = Mutex::new(None);
+/// The subscriptions of this process, with the pid they belong to (a forked child starts with
+/// none: the parent's run on tasks that do not exist in the child).
+static HUBS: Mutex<Option<(u32, HashMap<LinkKey, Weak<Hub>>)>> = Mutex::new(None);
 static NEXT_MEMBER: AtomicU64 = AtomicU64::new(0);
 
 /// Delivers the events of the sentinel `key.0` to `sink`, on the subscription shared by every
@@ -71,8 +73,13 @@ pub fn join(
     sink: Sink,
 ) -> Membership {
     let id = NEXT_MEMBER.fetch_add(1, Ordering::Relaxed);
+    let pid = std::process::id();
     let mut hubs = HUBS.locked();
-    let map = hubs.get_or_insert_with(HashMap::new);
+    let (owner, map) = hubs.get_or_insert_with(|| (pid, HashMap::new()));
+    if *owner != pid {
+        *owner = pid;
+        map.clear();
+    }
     map.retain(|_, hub| hub.strong_count() > 0);
     let hub = match map.get(&key).and_then(Weak::upgrade) {
         Some(hub) => hub,

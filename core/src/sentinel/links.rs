@@ -87,11 +87,19 @@ impl Drop for Link {
 /// for one connection instead of opening one each.
 type Slot = Arc<tokio::sync::Mutex<Weak<Link>>>;
 
-static LINKS: Mutex<Option<HashMap<LinkKey, Slot>>> = Mutex::new(None);
+/// The links of this process, with the pid they belong to: a forked child inherits the parent's
+/// entries, whose connections are served by tasks that do not exist in the child, and must
+/// start with none.
+static LINKS: Mutex<Option<(u32, HashMap<LinkKey, Slot>)>> = Mutex::new(None);
 
 fn slot(key: &LinkKey) -> Slot {
+    let pid = std::process::id();
     let mut guard = LINKS.locked();
-    let map = guard.get_or_insert_with(HashMap::new);
+    let (owner, map) = guard.get_or_insert_with(|| (pid, HashMap::new()));
+    if *owner != pid {
+        *owner = pid;
+        map.clear();
+    }
     // Slots nobody holds a link of, or waits on, go.
     map.retain(|_, slot| {
         Arc::strong_count(slot) > 1 || slot.try_lock().map_or(true, |w| w.strong_count() > 0)
@@ -122,7 +130,8 @@ pub fn open_links() -> usize {
     LINKS
         .locked()
         .as_ref()
-        .map(|m| {
+        .filter(|(owner, _)| *owner == std::process::id())
+        .map(|(_, m)| {
             m.values()
                 .filter(|s| {
                     s.try_lock()
