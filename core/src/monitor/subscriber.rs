@@ -26,7 +26,7 @@ use crate::resp::ConnectOptions;
 use crate::sentinel::discovery::RoundSettings;
 use crate::sentinel::events::{self, SentinelEvent, BASE_CHANNELS, CHANNELS};
 use crate::sentinel::links::LinkKey;
-use crate::sync::Locked;
+use crate::sync::{Locked, PerProcess};
 
 /// Where a monitor receives the events of a sentinel.
 pub type Sink = mpsc::UnboundedSender<Received>;
@@ -58,9 +58,7 @@ impl Drop for Membership {
     }
 }
 
-/// The subscriptions of this process, with the pid they belong to (a forked child starts with
-/// none: the parent's run on tasks that do not exist in the child).
-static HUBS: Mutex<Option<(u32, HashMap<LinkKey, Weak<Hub>>)>> = Mutex::new(None);
+static HUBS: PerProcess<HashMap<LinkKey, Weak<Hub>>> = PerProcess::new();
 static NEXT_MEMBER: AtomicU64 = AtomicU64::new(0);
 
 /// Delivers the events of the sentinel `key.0` to `sink`, on the subscription shared by every
@@ -73,33 +71,28 @@ pub fn join(
     sink: Sink,
 ) -> Membership {
     let id = NEXT_MEMBER.fetch_add(1, Ordering::Relaxed);
-    let pid = std::process::id();
-    let mut hubs = HUBS.locked();
-    let (owner, map) = hubs.get_or_insert_with(|| (pid, HashMap::new()));
-    if *owner != pid {
-        *owner = pid;
-        map.clear();
-    }
-    map.retain(|_, hub| hub.strong_count() > 0);
-    let hub = match map.get(&key).and_then(Weak::upgrade) {
-        Some(hub) => hub,
-        None => {
-            let hub = Arc::new(Hub {
-                members: Members::default(),
-                cancel: CancellationToken::new(),
-            });
-            tokio::spawn(run(
-                key.0.clone(),
-                settings,
-                options,
-                retry,
-                hub.members.clone(),
-                hub.cancel.clone(),
-            ));
-            map.insert(key, Arc::downgrade(&hub));
-            hub
+    let hub = HUBS.with(|map| {
+        map.retain(|_, hub| hub.strong_count() > 0);
+        match map.get(&key).and_then(Weak::upgrade) {
+            Some(hub) => hub,
+            None => {
+                let hub = Arc::new(Hub {
+                    members: Members::default(),
+                    cancel: CancellationToken::new(),
+                });
+                tokio::spawn(run(
+                    key.0.clone(),
+                    settings,
+                    options,
+                    retry,
+                    hub.members.clone(),
+                    hub.cancel.clone(),
+                ));
+                map.insert(key, Arc::downgrade(&hub));
+                hub
+            }
         }
-    };
+    });
     hub.members.locked().push((id, sink));
     Membership { hub, id }
 }

@@ -15,14 +15,14 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::ops::Deref;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 use tokio::time::Instant;
 
 use crate::config::{Address, Config};
 use crate::error::Result;
 use crate::resp::Connection;
-use crate::sync::Locked;
+use crate::sync::PerProcess;
 
 /// Which monitors may share a sentinel's connection: the sentinel's address and the
 /// sentinel-side part of their configuration (see [`sentinel_side`]).
@@ -87,24 +87,16 @@ impl Drop for Link {
 /// for one connection instead of opening one each.
 type Slot = Arc<tokio::sync::Mutex<Weak<Link>>>;
 
-/// The links of this process, with the pid they belong to: a forked child inherits the parent's
-/// entries, whose connections are served by tasks that do not exist in the child, and must
-/// start with none.
-static LINKS: Mutex<Option<(u32, HashMap<LinkKey, Slot>)>> = Mutex::new(None);
+static LINKS: PerProcess<HashMap<LinkKey, Slot>> = PerProcess::new();
 
 fn slot(key: &LinkKey) -> Slot {
-    let pid = std::process::id();
-    let mut guard = LINKS.locked();
-    let (owner, map) = guard.get_or_insert_with(|| (pid, HashMap::new()));
-    if *owner != pid {
-        *owner = pid;
-        map.clear();
-    }
-    // Slots nobody holds a link of, or waits on, go.
-    map.retain(|_, slot| {
-        Arc::strong_count(slot) > 1 || slot.try_lock().map_or(true, |w| w.strong_count() > 0)
-    });
-    map.entry(key.clone()).or_default().clone()
+    LINKS.with(|map| {
+        // Slots nobody holds a link of, or waits on, go.
+        map.retain(|_, slot| {
+            Arc::strong_count(slot) > 1 || slot.try_lock().map_or(true, |w| w.strong_count() > 0)
+        });
+        map.entry(key.clone()).or_default().clone()
+    })
 }
 
 /// The open link for `key`, or a new one made by `connect` (which opens the connection and
@@ -127,17 +119,12 @@ where
 
 /// Open shared sentinel links in this process (for tests and diagnostics).
 pub fn open_links() -> usize {
-    LINKS
-        .locked()
-        .as_ref()
-        .filter(|(owner, _)| *owner == std::process::id())
-        .map(|(_, m)| {
-            m.values()
-                .filter(|s| {
-                    s.try_lock()
-                        .is_ok_and(|w| w.upgrade().is_some_and(|l| !l.is_closed()))
-                })
-                .count()
-        })
-        .unwrap_or(0)
+    LINKS.with(|map| {
+        map.values()
+            .filter(|s| {
+                s.try_lock()
+                    .is_ok_and(|w| w.upgrade().is_some_and(|l| !l.is_closed()))
+            })
+            .count()
+    })
 }
