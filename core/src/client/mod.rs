@@ -16,6 +16,8 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+#[cfg(test)]
+pub(crate) use command::classify as classify_for_tests;
 pub use transaction::Transaction;
 
 use crate::config::Config;

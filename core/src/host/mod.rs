@@ -17,13 +17,18 @@
 //! No binding needs tokio: everything that runs on the core runtime is started from here.
 
 mod events;
+mod hints;
 mod inflight;
+pub mod log;
+mod transaction;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use events::{EventHandler, EventSubscription};
+pub use hints::{ApiNames, RUST};
 pub use inflight::{Done, Operation};
+pub use transaction::HostTransaction;
 
 use crate::client::Client;
 use crate::config::Config;
@@ -50,6 +55,8 @@ struct Shared {
     client: Mutex<Option<Client>>,
     registry: Arc<Registry>,
     subscriptions: Mutex<Vec<EventSubscription>>,
+    /// How the binding names the APIs error hints point to.
+    api_names: Mutex<&'static ApiNames>,
 }
 
 impl Handle {
@@ -62,6 +69,7 @@ impl Handle {
                     client: Mutex::new(Some(client)),
                     registry: Arc::default(),
                     subscriptions: Mutex::new(Vec::new()),
+                    api_names: Mutex::new(&hints::RUST),
                 }),
             })
         })
@@ -108,6 +116,22 @@ impl Handle {
         }
     }
 
+    /// Makes error hints (e.g. MULTI refused on the shared connection) name the binding's own
+    /// API instead of the Rust one.
+    pub fn set_api_names(&self, names: &'static ApiNames) {
+        *self.shared.api_names.locked() = names;
+    }
+
+    pub(crate) fn api_names(&self) -> &'static ApiNames {
+        *self.shared.api_names.locked()
+    }
+
+    /// `done`, with error hints in the binding's words.
+    fn localized<T: Send + 'static>(&self, done: Done<T>) -> Done<T> {
+        let names = self.api_names();
+        Box::new(move |result| done(result.map_err(|e| names.localize(e))))
+    }
+
     /// The configuration the client was opened with (secrets redacted in its `Debug`).
     pub fn config(&self) -> Result<Config> {
         Ok(self.client()?.config().clone())
@@ -132,17 +156,26 @@ impl Handle {
                     timeout.unwrap_or(Duration::from_millis(c.config().command_timeout_ms));
                 c.command_work(args, timeout)
             },
-            done,
+            self.localized(done),
         )
     }
 
-    /// Sends commands back to back (see [`Client::pipeline`]).
+    /// Sends commands back to back (see [`Client::pipeline`]): one result per command, in
+    /// order, each its reply or its own error. `timeout` (the whole pipeline's deadline) replaces
+    /// `command_timeout_ms`.
     pub fn pipeline<A: AsRef<[u8]>>(
         &self,
         commands: &[Vec<A>],
+        timeout: Option<Duration>,
         done: Done<Vec<Result<Value>>>,
     ) -> Operation {
-        self.start(|c| c.pipeline_work(commands), done)
+        self.start(
+            |c| {
+                let timeout = timeout.unwrap_or(c.config().command_timeout());
+                c.pipeline_work(commands, timeout)
+            },
+            self.localized(done),
+        )
     }
 
     /// Runs `commands` in MULTI/EXEC on the primary, after `WATCH watch...` when not empty.
@@ -171,7 +204,7 @@ impl Handle {
                     tx.exec().await
                 })
             },
-            done,
+            self.localized(done),
         )
     }
 
