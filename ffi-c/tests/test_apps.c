@@ -193,11 +193,12 @@ static void test_pipeline_gives_every_reply_or_error_in_order(void) {
 }
 
 /* A command held by CLIENT PAUSE WRITE misses a short per-call deadline. (A blocking command's own
- * timeout is added to its deadline: BLPOP 0 never times out.) */
+ * timeout is added to its deadline: BLPOP 0 never times out.) Each pause stays short of the
+ * sentinels' down-after (1000 ms): their PUBLISH waits behind it too. */
 static void test_a_per_call_deadline_replaces_the_clients(void) {
-    const char *pause[] = {"CLIENT", "PAUSE", "1000", "WRITE"};
+    const char *pause[] = {"CLIENT", "PAUSE", "500", "WRITE"};
     const char *get[] = {"SET", "c:paused", "1"};
-    sr_call_options_t opts = {.timeout_ms = 200, .operation = NULL};
+    sr_call_options_t opts = {.timeout_ms = 100, .operation = NULL};
     sr_reply_t *reply = NULL;
     sr_error_t *error = NULL;
     CHECK_RC(sr_client_execute_blocking(client, 4, pause, NULL, &reply, NULL), SR_OK);
@@ -208,6 +209,9 @@ static void test_a_per_call_deadline_replaces_the_clients(void) {
     CHECK(reply == NULL);
     sr_error_free(error);
 
+    CHECK_RC(sr_client_execute_blocking(client, 4, pause, NULL, &reply, NULL), SR_OK);
+    sr_reply_free(reply);
+    reply = NULL;
     waiter_t w;
     waiter_init(&w);
     CHECK_RC(sr_client_execute_with(client, 3, get, NULL, &opts, on_reply, &w), SR_OK);
@@ -216,7 +220,7 @@ static void test_a_per_call_deadline_replaces_the_clients(void) {
     waiter_destroy(&w);
 
     /* A pipeline's deadline covers the whole pipeline: a SET behind a CLIENT PAUSE WRITE misses it. */
-    sr_command_t cmds[] = {CMD("CLIENT", "PAUSE", "1000", "WRITE"), CMD("SET", "c:paused", "2")};
+    sr_command_t cmds[] = {CMD("CLIENT", "PAUSE", "500", "WRITE"), CMD("SET", "c:paused", "2")};
     sr_results_t *results = NULL;
     CHECK_RC(sr_client_pipeline_blocking(client, cmds, 2, &opts, &results, &error),
              SR_ERR_TIMEOUT);

@@ -47,13 +47,13 @@ fn pipeline_transaction_deadline_cancel_and_hints() {
     assert!(!e.message().contains("Client::"), "{e}");
 
     // A per-call deadline shorter than the client's: a command held by CLIENT PAUSE WRITE misses it.
-    // (A blocking command's own timeout is added to its deadline: BLPOP 0 never times out.)
-    Handle::block(|done| handle.execute(&["CLIENT", "PAUSE", "1000", "WRITE"], None, done))
-        .unwrap();
+    // (A blocking command's own timeout is added to its deadline: BLPOP 0 never times out.) The
+    // pause stays short of the sentinels' down-after (1000 ms): their PUBLISH waits behind it too.
+    Handle::block(|done| handle.execute(&["CLIENT", "PAUSE", "500", "WRITE"], None, done)).unwrap();
     let e = Handle::block(|done| {
         handle.execute(
             &["SET", "paused", "1"],
-            Some(Duration::from_millis(200)),
+            Some(Duration::from_millis(100)),
             done,
         )
     })
@@ -62,10 +62,10 @@ fn pipeline_transaction_deadline_cancel_and_hints() {
     let e = Handle::block(|done| {
         handle.pipeline(
             &[
-                vec!["CLIENT", "PAUSE", "1000", "WRITE"],
+                vec!["CLIENT", "PAUSE", "500", "WRITE"],
                 vec!["SET", "paused", "2"],
             ],
-            Some(Duration::from_millis(200)),
+            Some(Duration::from_millis(100)),
             done,
         )
     });
