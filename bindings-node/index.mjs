@@ -18,6 +18,9 @@ export const {
   QueueFullError,
   InternalError,
   AbortError,
+  Transaction,
+  setLogger,
+  LOG_LEVELS,
   ERROR_CLASSES,
   EVENT_KINDS,
 } = cjs
