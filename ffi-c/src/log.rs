@@ -90,7 +90,13 @@ mod tests {
     #[test]
     fn levels_are_the_cores() {
         assert_eq!(
-            [SR_LOG_TRACE, SR_LOG_DEBUG, SR_LOG_INFO, SR_LOG_WARN, SR_LOG_ERROR],
+            [
+                SR_LOG_TRACE,
+                SR_LOG_DEBUG,
+                SR_LOG_INFO,
+                SR_LOG_WARN,
+                SR_LOG_ERROR
+            ],
             [log::TRACE, log::DEBUG, log::INFO, log::WARN, log::ERROR]
         );
     }

@@ -7,7 +7,7 @@ use sr::host::{ApiNames, HostTransaction};
 use sr::Value;
 
 use crate::calls::{
-    clear_operation, commands, deliver_results, give_operation, call_options, sr_call_options_t,
+    call_options, clear_operation, commands, deliver_results, give_operation, sr_call_options_t,
     sr_command_t, sr_results_cb,
 };
 use crate::client::{acquire, arguments, deliver, UserData};
