@@ -5,8 +5,10 @@
  * Threads: the library runs all network work on its own threads (`sr-worker-N`). Callbacks
  * (command completions and events) are called on those threads: copy what you need, hand it to
  * your own thread, and return quickly; never block, never unwind out of a callback. The only
- * calls that block are sr_client_execute_blocking(), sr_client_wait_ready() and
- * sr_client_close(), and they block only the calling thread.
+ * calls that block are the *_blocking ones (sr_client_execute_blocking(),
+ * sr_client_execute_blocking_with(), sr_client_pipeline_blocking()), sr_client_wait_ready() and
+ * sr_client_close(), and they block only the calling thread. The log callback
+ * (sr_set_log_callback()) runs on whichever thread emits a record.
  *
  * Errors: functions return SR_OK (0) or an SR_ERR_* code; most also take an optional
  * `sr_error_t **error` that receives an owned error object (free with sr_error_free()).

@@ -232,6 +232,27 @@ static void test_a_per_call_deadline_replaces_the_clients(void) {
     sr_reply_free(reply);
 }
 
+/* Clients of the primary blocked in BLPOP now (-1 when CLIENT LIST failed). */
+static int blocked_in_blpop(void) {
+    const char *list[] = {"CLIENT", "LIST"};
+    sr_reply_t *reply = NULL;
+    if (sr_client_execute_blocking(client, 2, list, NULL, &reply, NULL) != SR_OK) return -1;
+    const uint8_t *bytes = NULL;
+    size_t len = 0;
+    int n = 0;
+    if (sr_reply_bytes(reply, &bytes, &len) == SR_OK) {
+        char *text = malloc(len + 1);
+        if (text) {
+            memcpy(text, bytes, len);
+            text[len] = '\0';
+            for (char *p = text; (p = strstr(p, "cmd=blpop")) != NULL; p++) n++;
+            free(text);
+        }
+    }
+    sr_reply_free(reply);
+    return n;
+}
+
 static void test_a_cancelled_call_says_so_once_and_is_not_retried(void) {
     const char *blpop[] = {"BLPOP", "c:nothing", "0"};
     sr_operation_t *op = NULL;
@@ -240,6 +261,13 @@ static void test_a_cancelled_call_says_so_once_and_is_not_retried(void) {
     waiter_init(&w);
     CHECK_RC(sr_client_execute_with(client, 3, blpop, NULL, &opts, on_reply, &w), SR_OK);
     CHECK(op != NULL);
+    /* Sent and running on the server before it is cancelled. */
+    int on_server = 0;
+    for (int i = 0; i < 500 && !on_server; i++) {
+        on_server = blocked_in_blpop() == 1;
+        if (!on_server) usleep(20 * 1000);
+    }
+    CHECK(on_server);
     sr_operation_cancel(op);
     CHECK(wait_for(&w) == 0);
     CHECK_RC(w.code, SR_ERR_CLOSED);
@@ -247,11 +275,23 @@ static void test_a_cancelled_call_says_so_once_and_is_not_retried(void) {
     /* Cancelling again, after the completion, does nothing. */
     sr_operation_cancel(op);
     sr_operation_free(op);
-    /* The LPUSH finds nobody waiting: the cancelled BLPOP is not retried behind our back. */
+    /* Its connection closes: the server no longer runs it, and it is not retried behind our back,
+     * so the value pushed now stays in the list. */
+    int gone = 0;
+    for (int i = 0; i < 500 && !gone; i++) {
+        gone = blocked_in_blpop() == 0;
+        if (!gone) usleep(20 * 1000);
+    }
+    CHECK(gone);
     sr_reply_t *reply = NULL;
     const char *push[] = {"LPUSH", "c:nothing", "x"};
     CHECK_RC(sr_client_execute_blocking(client, 3, push, NULL, &reply, NULL), SR_OK);
     int64_t n = 0;
+    sr_reply_integer(reply, &n);
+    sr_reply_free(reply);
+    CHECK(n == 1);
+    const char *llen[] = {"LLEN", "c:nothing"};
+    CHECK_RC(sr_client_execute_blocking(client, 2, llen, NULL, &reply, NULL), SR_OK);
     sr_reply_integer(reply, &n);
     sr_reply_free(reply);
     CHECK(n == 1);
