@@ -217,12 +217,14 @@ typedef struct sr_reply_t sr_reply_t;
 // reply or that command's own error.
 //
 // Opaque. Borrowed when passed to an sr_results_cb (valid during the call only); owned when
-// returned by sr_client_pipeline_blocking() (free with sr_results_free()).
+// returned by sr_client_pipeline_blocking() or sr_transaction_exec_blocking() (free with
+// sr_results_free()).
 typedef struct sr_results_t sr_results_t;
 
 // A transaction on a dedicated connection to the primary it began on.
 //
-// Opaque, owned by the caller from the sr_transaction_cb that delivered it: free it with
+// Opaque, owned by the caller from the sr_transaction_cb that delivered it (or from
+// sr_client_transaction_begin_blocking()): free it with
 // sr_transaction_free() (which discards it if EXEC has not run). Use it from one thread at a
 // time or from callbacks; steps run in the order they were started. After
 // sr_transaction_exec(), further steps fail with SR_ERR_CONFIG ("the transaction has ended").
@@ -856,6 +858,52 @@ int sr_transaction_exec(struct sr_transaction_t *transaction,
                         size_t n,
                         sr_results_cb callback,
                         void *user_data);
+
+// sr_client_transaction_begin() that blocks the calling thread (only it): on SR_OK
+// `*transaction` receives the transaction (free it with sr_transaction_free()); otherwise it is
+// NULL and `*error` (if not NULL) receives an owned error. Refused (SR_ERR_INVALID_ARGUMENT)
+// inside a callback.
+//
+// # Safety
+// `client` is NULL or a handle not yet freed; `transaction` and `error` are NULL or writable.
+int sr_client_transaction_begin_blocking(struct sr_client_t *client,
+                                         struct sr_transaction_t **transaction,
+                                         struct sr_error_t **error);
+
+// sr_transaction_watch() that blocks the calling thread until the server answered.
+//
+// # Safety
+// As sr_transaction_watch(); `error` is NULL or writable.
+int sr_transaction_watch_blocking(struct sr_transaction_t *transaction,
+                                  size_t n,
+                                  const char *const *keys,
+                                  const size_t *keys_len,
+                                  struct sr_error_t **error);
+
+// sr_transaction_execute() that blocks the calling thread: on SR_OK `*reply` receives an owned
+// reply (free with sr_reply_free()).
+//
+// # Safety
+// As sr_transaction_execute(); `reply` and `error` are NULL or writable.
+int sr_transaction_execute_blocking(struct sr_transaction_t *transaction,
+                                    size_t argc,
+                                    const char *const *argv,
+                                    const size_t *argv_len,
+                                    struct sr_reply_t **reply,
+                                    struct sr_error_t **error);
+
+// sr_transaction_exec() that blocks the calling thread: on SR_OK `*results` receives owned
+// results (free with sr_results_free()), or NULL when a watched key changed (nothing ran);
+// otherwise `*error` (if not NULL) receives the error, e.g. SR_ERR_CONNECTION_LOST "nothing
+// was applied" after a primary change.
+//
+// # Safety
+// As sr_transaction_exec(); `results` and `error` are NULL or writable.
+int sr_transaction_exec_blocking(struct sr_transaction_t *transaction,
+                                 const struct sr_command_t *commands_,
+                                 size_t n,
+                                 struct sr_results_t **results,
+                                 struct sr_error_t **error);
 
 // Frees the transaction, discarding it (its connection closes) unless EXEC already ran.
 // Steps still running complete as usual. NULL is ignored.

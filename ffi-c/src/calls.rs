@@ -35,7 +35,8 @@ pub struct sr_operation_t {
 /// reply or that command's own error.
 ///
 /// Opaque. Borrowed when passed to an sr_results_cb (valid during the call only); owned when
-/// returned by sr_client_pipeline_blocking() (free with sr_results_free()).
+/// returned by sr_client_pipeline_blocking() or sr_transaction_exec_blocking() (free with
+/// sr_results_free()).
 pub struct sr_results_t {
     items: Vec<Result<Value, sr_error_t>>,
 }

@@ -6,9 +6,11 @@ use std::ffi::{c_char, c_int, c_void};
 use sr::host::{ApiNames, HostTransaction};
 use sr::Value;
 
+use sr::host::Handle;
+
 use crate::calls::{
     call_options, clear_operation, commands, deliver_results, give_operation, sr_call_options_t,
-    sr_command_t, sr_results_cb,
+    sr_command_t, sr_results_cb, sr_results_t,
 };
 use crate::client::{acquire, arguments, deliver, UserData};
 use crate::*;
@@ -21,7 +23,8 @@ pub(crate) static C_API: ApiNames = ApiNames {
 
 /// A transaction on a dedicated connection to the primary it began on.
 ///
-/// Opaque, owned by the caller from the sr_transaction_cb that delivered it: free it with
+/// Opaque, owned by the caller from the sr_transaction_cb that delivered it (or from
+/// sr_client_transaction_begin_blocking()): free it with
 /// sr_transaction_free() (which discards it if EXEC has not run). Use it from one thread at a
 /// time or from callbacks; steps run in the order they were started. After
 /// sr_transaction_exec(), further steps fail with SR_ERR_CONFIG ("the transaction has ended").
@@ -206,6 +209,175 @@ pub unsafe extern "C" fn sr_transaction_exec(
             }),
         );
         SR_OK
+    })
+}
+
+/// Refuses a blocking call on a core thread (inside a callback), where waiting could stall the
+/// threads the reply needs.
+fn refuse_inside_callback(name: &str) -> Result<(), sr_error_t> {
+    if sr::runtime::on_core_thread() {
+        return Err(sr_error_t::invalid(&format!(
+            "{name} can't wait inside a callback; use its callback form"
+        )));
+    }
+    Ok(())
+}
+
+/// sr_client_transaction_begin() that blocks the calling thread (only it): on SR_OK
+/// `*transaction` receives the transaction (free it with sr_transaction_free()); otherwise it is
+/// NULL and `*error` (if not NULL) receives an owned error. Refused (SR_ERR_INVALID_ARGUMENT)
+/// inside a callback.
+///
+/// # Safety
+/// `client` is NULL or a handle not yet freed; `transaction` and `error` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sr_client_transaction_begin_blocking(
+    client: *mut sr_client_t,
+    transaction: *mut *mut sr_transaction_t,
+    error: *mut *mut sr_error_t,
+) -> c_int {
+    boundary!(fail(error, sr_error_t::panic()), {
+        clear_error(error);
+        if transaction.is_null() {
+            return fail(
+                error,
+                sr_error_t::invalid("the transaction out-parameter is NULL"),
+            );
+        }
+        *transaction = std::ptr::null_mut();
+        let Some(h) = acquire(client) else {
+            return fail(error, sr_error_t::invalid("client is NULL"));
+        };
+        if let Err(e) = refuse_inside_callback("sr_client_transaction_begin_blocking") {
+            return fail(error, e);
+        }
+        match Handle::block(|done| h.handle().begin_transaction(done)) {
+            Ok(tx) => {
+                *transaction = Box::into_raw(Box::new(sr_transaction_t { tx }));
+                SR_OK
+            }
+            Err(e) => fail(error, e.into()),
+        }
+    })
+}
+
+/// sr_transaction_watch() that blocks the calling thread until the server answered.
+///
+/// # Safety
+/// As sr_transaction_watch(); `error` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sr_transaction_watch_blocking(
+    transaction: *mut sr_transaction_t,
+    n: usize,
+    keys: *const *const c_char,
+    keys_len: *const usize,
+    error: *mut *mut sr_error_t,
+) -> c_int {
+    boundary!(fail(error, sr_error_t::panic()), {
+        clear_error(error);
+        let Some(t) = transaction.as_ref() else {
+            return fail(error, sr_error_t::invalid("transaction is NULL"));
+        };
+        let keys = match arguments(n, keys, keys_len) {
+            Ok(k) => k,
+            Err(e) => return fail(error, e),
+        };
+        if let Err(e) = refuse_inside_callback("sr_transaction_watch_blocking") {
+            return fail(error, e);
+        }
+        match Handle::block(|done| t.tx.watch(&keys, done)) {
+            Ok(()) => SR_OK,
+            Err(e) => fail(error, e.into()),
+        }
+    })
+}
+
+/// sr_transaction_execute() that blocks the calling thread: on SR_OK `*reply` receives an owned
+/// reply (free with sr_reply_free()).
+///
+/// # Safety
+/// As sr_transaction_execute(); `reply` and `error` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sr_transaction_execute_blocking(
+    transaction: *mut sr_transaction_t,
+    argc: usize,
+    argv: *const *const c_char,
+    argv_len: *const usize,
+    reply: *mut *mut sr_reply_t,
+    error: *mut *mut sr_error_t,
+) -> c_int {
+    boundary!(fail(error, sr_error_t::panic()), {
+        clear_error(error);
+        if reply.is_null() {
+            return fail(
+                error,
+                sr_error_t::invalid("the reply out-parameter is NULL"),
+            );
+        }
+        *reply = std::ptr::null_mut();
+        let Some(t) = transaction.as_ref() else {
+            return fail(error, sr_error_t::invalid("transaction is NULL"));
+        };
+        let args = match arguments(argc, argv, argv_len) {
+            Ok(a) => a,
+            Err(e) => return fail(error, e),
+        };
+        if let Err(e) = refuse_inside_callback("sr_transaction_execute_blocking") {
+            return fail(error, e);
+        }
+        match Handle::block(|done| t.tx.execute(&args, done)) {
+            Ok(v) => {
+                *reply = into_owned_reply(v);
+                SR_OK
+            }
+            Err(e) => fail(error, e.into()),
+        }
+    })
+}
+
+/// sr_transaction_exec() that blocks the calling thread: on SR_OK `*results` receives owned
+/// results (free with sr_results_free()), or NULL when a watched key changed (nothing ran);
+/// otherwise `*error` (if not NULL) receives the error, e.g. SR_ERR_CONNECTION_LOST "nothing
+/// was applied" after a primary change.
+///
+/// # Safety
+/// As sr_transaction_exec(); `results` and `error` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sr_transaction_exec_blocking(
+    transaction: *mut sr_transaction_t,
+    commands_: *const sr_command_t,
+    n: usize,
+    results: *mut *mut sr_results_t,
+    error: *mut *mut sr_error_t,
+) -> c_int {
+    boundary!(fail(error, sr_error_t::panic()), {
+        clear_error(error);
+        if results.is_null() {
+            return fail(
+                error,
+                sr_error_t::invalid("the results out-parameter is NULL"),
+            );
+        }
+        *results = std::ptr::null_mut();
+        let Some(t) = transaction.as_ref() else {
+            return fail(error, sr_error_t::invalid("transaction is NULL"));
+        };
+        let cmds = match commands(commands_, n) {
+            Ok(c) => c,
+            Err(e) => return fail(error, e),
+        };
+        if let Err(e) = refuse_inside_callback("sr_transaction_exec_blocking") {
+            return fail(error, e);
+        }
+        match Handle::block(|done| t.tx.exec(&cmds, done)) {
+            Ok(Some(values)) => {
+                let items = values.into_iter().map(Ok).collect();
+                *results = Box::into_raw(Box::new(sr_results_t::new(items)));
+                SR_OK
+            }
+            Ok(None) => SR_OK,
+            Err(e) => fail(error, e.into()),
+        }
     })
 }
 

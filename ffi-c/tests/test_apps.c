@@ -1,7 +1,7 @@
 /* What applications use, through the C ABI, against a real Redis + Sentinel topology: pipelines
  * (callback and blocking), per-call deadlines, cancel handles, transactions with WATCH (including
  * the EXEC refused after a failover), error hints naming the C API, and the log callback (no
- * secret in any line).
+ * secret in any line). Transactions in callback and blocking forms.
  *
  * Usage: test_apps /path/to/sr-topology
  * Prints one line per test and a closing "N passed, N failed"; exits non-zero on any failure. */
@@ -387,6 +387,43 @@ static void test_transactions_with_watch(void) {
     sr_transaction_free(tx);
 }
 
+static void test_blocking_transactions(void) {
+    sr_transaction_t *tx = NULL;
+    sr_error_t *error = NULL;
+    CHECK_RC(sr_client_transaction_begin_blocking(client, &tx, &error), SR_OK);
+    const char *keys[] = {"c:btx"};
+    CHECK_RC(sr_transaction_watch_blocking(tx, 1, keys, NULL, &error), SR_OK);
+    const char *get[] = {"GET", "c:btx"};
+    sr_reply_t *reply = NULL;
+    CHECK_RC(sr_transaction_execute_blocking(tx, 2, get, NULL, &reply, &error), SR_OK);
+    CHECK(sr_reply_type(reply) == SR_REPLY_NIL);
+    sr_reply_free(reply);
+    sr_command_t cmds[] = {CMD("INCR", "c:btx"), CMD("INCR", "c:btx")};
+    sr_results_t *results = NULL;
+    CHECK_RC(sr_transaction_exec_blocking(tx, cmds, 2, &results, &error), SR_OK);
+    CHECK(sr_results_len(results) == 2);
+    int64_t n = 0;
+    CHECK_RC(sr_reply_integer(sr_results_reply(results, 1), &n), SR_OK);
+    CHECK(n == 2);
+    sr_results_free(results);
+    sr_transaction_free(tx);
+
+    /* A watched key changed: SR_OK and no results. */
+    CHECK_RC(sr_client_transaction_begin_blocking(client, &tx, &error), SR_OK);
+    CHECK_RC(sr_transaction_watch_blocking(tx, 1, keys, NULL, &error), SR_OK);
+    const char *set[] = {"SET", "c:btx", "7"};
+    CHECK_RC(sr_client_execute_blocking(client, 3, set, NULL, &reply, NULL), SR_OK);
+    sr_reply_free(reply);
+    results = (sr_results_t *)&n;
+    CHECK_RC(sr_transaction_exec_blocking(tx, cmds, 1, &results, &error), SR_OK);
+    CHECK(results == NULL);
+    /* Ended: further steps are refused. */
+    CHECK_RC(sr_transaction_watch_blocking(tx, 1, keys, NULL, &error), SR_ERR_CONFIG);
+    sr_error_free(error);
+    sr_transaction_free(tx);
+    CHECK_RC(sr_client_transaction_begin_blocking(client, NULL, NULL), SR_ERR_INVALID_ARGUMENT);
+}
+
 static void test_exec_is_refused_after_a_failover(void) {
     sr_transaction_t *tx = begin();
     CHECK(tx != NULL);
@@ -529,6 +566,7 @@ int main(int argc, char **argv) {
     RUN(test_a_cancelled_call_says_so_once_and_is_not_retried);
     RUN(test_hints_name_the_c_api);
     RUN(test_transactions_with_watch);
+    RUN(test_blocking_transactions);
     RUN(test_log_lines_reach_the_callback_without_secrets);
     RUN(test_exec_is_refused_after_a_failover);
     sr_client_free(client);
