@@ -243,7 +243,7 @@ export type Reply =
   | Reply[]
   | Map<Reply, Reply>
 
-/** Per-call options of `execute`. */
+/** Per-call options of `execute` and `pipeline` (for a pipeline, the deadline of all of it). */
 export interface ExecuteOptions {
   /**
    * This command's deadline in milliseconds, instead of the client's `commandTimeoutMs`
@@ -353,6 +353,23 @@ export declare class Client extends EventEmitter {
   subscribe(channels: Array<string | Buffer>, options?: SubscribeOptions): Promise<Subscription>
   /** Subscribes to glob-style `patterns`. */
   psubscribe(patterns: Array<string | Buffer>, options?: Omit<SubscribeOptions, 'patterns'>): Promise<Subscription>
+   * Sends commands back to back on one connection; resolves with one result per command, in
+   * order: its reply, or its own error object (e.g. ServerError for WRONGTYPE) in its place. Not
+   * atomic. Rejects only when it failed as a whole (no primary by the deadline; a command a
+   * pipeline can't carry, such as BLPOP or MULTI: ConfigError, nothing sent).
+   */
+  pipeline(commands: Arg[][], options?: ExecuteOptions): Promise<Array<Reply | SentinelRecoveryError>>
+  /**
+   * MULTI ... EXEC on a dedicated connection to the primary, after `WATCH ...watch` when given:
+   * one reply per command (a command failing inside EXEC is an error object in its place), or
+   * `null` when a watched key changed (nothing ran). Rejects with ConnectionLostError ("nothing
+   * was applied") when the primary changed meanwhile.
+   */
+  transaction(commands: Arg[][], options?: { watch?: Arg[] }): Promise<Reply[] | null>
+  /** Begins a transaction (to read watched keys before EXEC); see `Transaction`. */
+  beginTransaction(): Promise<Transaction>
+  /** `await using client = await Client.connect(url)` closes it at the end of the scope. */
+  [Symbol.asyncDispose](): Promise<void>
   /** The current topology snapshot; never waits on the network. Throws ClosedError once closed. */
   topology(): Topology
   /** Whether close() was called. */
@@ -369,3 +386,44 @@ export declare class Client extends EventEmitter {
   addListener<K extends keyof ClientEvents>(event: K, listener: ClientEvents[K]): this
   removeListener<K extends keyof ClientEvents>(event: K, listener: ClientEvents[K]): this
 }
+
+/**
+ * A transaction on a dedicated connection to the primary it began on. `exec` ends it; `discard()`
+ * or leaving an `await using` scope ends it without running anything. `exec` rejects with
+ * ConnectionLostError ("nothing was applied") when the primary changed since it began.
+ */
+export declare class Transaction {
+  private constructor()
+  /** The primary (`host:port`) the transaction runs on. */
+  readonly primary: string
+  /** `WATCH keys...`: `exec` then resolves with `null` if any of them changed. */
+  watch(...keys: Arg[]): Promise<null>
+  /** Runs one command now on the transaction's connection (a read between WATCH and EXEC). */
+  execute(args: Arg[]): Promise<Reply>
+  /** MULTI, the commands, EXEC: one reply per command, or `null` when a watched key changed. */
+  exec(commands: Arg[][]): Promise<Reply[] | null>
+  /** Ends the transaction without running anything. Idempotent. */
+  discard(): void
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/** Names of the log levels; their numbers are Python's (trace 5, debug 10, info 20, warn 30, error 40). */
+export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error'
+
+/** One log record of the core. Messages never contain a password. */
+export interface LogRecord {
+  level: LogLevel
+  levelNumber: number
+  /** The emitting module, always under `sentinel_recovery`. */
+  target: string
+  message: string
+}
+
+/** The level numbers by name. */
+export declare const LOG_LEVELS: Readonly<Record<LogLevel, number>>
+
+/**
+ * Sends the core's log records at `options.level` (default 'warn') or above to `logger`, on the
+ * event loop, for every client of the process; `null` stops it.
+ */
+export declare function setLogger(logger: ((record: LogRecord) => void) | null, options?: { level?: LogLevel }): void

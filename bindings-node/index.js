@@ -178,6 +178,188 @@ function numberText(n) {
   return String(n)
 }
 
+/** Checks and converts one command's arguments; a copy when numbers were converted, or an Error. */
+function checkArgs(args, what) {
+  if (!Array.isArray(args) || args.length === 0) {
+    return new TypeError(`${what} expects a non-empty array of arguments`)
+  }
+  let copied = false
+  for (let i = 0; i < args.length; i++) {
+    const a = args[i]
+    if (typeof a === 'string') {
+      if (!isWellFormed(a)) {
+        return makeError('config', `argument ${i} is not valid Unicode: lone surrogate`, null)
+      }
+    } else if (!(a instanceof Uint8Array)) {
+      if (typeof a === 'number' || typeof a === 'bigint') {
+        if (typeof a === 'number' && Number.isNaN(a)) {
+          return makeError('config', `argument ${i} is NaN`, null)
+        }
+        if (!copied) {
+          args = args.slice()
+          copied = true
+        }
+        args[i] = numberText(a)
+      } else {
+        return new TypeError(`argument ${i} must be a string, Buffer or number`)
+      }
+    }
+  }
+  return args
+}
+
+/** Checks every command of a pipeline or transaction; the converted commands, or an Error. */
+function checkCommands(commands, what) {
+  if (!Array.isArray(commands)) return new TypeError(`${what} expects an array of commands`)
+  const out = []
+  for (let i = 0; i < commands.length; i++) {
+    const c = checkArgs(commands[i], `${what} command ${i}`)
+    if (c instanceof Error) {
+      if (c instanceof SentinelRecoveryError) c.message = `command ${i}: ${c.message}`
+      return c
+    }
+    out.push(c)
+  }
+  return out
+}
+
+/** `{timeoutMs, signal}` checked, or an Error. */
+function callOptions(options, what) {
+  let timeoutMs
+  let signal
+  if (options === undefined) return { timeoutMs, signal }
+  if (options === null || typeof options !== 'object') {
+    return new TypeError(`${what} options must be an object`)
+  }
+  for (const key of Object.keys(options)) {
+    if (key !== 'timeoutMs' && key !== 'signal') {
+      return new TypeError(`unknown ${what} option '${key}' (expected timeoutMs, signal)`)
+    }
+  }
+  timeoutMs = options.timeoutMs ?? undefined
+  signal = options.signal ?? undefined
+  if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs > 0 && timeoutMs <= MAX_TIMEOUT_MS)) {
+    return makeError(
+      'config',
+      `timeoutMs must be a number of milliseconds in (0, ${MAX_TIMEOUT_MS}], not ${String(timeoutMs)}`,
+      null,
+    )
+  }
+  if (signal !== undefined && !isAbortSignal(signal)) {
+    return new TypeError('signal must be an AbortSignal')
+  }
+  return { timeoutMs, signal }
+}
+
+/**
+ * `Symbol.asyncDispose` where the runtime has it, else the well-known
+ * `Symbol.for('nodejs.asyncDispose')` that TypeScript's `await using` and Node's own classes use.
+ */
+const asyncDispose = typeof Symbol.asyncDispose === 'symbol' ? Symbol.asyncDispose : Symbol.for('nodejs.asyncDispose')
+
+/**
+ * A transaction begun with `client.beginTransaction()`, on a dedicated connection to the primary
+ * it began on. `exec` ends it; `discard()` (or leaving an `await using` scope) ends it without
+ * running anything. `exec` rejects with ConnectionLostError ("nothing was applied") when the
+ * primary changed since the transaction began: begin again on the new primary.
+ */
+class Transaction {
+  /** @private */
+  constructor(client, id, primary) {
+    this._client = client
+    this._id = id
+    /** The primary (`host:port`) the transaction runs on. */
+    this.primary = primary
+  }
+
+  /** `WATCH keys...`: `exec` then resolves with `null` if any of them changed. */
+  watch(...keys) {
+    const checked = checkArgs(keys, 'watch')
+    if (checked instanceof Error) return Promise.reject(checked)
+    return this._client._op((op) => this._client._native.transactionWatch(op, this._id, checked))
+  }
+
+  /** Runs one command now on the transaction's connection (a read between WATCH and EXEC). */
+  execute(args) {
+    const checked = checkArgs(args, 'execute')
+    if (checked instanceof Error) return Promise.reject(checked)
+    return this._client._op((op) => this._client._native.transactionExecute(op, this._id, checked))
+  }
+
+  /**
+   * MULTI, `commands`, EXEC: resolves with one reply per command, or `null` when a watched key
+   * changed (nothing ran). Ends the transaction.
+   */
+  exec(commands) {
+    const checked = checkCommands(commands, 'exec')
+    if (checked instanceof Error) {
+      this.discard()
+      return Promise.reject(checked)
+    }
+    return this._client._op((op) => this._client._native.transactionExec(op, this._id, checked))
+  }
+
+  /** Ends the transaction without running anything. Idempotent. */
+  discard() {
+    this._client._native.transactionDiscard(this._id)
+  }
+
+  /** `await using`: discards the transaction unless `exec` ran. */
+  async [asyncDispose]() {
+    this.discard()
+  }
+}
+
+/** The level names of log records, by Python's level numbers (the scale of every binding). */
+const LOG_LEVELS = Object.freeze({ trace: 5, debug: 10, info: 20, warn: 30, error: 40 })
+
+function levelName(n) {
+  if (n >= 40) return 'error'
+  if (n >= 30) return 'warn'
+  if (n >= 20) return 'info'
+  if (n >= 10) return 'debug'
+  return 'trace'
+}
+
+let logger = null
+
+/**
+ * Sends the core's log records to `fn({level, levelNumber, target, message})` on the event loop,
+ * for records at `options.level` ('trace', 'debug', 'info', 'warn' (default), 'error') or above;
+ * `null` stops it. Process-wide, for every client. `target` is the emitting module (always under
+ * `sentinel_recovery`); messages never contain a password. An exception thrown by `fn` is
+ * reported as an uncaught exception; later records are still delivered.
+ * @param {((record: {level: string, levelNumber: number, target: string, message: string}) => void) | null} fn
+ * @param {{level?: 'trace'|'debug'|'info'|'warn'|'error'}} [options]
+ */
+function setLogger(fn, options = {}) {
+  if (fn !== null && typeof fn !== 'function') throw new TypeError('setLogger expects a function or null')
+  const name = options.level ?? 'warn'
+  if (!Object.hasOwn(LOG_LEVELS, name)) {
+    throw makeError('config', `unknown log level '${name}' (expected ${Object.keys(LOG_LEVELS).join(', ')})`, null)
+  }
+  if (fn === null) {
+    logger = null
+    native.setLogger(null, LOG_LEVELS[name])
+    return
+  }
+  logger = fn
+  const onWake = () => {
+    const records = native.drainLogs()
+    if (logger === null) return
+    for (const r of records) {
+      try {
+        logger({ level: levelName(r.level), levelNumber: r.level, target: r.target, message: r.message })
+      } catch (e) {
+        process.nextTick(() => {
+          throw e
+        })
+      }
+    }
+  }
+  native.setLogger(onWake, LOG_LEVELS[name])
+}
+
 let nextClientId = 1
 /**
  * Clients with pending operations, by id: only these are kept reachable (a pending command keeps
@@ -201,6 +383,7 @@ class Client extends EventEmitter {
     /** Pending operations by id: {resolve, reject, cleanup}. Ids are never 0 (0 marks an event). */
     this._pending = new Map()
     this._nextOp = 1
+    this._nextTx = 1
     this._held = false
     // The wake function references only a WeakRef, never the client, so a dropped client can be
     // collected (and is then closed by the native side); only clients with pending operations
@@ -258,59 +441,75 @@ class Client extends EventEmitter {
    * @param {{timeoutMs?: number, signal?: AbortSignal}} [options]
    */
   execute(args, options = undefined) {
-    if (!Array.isArray(args) || args.length === 0) {
-      return Promise.reject(new TypeError('execute expects a non-empty array of arguments'))
-    }
-    let timeoutMs
-    let signal
-    if (options !== undefined) {
-      if (options === null || typeof options !== 'object') {
-        return Promise.reject(new TypeError('execute options must be an object'))
-      }
-      for (const key of Object.keys(options)) {
-        if (key !== 'timeoutMs' && key !== 'signal') {
-          return Promise.reject(new TypeError(`unknown execute option '${key}' (expected timeoutMs, signal)`))
-        }
-      }
-      timeoutMs = options.timeoutMs ?? undefined
-      signal = options.signal ?? undefined
-      if (
-        timeoutMs !== undefined &&
-        !(typeof timeoutMs === 'number' && timeoutMs > 0 && timeoutMs <= MAX_TIMEOUT_MS)
-      ) {
-        return Promise.reject(
-          makeError('config', `timeoutMs must be a number of milliseconds in (0, ${MAX_TIMEOUT_MS}], not ${String(timeoutMs)}`, null),
-        )
-      }
-      if (signal !== undefined && !isAbortSignal(signal)) {
-        return Promise.reject(new TypeError('signal must be an AbortSignal'))
-      }
-    }
-    let copied = false
-    for (let i = 0; i < args.length; i++) {
-      const a = args[i]
-      if (typeof a === 'string') {
-        if (!isWellFormed(a)) {
-          return Promise.reject(makeError('config', `argument ${i} is not valid Unicode: lone surrogate`, null))
-        }
-      } else if (!(a instanceof Uint8Array)) {
-        if (typeof a === 'number' || typeof a === 'bigint') {
-          if (typeof a === 'number' && Number.isNaN(a)) {
-            return Promise.reject(makeError('config', `argument ${i} is NaN`, null))
-          }
-          if (!copied) {
-            args = args.slice()
-            copied = true
-          }
-          args[i] = numberText(a)
-        } else {
-          return Promise.reject(new TypeError(`argument ${i} must be a string, Buffer or number`))
-        }
-      }
-    }
+    const checked = checkArgs(args, 'execute')
+    if (checked instanceof Error) return Promise.reject(checked)
+    const opts = callOptions(options, 'execute')
+    if (opts instanceof Error) return Promise.reject(opts)
+    const { timeoutMs, signal } = opts
     // Aborted before it started: nothing is sent.
     if (signal !== undefined && signal.aborted) return Promise.reject(abortError(signal))
-    return this._op((op) => this._native.execute(op, args, timeoutMs, signal !== undefined), signal)
+    return this._op((op) => this._native.execute(op, checked, timeoutMs, signal !== undefined), signal)
+  }
+
+  /**
+   * Sends several commands back to back on one connection, e.g.
+   * `pipeline([['SET', 'k', 'v'], ['INCR', 'n']])`, and resolves with one result per command, in
+   * order: its reply, or its own error object (e.g. a ServerError for WRONGTYPE) in its place,
+   * not thrown. Not atomic (see `transaction`). Rejects only when the pipeline failed as a whole
+   * (no primary within the deadline; a command a pipeline can't carry such as BLPOP or MULTI,
+   * nothing sent). Options as for `execute`: `timeoutMs` is the whole pipeline's deadline,
+   * `signal` cancels it (commands already sent may have run; nothing is retried).
+   * @param {Array<Array<string|Buffer|Uint8Array|number|bigint>>} commands
+   * @param {{timeoutMs?: number, signal?: AbortSignal}} [options]
+   */
+  pipeline(commands, options = undefined) {
+    const checked = checkCommands(commands, 'pipeline')
+    if (checked instanceof Error) return Promise.reject(checked)
+    const opts = callOptions(options, 'pipeline')
+    if (opts instanceof Error) return Promise.reject(opts)
+    const { timeoutMs, signal } = opts
+    if (signal !== undefined && signal.aborted) return Promise.reject(abortError(signal))
+    return this._op((op) => this._native.pipeline(op, checked, timeoutMs, signal !== undefined), signal)
+  }
+
+  /**
+   * Runs `commands` atomically (MULTI ... EXEC) on a dedicated connection to the primary, after
+   * `WATCH ...options.watch` when given. Resolves with one reply per command (a command that
+   * failed inside EXEC is an error object in its place), or `null` when a watched key changed
+   * (nothing ran). Rejects with ConnectionLostError ("nothing was applied") when the primary
+   * changed meanwhile. To read watched keys before EXEC, use `beginTransaction()`.
+   * @param {Array<Array<string|Buffer|Uint8Array|number|bigint>>} commands
+   * @param {{watch?: Array<string|Buffer|Uint8Array>}} [options]
+   */
+  async transaction(commands, options = undefined) {
+    const watch = options?.watch ?? []
+    if (options !== undefined && (options === null || typeof options !== 'object')) {
+      throw new TypeError('transaction options must be an object')
+    }
+    for (const key of Object.keys(options ?? {})) {
+      if (key !== 'watch') throw new TypeError(`unknown transaction option '${key}' (expected watch)`)
+    }
+    const tx = await this.beginTransaction()
+    try {
+      if (watch.length > 0) await tx.watch(...watch)
+      return await tx.exec(commands)
+    } finally {
+      tx.discard()
+    }
+  }
+
+  /**
+   * Begins a transaction on a dedicated connection to the current primary (waiting for one like
+   * a command). Then `await tx.watch(key)`, `await tx.execute(['GET', key])`,
+   * `await tx.exec([[...], ...])`; `await using tx = await client.beginTransaction()` discards
+   * it at the end of the scope unless `exec` ran.
+   * @returns {Promise<Transaction>}
+   */
+  async beginTransaction() {
+    const txId = this._nextTx++
+    if (this._nextTx > 0xffffffff) this._nextTx = 1
+    const primary = await this._op((op) => this._native.beginTransaction(op, txId))
+    return new Transaction(this, txId, primary)
   }
 
   /** The current topology: `{service, primary, replicas, sentinels, epoch, healthy}`. Never waits. */
@@ -353,6 +552,11 @@ class Client extends EventEmitter {
    */
   async close() {
     await this._op((op) => this._native.close(op))
+  }
+
+  /** `await using client = await Client.connect(url)`: closes the client at the end of the scope. */
+  async [asyncDispose]() {
+    await this.close()
   }
 
   /**
@@ -452,6 +656,9 @@ module.exports = {
   ...Object.fromEntries(Object.values(ERROR_CLASSES).map((Class) => [Class.name, Class])),
   AbortError,
   Subscription: pubsub.Subscription,
+  Transaction,
+  setLogger,
+  LOG_LEVELS,
   ERROR_CLASSES,
   EVENT_KINDS,
 }

@@ -19,6 +19,9 @@ export const {
   InternalError,
   AbortError,
   Subscription,
+  Transaction,
+  setLogger,
+  LOG_LEVELS,
   ERROR_CLASSES,
   EVENT_KINDS,
 } = cjs

@@ -44,7 +44,18 @@ namespace SentinelRecovery
         {
             int code = Native.sr_error_get_code(error);
             string msg = Native.Utf8(Native.sr_error_get_message(error)) ?? Native.Utf8(Native.sr_error_message(code));
+            if (code == (int)ErrorCode.Config) msg = DotNetHints(msg);
             return Create((ErrorCode)code, msg, Native.Utf8(Native.sr_error_get_server_code(error)));
+        }
+
+        /// <summary>The C ABI's hints (MULTI refused on the shared connection, ...) in this API's words.</summary>
+        private static string DotNetHints(string message)
+        {
+            return message
+                .Replace("sr_client_transaction_begin() and sr_transaction_watch()",
+                    "TransactionAsync(commands, watch) or BeginTransactionAsync() and WatchAsync()")
+                .Replace("sr_client_transaction_begin() and sr_transaction_exec()",
+                    "TransactionAsync(commands) or BeginTransactionAsync()");
         }
 
         /// <summary>Copies and frees an owned native error; a generic one when the library gave none.</summary>

@@ -7,7 +7,7 @@ using System.Text;
 namespace SentinelRecovery
 {
     /// <summary>The layouts and entry points of the C ABI. Internal: the public API never exposes a pointer.</summary>
-    internal static unsafe class Native
+    internal static unsafe partial class Native
     {
         /// <summary>The library name: <c>libsentinel_recovery.so</c> on Linux (beside the assembly,
         /// found through a Mono <c>dllmap</c>, or from <c>runtimes/linux-x64/native</c> on .NET).</summary>

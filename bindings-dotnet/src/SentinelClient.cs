@@ -27,23 +27,11 @@ namespace SentinelRecovery
     public sealed partial class SentinelClient : IDisposable
     {
         // Kept alive for the whole process: native code holds pointers to these two thunks.
-        private static readonly Native.ReplyCallback ReplyCallback = OnReply;
         private static readonly Native.EventCallback EventCallback = OnEvent;
-        private static readonly IntPtr ReplyCallbackPtr = Marshal.GetFunctionPointerForDelegate(ReplyCallback);
         private static readonly IntPtr EventCallbackPtr = Marshal.GetFunctionPointerForDelegate(EventCallback);
-        private static readonly Action<object> CancelCommand = s => ((PendingCommand)s).Tcs.TrySetCanceled();
-        private static readonly Action<Task<RedisReply>, object> DisposeRegistration =
-            (t, s) => ((PendingCommand)s).Registration.Dispose();
 
         private readonly ClientHandle _handle;
         private int _disposed;
-
-        private sealed class PendingCommand
-        {
-            internal readonly TaskCompletionSource<RedisReply> Tcs =
-                new TaskCompletionSource<RedisReply>(TaskCreationOptions.RunContinuationsAsynchronously);
-            internal CancellationTokenRegistration Registration;
-        }
 
         private SentinelClient(ClientHandle handle) { _handle = handle; }
 
@@ -258,85 +246,13 @@ namespace SentinelRecovery
         }
 
         /// <summary>
-        /// As <see cref="ExecuteAsync(object[])"/>, cancellable. Cancellation cannot withdraw a
-        /// command already handed to the library: it may still reach and run on the server. The
-        /// returned task is cancelled at once and the reply, when it arrives, is discarded.
+        /// As <see cref="ExecuteAsync(object[])"/>, cancellable: cancelling the token cancels the
+        /// task at once and the command in the library. A command already sent may still have run
+        /// on the server; it is never retried.
         /// </summary>
-        public unsafe Task<RedisReply> ExecuteAsync(CancellationToken cancellationToken, params object[] args)
+        public Task<RedisReply> ExecuteAsync(CancellationToken cancellationToken, params object[] args)
         {
-            byte[] buf;
-            int[] lens;
-            Encode(args, out buf, out lens);
-            if (cancellationToken.IsCancellationRequested) return CanceledTask();
-            if (Volatile.Read(ref _disposed) != 0) return Faulted(new ClientClosedException("the client was disposed"));
-
-            var op = new PendingCommand();
-            var gch = GCHandle.Alloc(op);
-            int rc;
-            try
-            {
-                rc = Send(buf, lens, GCHandle.ToIntPtr(gch));
-            }
-            catch (ObjectDisposedException)
-            {
-                rc = (int)ErrorCode.Closed;
-            }
-            catch
-            {
-                gch.Free();
-                throw;
-            }
-            if (rc != Native.SR_OK)
-            {
-                // Not accepted: the callback will never run, so the handle is ours to free.
-                gch.Free();
-                return Faulted(SentinelRecoveryException.Create((ErrorCode)rc,
-                    rc == (int)ErrorCode.Closed ? "the client was disposed" : Native.Utf8(Native.sr_error_message(rc))));
-            }
-            if (cancellationToken.CanBeCanceled)
-            {
-                op.Registration = cancellationToken.Register(CancelCommand, op);
-                // Disposed on the pool once the task completes; never on a core thread, where
-                // Dispose could wait for a running cancellation callback.
-                op.Tcs.Task.ContinueWith(DisposeRegistration, op, CancellationToken.None,
-                    TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
-            }
-            return op.Tcs.Task;
-        }
-
-        /// <summary>For the test suite only: an operation whose work panics on a core thread;
-        /// the task fails with <see cref="InternalException"/>, once, and the client goes on.</summary>
-        internal Task<RedisReply> PanicForTestAsync()
-        {
-            var op = new PendingCommand();
-            var gch = GCHandle.Alloc(op);
-            int rc = Native.sr_client_panic_for_test(_handle, ReplyCallbackPtr, GCHandle.ToIntPtr(gch));
-            if (rc != Native.SR_OK)
-            {
-                gch.Free();
-                return Faulted(SentinelRecoveryException.Create((ErrorCode)rc, Native.Utf8(Native.sr_error_message(rc))));
-            }
-            return op.Tcs.Task;
-        }
-
-        private unsafe int Send(byte[] buf, int[] lens, IntPtr userData)
-        {
-            int argc = lens.Length;
-            var argv = new IntPtr[argc];
-            var argvLen = new UIntPtr[argc];
-            fixed (byte* b = buf)
-            fixed (IntPtr* pv = argv)
-            fixed (UIntPtr* pl = argvLen)
-            {
-                int pos = 0;
-                for (int i = 0; i < argc; i++)
-                {
-                    pv[i] = (IntPtr)(b + pos);
-                    pl[i] = (UIntPtr)(uint)lens[i];
-                    pos += lens[i];
-                }
-                return Native.sr_client_execute(_handle, (UIntPtr)(uint)argc, pv, pl, ReplyCallbackPtr, userData);
-            }
+            return ExecuteWith(0, cancellationToken, args);
         }
 
         /// <summary>
@@ -565,30 +481,6 @@ namespace SentinelRecovery
 
         // ---- callbacks from core threads: copy, hand off, return; never throw ----
 
-        private static void OnReply(IntPtr userData, IntPtr reply, IntPtr error)
-        {
-            try
-            {
-                var gch = GCHandle.FromIntPtr(userData);
-                var op = (PendingCommand)gch.Target;
-                gch.Free(); // exactly once: the library calls this once per accepted command
-                if (op.Tcs.Task.IsCompleted) return; // cancelled: the reply is discarded
-                try
-                {
-                    if (reply != IntPtr.Zero) op.Tcs.TrySetResult(RedisReply.Copy(reply));
-                    else op.Tcs.TrySetException(SentinelRecoveryException.FromNative(error));
-                }
-                catch (Exception e)
-                {
-                    op.Tcs.TrySetException(e);
-                }
-            }
-            catch
-            {
-                // Nothing may unwind into native code.
-            }
-        }
-
         private static void OnEvent(IntPtr userData, IntPtr evt)
         {
             try
@@ -605,20 +497,6 @@ namespace SentinelRecovery
         }
 
         // ---- helpers ----
-
-        private static Task<RedisReply> Faulted(Exception e)
-        {
-            var t = new TaskCompletionSource<RedisReply>();
-            t.SetException(e);
-            return t.Task;
-        }
-
-        private static Task<RedisReply> CanceledTask()
-        {
-            var t = new TaskCompletionSource<RedisReply>();
-            t.SetCanceled();
-            return t.Task;
-        }
 
         /// <summary>All arguments into one buffer (pinned only for the duration of the call).</summary>
         private static void Encode(object[] args, out byte[] buf, out int[] lens)

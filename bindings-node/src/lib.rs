@@ -28,6 +28,8 @@
 
 #![deny(missing_docs)]
 
+pub mod apps;
+
 use std::ffi::c_void;
 use std::panic::AssertUnwindSafe;
 use std::ptr;
@@ -85,6 +87,12 @@ type WakeFn = ThreadsafeFunction<(), (), (), Status, false, true>;
 pub(crate) enum Item {
     /// The result of operation `id`.
     Completion(u32, sentinel_recovery::Result<Value>),
+    /// The results of operation `id` (a pipeline's, or EXEC's: `None` when a watched key
+    /// changed), each a reply or that command's error.
+    Many(
+        u32,
+        sentinel_recovery::Result<Option<Vec<sentinel_recovery::Result<Value>>>>,
+    ),
     /// An event, as JSON.
     Event(String),
 }
@@ -213,6 +221,8 @@ pub struct NativeClient {
     pub(crate) handle: Handle,
     pub(crate) shared: Arc<Shared>,
     decode: bool,
+    /// Transactions begun and not ended, by the id JavaScript gave them.
+    transactions: apps::Transactions,
 }
 
 impl NativeClient {
@@ -230,6 +240,7 @@ impl NativeClient {
             pairs.push((key, value));
         }
         let handle = Handle::open_url(&url, &pairs)?;
+        handle.set_api_names(&apps::NODE_API);
         let wake_pending = Arc::new(AtomicBool::new(false));
         let rearm = wake_pending.clone();
         let wake: WakeFn = wake
@@ -262,6 +273,7 @@ impl NativeClient {
             handle,
             shared,
             decode,
+            transactions: apps::Transactions::default(),
         })
     }
 
@@ -360,6 +372,11 @@ impl NativeClient {
     pub fn close(&self, id: u32) {
         self.starting(id, || {
             let done = self.shared.done(id, |()| Value::Nil);
+            // Transactions end with the client (their steps complete with `closed`).
+            self.transactions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clear();
             self.handle.close(Box::new(move || done(Ok(()))));
             Some(())
         });
@@ -656,6 +673,32 @@ unsafe fn completion_value(
     }
 }
 
+/// A pipeline's or EXEC's completion as `(ok, value)`: an array of replies and error objects,
+/// `null` for an EXEC whose watched key changed, or the error of the whole call.
+unsafe fn many_value(
+    env: sys::napi_env,
+    result: &sentinel_recovery::Result<Option<Vec<sentinel_recovery::Result<Value>>>>,
+    decode: bool,
+    factory: sys::napi_value,
+) -> napi::Result<(bool, sys::napi_value)> {
+    let items = match result {
+        Err(e) => return completion_value(env, &Err(e.clone()), decode, factory),
+        Ok(None) => return completion_value(env, &Ok(Value::Nil), decode, factory),
+        Ok(Some(items)) => items,
+    };
+    let mut array = ptr::null_mut();
+    check(sys::napi_create_array_with_length(
+        env,
+        items.len(),
+        &mut array,
+    ))?;
+    for (i, item) in items.iter().enumerate() {
+        let (_, v) = completion_value(env, item, decode, factory)?;
+        check(sys::napi_set_element(env, array, i as u32, v))?;
+    }
+    Ok((true, array))
+}
+
 impl ToNapiValue for Batch {
     unsafe fn to_napi_value(env: sys::napi_env, batch: Self) -> napi::Result<sys::napi_value> {
         let mut array = ptr::null_mut();
@@ -669,6 +712,10 @@ impl ToNapiValue for Batch {
                 Item::Completion(id, result) => {
                     let (ok, value) =
                         completion_value(env, result, batch.decode, batch.make_error)?;
+                    (*id, ok, value)
+                }
+                Item::Many(id, result) => {
+                    let (ok, value) = many_value(env, result, batch.decode, batch.make_error)?;
                     (*id, ok, value)
                 }
                 Item::Event(json) => (0, true, ToNapiValue::to_napi_value(env, json.as_str())?),

@@ -95,7 +95,7 @@ pub(crate) fn wait<T: Send + 'static>(
     }
 }
 
-fn seconds(s: f64) -> PyResult<Duration> {
+pub(crate) fn seconds(s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s).map_err(|_| {
         pyo3::exceptions::PyValueError::new_err("timeout must be a non-negative number of seconds")
     })
@@ -116,6 +116,7 @@ impl NativeClient {
         logging::refresh_threshold(py);
         dispatch::get()?; // started now, so a failure to start it shows here
         let handle = Handle::open_url(url, &options).map_err(|e| to_pyerr(&e))?;
+        handle.set_api_names(&crate::apps::PYTHON_API);
         let url = handle
             .config()
             .map(|c| c.redacted_url())
@@ -177,6 +178,55 @@ impl NativeClient {
         let value = wait(py, |done| handle.execute(&slices, timeout, done))?;
         drop(args);
         Ok(convert::value(py, value, self.decode)?.unbind())
+    }
+
+    /// Starts commands back to back; `future` gets a list with each reply, or the exception of
+    /// that command's error in its place. `timeout` (seconds) is the whole pipeline's deadline.
+    #[pyo3(signature = (event_loop, future, commands, timeout=None))]
+    fn pipeline_async(
+        &self,
+        event_loop: Py<PyAny>,
+        future: Py<PyAny>,
+        commands: Vec<Bound<'_, PyTuple>>,
+        timeout: Option<f64>,
+    ) -> PyResult<Operation> {
+        crate::apps::pipeline_async(
+            &self.handle,
+            self.decode,
+            event_loop,
+            future,
+            commands,
+            timeout,
+        )
+    }
+
+    /// Runs commands back to back and waits (GIL released) for the list of results.
+    #[pyo3(signature = (commands, timeout=None))]
+    fn pipeline_blocking(
+        &self,
+        py: Python<'_>,
+        commands: Vec<Bound<'_, PyTuple>>,
+        timeout: Option<f64>,
+    ) -> PyResult<Py<PyAny>> {
+        crate::apps::pipeline_blocking(py, &self.handle, self.decode, commands, timeout)
+    }
+
+    /// Begins a transaction on a dedicated connection to the primary; `future` gets the
+    /// `NativeTransaction`.
+    fn begin_transaction_async(
+        &self,
+        event_loop: Py<PyAny>,
+        future: Py<PyAny>,
+    ) -> PyResult<Operation> {
+        crate::apps::begin_async(&self.handle, self.decode, event_loop, future)
+    }
+
+    /// Begins a transaction and waits for its connection.
+    fn begin_transaction_blocking(
+        &self,
+        py: Python<'_>,
+    ) -> PyResult<crate::apps::NativeTransaction> {
+        crate::apps::begin_blocking(py, &self.handle, self.decode)
     }
 
     /// Completes `future` with the topology once a verified primary is known, or with the

@@ -41,7 +41,7 @@ pub enum Outcome {
     Reply(sentinel_recovery::Result<Value>, bool),
     /// A topology snapshot (from `ready`).
     Topology(sentinel_recovery::Result<Topology>),
-    /// Nothing (from `close`).
+    /// Nothing (from `close`, a transaction's `watch`).
     Unit(sentinel_recovery::Result<()>),
     /// A pub/sub subscription (see [`crate::pubsub`]); `decode` turns its strings into `str`.
     Subscriber(
@@ -53,6 +53,15 @@ pub enum Outcome {
         sentinel_recovery::Result<Option<sentinel_recovery::Message>>,
         bool,
     ),
+    /// A pipeline's results (each a reply or that command's error).
+    Replies(
+        sentinel_recovery::Result<Vec<sentinel_recovery::Result<Value>>>,
+        bool,
+    ),
+    /// EXEC's replies, `None` when a watched key changed.
+    Exec(sentinel_recovery::Result<Option<Vec<Value>>>, bool),
+    /// A transaction begun.
+    Transaction(sentinel_recovery::Result<crate::apps::NativeTransaction>),
 }
 
 /// One piece of work for the dispatcher.
@@ -406,6 +415,10 @@ fn outcome_to_py<'py>(
         Outcome::Reply(Err(e), _) => return Err(fail(&e)),
         Outcome::Topology(Err(e)) => return Err(fail(&e)),
         Outcome::Unit(Err(e)) => return Err(fail(&e)),
+        Outcome::Replies(Ok(items), decode) => crate::apps::results(py, items, decode),
+        Outcome::Exec(Ok(replies), decode) => crate::apps::exec_result(py, replies, decode),
+        Outcome::Replies(Err(e), _) | Outcome::Exec(Err(e), _) => return Err(fail(&e)),
+        Outcome::Transaction(tx) => return crate::apps::transaction_object(py, tx),
     };
     converted.map_err(|e| e.into_value(py).into_bound(py).into_any())
 }

@@ -6,6 +6,7 @@
 //! records reach Python through one dispatcher thread (see [`dispatch`]). The public API is the
 //! Python layer in `python/sentinel_recovery/`.
 
+mod apps;
 mod client;
 mod convert;
 mod dispatch;
@@ -123,6 +124,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(event_kinds, m)?)?;
     m.add_class::<client::NativeClient>()?;
     m.add_class::<client::Operation>()?;
+    m.add_class::<apps::NativeTransaction>()?;
     m.add_class::<client::Subscription>()?;
     m.add_class::<client::EventIter>()?;
     m.add_class::<pubsub::NativeSubscriber>()?;

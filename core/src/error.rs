@@ -192,6 +192,16 @@ impl Error {
         Error::new(ErrorCode::Closed, "the client is closed")
     }
 
+    /// [`ErrorCode::Closed`] for an operation its caller cancelled. Said once here so every
+    /// language reports it the same way: a command already sent may have run, and is not retried.
+    pub fn cancelled() -> Error {
+        Error::new(
+            ErrorCode::Closed,
+            "cancelled by the caller; a command already sent may have run on the server, and is \
+             never retried",
+        )
+    }
+
     /// [`ErrorCode::Internal`] for a caught panic, with the panic's message (panic messages come
     /// from this library's own code, never from secrets).
     pub fn internal(panic: &(dyn std::any::Any + Send)) -> Error {

@@ -5,8 +5,10 @@
  * Threads: the library runs all network work on its own threads (`sr-worker-N`). Callbacks
  * (command completions and events) are called on those threads: copy what you need, hand it to
  * your own thread, and return quickly; never block, never unwind out of a callback. The only
- * calls that block are sr_client_execute_blocking(), sr_client_wait_ready() and
- * sr_client_close(), and they block only the calling thread.
+ * calls that block are the *_blocking ones (sr_client_execute_blocking(),
+ * sr_client_execute_blocking_with(), sr_client_pipeline_blocking()), sr_client_wait_ready() and
+ * sr_client_close(), and they block only the calling thread. The log callback
+ * (sr_set_log_callback()) runs on whichever thread emits a record.
  *
  * Errors: functions return SR_OK (0) or an SR_ERR_* code; most also take an optional
  * `sr_error_t **error` that receives an owned error object (free with sr_error_free()).
@@ -136,6 +138,21 @@
 // sr_subscription_change(): remove patterns (`PUNSUBSCRIBE`).
 #define SR_PUNSUBSCRIBE 4
 
+// Most detailed records.
+#define SR_LOG_TRACE 5
+
+// Debugging records.
+#define SR_LOG_DEBUG 10
+
+// Informational records (a primary switch, a reconnect).
+#define SR_LOG_INFO 20
+
+// Warnings (a sentinel unreachable, a discovery round failed).
+#define SR_LOG_WARN 30
+
+// Errors.
+#define SR_LOG_ERROR 40
+
 // sr_reply_type() for NULL.
 #define SR_REPLY_INVALID 100
 
@@ -199,6 +216,13 @@ typedef struct sr_client_t sr_client_t;
 // sr_error_clone() to keep it). Messages never contain passwords.
 typedef struct sr_error_t sr_error_t;
 
+// A started call that can be cancelled with sr_operation_cancel().
+//
+// Opaque, owned by the caller: free it with sr_operation_free() (freeing does not cancel). It
+// stays valid after the call completed and after its client was freed; cancelling then does
+// nothing.
+typedef struct sr_operation_t sr_operation_t;
+
 // A server reply (one RESP2/RESP3 value, possibly an aggregate of further replies).
 //
 // Opaque. Owned when returned by sr_client_execute_blocking() or sr_reply_clone(): free it with
@@ -206,6 +230,14 @@ typedef struct sr_error_t sr_error_t;
 // or returned by an element accessor (valid as long as the reply it came from). Never free a
 // borrowed reply.
 typedef struct sr_reply_t sr_reply_t;
+
+// The results of a pipeline or of a transaction's EXEC: one per command, in order, each a
+// reply or that command's own error.
+//
+// Opaque. Borrowed when passed to an sr_results_cb (valid during the call only); owned when
+// returned by sr_client_pipeline_blocking() or sr_transaction_exec_blocking() (free with
+// sr_results_free()).
+typedef struct sr_results_t sr_results_t;
 
 // A pub/sub subscription of a client, on a connection of its own that follows failovers.
 //
@@ -216,6 +248,60 @@ typedef struct sr_reply_t sr_reply_t;
 // `gap_ms`. Redis pub/sub is at-most-once: messages published during the gap are not received.
 // All functions taking a subscription are thread-safe.
 typedef struct sr_subscription_t sr_subscription_t;
+
+// A transaction on a dedicated connection to the primary it began on.
+//
+// Opaque, owned by the caller from the sr_transaction_cb that delivered it (or from
+// sr_client_transaction_begin_blocking()): free it with
+// sr_transaction_free() (which discards it if EXEC has not run). Use it from one thread at a
+// time or from callbacks; steps run in the order they were started. After
+// sr_transaction_exec(), further steps fail with SR_ERR_CONFIG ("the transaction has ended").
+typedef struct sr_transaction_t sr_transaction_t;
+
+// Options of one call, all optional: pass NULL for the defaults, or a zeroed struct with the
+// fields you need set. Borrowed for the duration of the call only.
+typedef struct sr_call_options_t {
+  // The call's deadline in milliseconds, instead of the client's `command_timeout_ms`; 0 for
+  // that default. For a blocking command (BLPOP, ...) it is added to how long it may block.
+  uint64_t timeout_ms;
+  // NULL, or where to store a cancel handle for the started call (callback forms only; set to
+  // NULL when the call is not accepted). Free it with sr_operation_free().
+  struct sr_operation_t **operation;
+} sr_call_options_t;
+
+// Completion of sr_client_execute(): exactly one call per accepted command, on a core thread
+// (`sr-worker-N`), also when the client is closed meanwhile (then with SR_ERR_CLOSED).
+//
+// Either `reply` is non-NULL and `error` NULL (success; the reply may be SR_REPLY_NIL), or
+// `reply` is NULL and `error` non-NULL. Both are borrowed for the duration of the call only:
+// copy what you need (or sr_reply_clone() / sr_error_clone()) and return quickly. The callback
+// must not block, must not call sr_client_execute_blocking() or sr_client_wait_ready() (they
+// fail there with SR_ERR_INVALID_ARGUMENT), and must not unwind (no C++ exception may leave it).
+// It may call sr_client_execute(), sr_client_close() and sr_client_free().
+typedef void (*sr_reply_cb)(void *user_data,
+                            const struct sr_reply_t *reply,
+                            const struct sr_error_t *error);
+
+// One command of a pipeline or transaction: arguments as for sr_client_execute() (`argv_len`
+// may be NULL when every argument is a NUL-terminated string).
+typedef struct sr_command_t {
+  // Number of arguments (> 0), the command name first.
+  size_t argc;
+  // The arguments.
+  const char *const *argv;
+  // Their lengths, or NULL.
+  const size_t *argv_len;
+} sr_command_t;
+
+// Completion of sr_client_pipeline() and sr_transaction_exec(): exactly one call per accepted
+// call, on a core thread. `results` (one per command) is non-NULL and `error` NULL when the
+// commands were sent and answered; `results` NULL and `error` non-NULL when the call failed as
+// a whole (no node within the deadline, cancelled, closed, ...). For sr_transaction_exec()
+// both NULL means a watched key changed and nothing ran. Both are borrowed for the call only;
+// the same rules as sr_reply_cb apply (do not block, do not unwind).
+typedef void (*sr_results_cb)(void *user_data,
+                              const struct sr_results_t *results,
+                              const struct sr_error_t *error);
 
 // One option for sr_client_open(): a key of the URL's query string (`command_timeout_ms`,
 // `sentinel_password`, `read_from`, ...) and its value, both NUL-terminated UTF-8. Borrowed
@@ -271,19 +357,6 @@ typedef struct sr_topology_t {
   // True when the last discovery round found and verified the primary.
   bool healthy;
 } sr_topology_t;
-
-// Completion of sr_client_execute(): exactly one call per accepted command, on a core thread
-// (`sr-worker-N`), also when the client is closed meanwhile (then with SR_ERR_CLOSED).
-//
-// Either `reply` is non-NULL and `error` NULL (success; the reply may be SR_REPLY_NIL), or
-// `reply` is NULL and `error` non-NULL. Both are borrowed for the duration of the call only:
-// copy what you need (or sr_reply_clone() / sr_error_clone()) and return quickly. The callback
-// must not block, must not call sr_client_execute_blocking() or sr_client_wait_ready() (they
-// fail there with SR_ERR_INVALID_ARGUMENT), and must not unwind (no C++ exception may leave it).
-// It may call sr_client_execute(), sr_client_close() and sr_client_free().
-typedef void (*sr_reply_cb)(void *user_data,
-                            const struct sr_reply_t *reply,
-                            const struct sr_error_t *error);
 
 // A topology event, passed to the event callback.
 //
@@ -366,6 +439,21 @@ typedef void (*sr_subscribe_cb)(void *user_data,
 // success or the error (borrowed for the call).
 typedef void (*sr_done_cb)(void *user_data, const struct sr_error_t *error);
 
+// Log callback, installed with sr_set_log_callback(): one call per record at or above the
+// chosen level, on the thread that emitted it (usually a core thread). `level` is one of
+// `SR_LOG_*` (the numbers of Python's `logging`: 5, 10, 20, 30, 40); `target` is the emitting
+// module (`sentinel_recovery`, `sentinel_recovery::monitor::actor`, ...); `message` the text,
+// never containing a password. Both strings are borrowed for the call only. Copy or queue the
+// record and return: do not block, do not unwind, and do not call into this library from it.
+typedef void (*sr_log_cb)(void *user_data, int level, const char *target, const char *message);
+
+// Completion of sr_client_transaction_begin(): exactly once, on a core thread. Either
+// `transaction` is non-NULL (owned by the callee: free it with sr_transaction_free(), from any
+// thread) and `error` NULL, or `transaction` NULL and `error` non-NULL (borrowed for the call).
+typedef void (*sr_transaction_cb)(void *user_data,
+                                  struct sr_transaction_t *transaction,
+                                  const struct sr_error_t *error);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -373,6 +461,112 @@ extern "C" {
 // The library version (`"MAJOR.MINOR.PATCH"`), a static NUL-terminated string; never NULL,
 // never freed.
 const char *sr_version(void);
+
+// sr_client_execute() with options: a deadline of its own (`options->timeout_ms`) and a cancel
+// handle (`options->operation`). `options` may be NULL. Returns and calls back as
+// sr_client_execute().
+//
+// # Safety
+// As sr_client_execute(); `options` is NULL or points to valid options whose `operation` is
+// NULL or writable.
+int sr_client_execute_with(struct sr_client_t *client,
+                           size_t argc,
+                           const char *const *argv,
+                           const size_t *argv_len,
+                           const struct sr_call_options_t *options,
+                           sr_reply_cb callback,
+                           void *user_data);
+
+// sr_client_execute_blocking() with a deadline of its own (`options->timeout_ms`; the
+// `operation` field is ignored: a blocking call is not cancelled from another thread).
+// `options` may be NULL.
+//
+// # Safety
+// As sr_client_execute_blocking(); `options` is NULL or points to valid options.
+int sr_client_execute_blocking_with(struct sr_client_t *client,
+                                    size_t argc,
+                                    const char *const *argv,
+                                    const size_t *argv_len,
+                                    const struct sr_call_options_t *options,
+                                    struct sr_reply_t **reply,
+                                    struct sr_error_t **error);
+
+// Sends `n` commands back to back on one connection and returns at once; `callback` gets one
+// result per command, in order (see sr_results_cb). Not atomic: use a transaction for that.
+// Reads go to a replica (per `read_from`) only when every command is a read; the pipeline is
+// retried as a whole only when nothing was sent. `options` (NULL for defaults) sets the whole
+// pipeline's deadline and asks for a cancel handle. `n` may be 0 (the callback then gets 0
+// results). The commands are copied before this returns.
+//
+// Returns SR_OK when accepted (the callback is then called exactly once), otherwise
+// SR_ERR_INVALID_ARGUMENT (NULL client or callback, a malformed command) or SR_ERR_CLOSED and
+// the callback is never called. A command the pipeline can't carry (MULTI, BLPOP, ...) fails
+// the whole pipeline through the callback with SR_ERR_CONFIG, nothing sent.
+//
+// # Safety
+// `client` is NULL or a handle not yet freed; `commands` points to `n` valid commands (see
+// sr_command_t); `options` is NULL or valid.
+int sr_client_pipeline(struct sr_client_t *client,
+                       const struct sr_command_t *commands,
+                       size_t n,
+                       const struct sr_call_options_t *options,
+                       sr_results_cb callback,
+                       void *user_data);
+
+// sr_client_pipeline() that blocks the calling thread (only it) until the results or the
+// deadline. On SR_OK `*results` receives owned results (free with sr_results_free()); otherwise
+// it is NULL and `*error` (if not NULL) receives an owned error. Refused
+// (SR_ERR_INVALID_ARGUMENT) inside a callback.
+//
+// # Safety
+// As sr_client_pipeline(); `results` and `error` are NULL or writable.
+int sr_client_pipeline_blocking(struct sr_client_t *client,
+                                const struct sr_command_t *commands,
+                                size_t n,
+                                const struct sr_call_options_t *options,
+                                struct sr_results_t **results,
+                                struct sr_error_t **error);
+
+// Cancels the call if it is still running: its callback is then called (once, on a core
+// thread) with SR_ERR_CLOSED and a message saying the caller cancelled it. A command already
+// sent may still have run on the server; it is never retried. After the callback ran this does
+// nothing. NULL is ignored.
+//
+// # Safety
+// `operation` is NULL or a handle from this library, not yet freed.
+void sr_operation_cancel(const struct sr_operation_t *operation);
+
+// Frees a cancel handle (without cancelling). NULL is ignored.
+//
+// # Safety
+// `operation` is NULL or a handle from this library, not yet freed.
+void sr_operation_free(struct sr_operation_t *operation);
+
+// Number of results (one per command); 0 for NULL.
+//
+// # Safety
+// `results` is NULL or live results from this library.
+size_t sr_results_len(const struct sr_results_t *results);
+
+// The reply of command `index`, borrowed from `results`; NULL when that command failed (see
+// sr_results_error()), when `index` is out of range, or for NULL.
+//
+// # Safety
+// `results` is NULL or live results from this library.
+const struct sr_reply_t *sr_results_reply(const struct sr_results_t *results, size_t index);
+
+// The error of command `index` (e.g. SR_ERR_SERVER with WRONGTYPE), borrowed from `results`;
+// NULL when that command succeeded, when `index` is out of range, or for NULL.
+//
+// # Safety
+// `results` is NULL or live results from this library.
+const struct sr_error_t *sr_results_error(const struct sr_results_t *results, size_t index);
+
+// Frees owned results. NULL is ignored. Never pass results borrowed in a callback.
+//
+// # Safety
+// `results` is NULL or owned results from this library, not yet freed.
+void sr_results_free(struct sr_results_t *results);
 
 // Opens a client for a `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service
 // [?key=value&...]` URL (`valkey+sentinel://`, and `rediss+sentinel://` for TLS) and returns at
@@ -419,7 +613,8 @@ int sr_client_wait_ready(struct sr_client_t *client,
 // calling thread). Any other code means it was not accepted and `callback` is never called:
 // SR_ERR_INVALID_ARGUMENT (NULL client, argv or callback, argc 0), SR_ERR_CLOSED.
 //
-// The command's deadline is the client's `command_timeout_ms` option (default 5000).
+// The command's deadline is the client's `command_timeout_ms` option (default 5000); use
+// sr_client_execute_with() for a deadline of its own or a cancel handle.
 //
 // # Safety
 // `client` is NULL or a handle not yet freed; `argv` points to `argc` pointers, each NULL
@@ -651,6 +846,18 @@ int sr_subscription_close(struct sr_subscription_t *subscription);
 // `subscription` is NULL or a handle from sr_client_subscribe*(), not yet freed.
 void sr_subscription_free(struct sr_subscription_t *subscription);
 
+// Installs the process-wide log callback for records at `min_level` (`SR_LOG_*`) or above,
+// replacing any earlier one; `callback` NULL removes it. Once this returns, the earlier
+// callback is not called again, so its `user_data` may be released.
+//
+// Returns SR_OK, or SR_ERR_INVALID_ARGUMENT when the process already has another `tracing`
+// subscriber (a Rust host that configured logging itself): nothing is forwarded then.
+//
+// # Safety
+// `user_data` stays valid until the callback is replaced or removed; the callback may be
+// called from any thread.
+int sr_set_log_callback(sr_log_cb callback, void *user_data, int min_level);
+
 // The reply's type, one of `SR_REPLY_*`; SR_REPLY_INVALID for NULL.
 //
 // # Safety
@@ -777,6 +984,118 @@ struct sr_event_t *sr_event_clone(const struct sr_event_t *event);
 // # Safety
 // `event` is NULL or an event from sr_event_clone(), not yet freed.
 void sr_event_free(struct sr_event_t *event);
+
+// Begins a transaction (MULTI/EXEC with optional WATCH) on a dedicated connection to the
+// current primary, waiting for one up to the deadline like a command, and returns at once;
+// `callback` receives the transaction. `options` (NULL for defaults) may ask for a cancel
+// handle; its `timeout_ms` is not used (a transaction's steps use `command_timeout_ms`).
+//
+// Returns SR_OK when accepted (the callback is then called exactly once), otherwise
+// SR_ERR_INVALID_ARGUMENT or SR_ERR_CLOSED.
+//
+// # Safety
+// `client` is NULL or a handle not yet freed; `options` is NULL or valid.
+int sr_client_transaction_begin(struct sr_client_t *client,
+                                const struct sr_call_options_t *options,
+                                sr_transaction_cb callback,
+                                void *user_data);
+
+// `WATCH keys...` on the transaction's connection: sr_transaction_exec() then reports that a
+// watched key changed (results and error both NULL) and runs nothing. `callback` gets the
+// reply (`OK`) or the error, as sr_reply_cb. Keys as sr_client_execute()'s arguments
+// (`keys_len` NULL for NUL-terminated keys); `n` > 0.
+//
+// Returns SR_OK when accepted (the callback is then called exactly once), otherwise
+// SR_ERR_INVALID_ARGUMENT.
+//
+// # Safety
+// `transaction` is NULL or not yet freed; `keys` points to `n` keys as for sr_client_execute().
+int sr_transaction_watch(struct sr_transaction_t *transaction,
+                         size_t n,
+                         const char *const *keys,
+                         const size_t *keys_len,
+                         sr_reply_cb callback,
+                         void *user_data);
+
+// Runs one command now on the transaction's connection (typically a read of a watched key
+// before EXEC); `callback` as for sr_client_execute().
+//
+// # Safety
+// `transaction` is NULL or not yet freed; arguments as for sr_client_execute().
+int sr_transaction_execute(struct sr_transaction_t *transaction,
+                           size_t argc,
+                           const char *const *argv,
+                           const size_t *argv_len,
+                           sr_reply_cb callback,
+                           void *user_data);
+
+// Runs the `n` commands atomically as MULTI ... EXEC and ends the transaction. `callback`
+// (see sr_results_cb) gets one result per command (a command that failed inside EXEC is an
+// SR_REPLY_ERROR reply in its place), or both NULL when a watched key changed (nothing ran),
+// or an error: SR_ERR_CONNECTION_LOST "... nothing was applied" when the primary changed since
+// the transaction began (a failover: begin again on the new primary), SR_ERR_CONFIG for a
+// command that can't be queued (blocking commands, MULTI, WATCH, ...).
+//
+// # Safety
+// `transaction` is NULL or not yet freed; `commands` points to `n` valid commands.
+int sr_transaction_exec(struct sr_transaction_t *transaction,
+                        const struct sr_command_t *commands_,
+                        size_t n,
+                        sr_results_cb callback,
+                        void *user_data);
+
+// sr_client_transaction_begin() that blocks the calling thread (only it): on SR_OK
+// `*transaction` receives the transaction (free it with sr_transaction_free()); otherwise it is
+// NULL and `*error` (if not NULL) receives an owned error. Refused (SR_ERR_INVALID_ARGUMENT)
+// inside a callback.
+//
+// # Safety
+// `client` is NULL or a handle not yet freed; `transaction` and `error` are NULL or writable.
+int sr_client_transaction_begin_blocking(struct sr_client_t *client,
+                                         struct sr_transaction_t **transaction,
+                                         struct sr_error_t **error);
+
+// sr_transaction_watch() that blocks the calling thread until the server answered.
+//
+// # Safety
+// As sr_transaction_watch(); `error` is NULL or writable.
+int sr_transaction_watch_blocking(struct sr_transaction_t *transaction,
+                                  size_t n,
+                                  const char *const *keys,
+                                  const size_t *keys_len,
+                                  struct sr_error_t **error);
+
+// sr_transaction_execute() that blocks the calling thread: on SR_OK `*reply` receives an owned
+// reply (free with sr_reply_free()).
+//
+// # Safety
+// As sr_transaction_execute(); `reply` and `error` are NULL or writable.
+int sr_transaction_execute_blocking(struct sr_transaction_t *transaction,
+                                    size_t argc,
+                                    const char *const *argv,
+                                    const size_t *argv_len,
+                                    struct sr_reply_t **reply,
+                                    struct sr_error_t **error);
+
+// sr_transaction_exec() that blocks the calling thread: on SR_OK `*results` receives owned
+// results (free with sr_results_free()), or NULL when a watched key changed (nothing ran);
+// otherwise `*error` (if not NULL) receives the error, e.g. SR_ERR_CONNECTION_LOST "nothing
+// was applied" after a primary change.
+//
+// # Safety
+// As sr_transaction_exec(); `results` and `error` are NULL or writable.
+int sr_transaction_exec_blocking(struct sr_transaction_t *transaction,
+                                 const struct sr_command_t *commands_,
+                                 size_t n,
+                                 struct sr_results_t **results,
+                                 struct sr_error_t **error);
+
+// Frees the transaction, discarding it (its connection closes) unless EXEC already ran.
+// Steps still running complete as usual. NULL is ignored.
+//
+// # Safety
+// `transaction` is NULL or from sr_client_transaction_begin(), not yet freed.
+void sr_transaction_free(struct sr_transaction_t *transaction);
 
 #ifdef __cplusplus
 }  // extern "C"

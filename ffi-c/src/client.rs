@@ -94,6 +94,10 @@ pub(crate) unsafe fn acquire(client: *const sr_client_t) -> Option<Arc<sr_client
 }
 
 impl sr_client_t {
+    pub(crate) fn handle(&self) -> &Handle {
+        &self.handle
+    }
+
     /// Closes the client; see sr_client_close().
     fn close(&self) -> c_int {
         if self.closing.swap(true, Ordering::SeqCst) {
@@ -190,7 +194,9 @@ pub unsafe extern "C" fn sr_client_open(
                     config.set(key, value)?;
                 }
             }
-            Ok(Handle::open(config)?)
+            let handle = Handle::open(config)?;
+            handle.set_api_names(&crate::transaction::C_API);
+            Ok(handle)
         })();
         match opened {
             Ok(opened) => {
@@ -260,7 +266,8 @@ pub unsafe extern "C" fn sr_client_wait_ready(
 /// calling thread). Any other code means it was not accepted and `callback` is never called:
 /// SR_ERR_INVALID_ARGUMENT (NULL client, argv or callback, argc 0), SR_ERR_CLOSED.
 ///
-/// The command's deadline is the client's `command_timeout_ms` option (default 5000).
+/// The command's deadline is the client's `command_timeout_ms` option (default 5000); use
+/// sr_client_execute_with() for a deadline of its own or a cancel handle.
 ///
 /// # Safety
 /// `client` is NULL or a handle not yet freed; `argv` points to `argc` pointers, each NULL
@@ -338,38 +345,51 @@ pub unsafe extern "C" fn sr_client_execute_blocking(
     error: *mut *mut sr_error_t,
 ) -> c_int {
     boundary!(fail(error, sr_error_t::panic()), {
-        clear_error(error);
-        if reply.is_null() {
-            return fail(
-                error,
-                sr_error_t::invalid("the reply out-parameter is NULL"),
-            );
-        }
-        *reply = std::ptr::null_mut();
-        let Some(h) = acquire(client) else {
-            return fail(error, sr_error_t::invalid("client is NULL"));
-        };
-        let args = match arguments(argc, argv, argv_len) {
-            Ok(a) => a,
-            Err(e) => return fail(error, e),
-        };
-        if sr::runtime::on_core_thread() {
-            return fail(
-                error,
-                sr_error_t::invalid(
-                    "sr_client_execute_blocking can't wait inside a callback; use \
-                     sr_client_execute",
-                ),
-            );
-        }
-        match Handle::block(|done| h.handle.execute(&args, None, done)) {
-            Ok(v) => {
-                *reply = into_owned_reply(v);
-                SR_OK
-            }
-            Err(e) => fail(error, e.into()),
-        }
+        execute_blocking(client, argc, argv, argv_len, None, reply, error)
     })
+}
+
+/// sr_client_execute_blocking() with an optional deadline of its own.
+pub(crate) unsafe fn execute_blocking(
+    client: *mut sr_client_t,
+    argc: usize,
+    argv: *const *const c_char,
+    argv_len: *const usize,
+    timeout: Option<std::time::Duration>,
+    reply: *mut *mut sr_reply_t,
+    error: *mut *mut sr_error_t,
+) -> c_int {
+    clear_error(error);
+    if reply.is_null() {
+        return fail(
+            error,
+            sr_error_t::invalid("the reply out-parameter is NULL"),
+        );
+    }
+    *reply = std::ptr::null_mut();
+    let Some(h) = acquire(client) else {
+        return fail(error, sr_error_t::invalid("client is NULL"));
+    };
+    let args = match arguments(argc, argv, argv_len) {
+        Ok(a) => a,
+        Err(e) => return fail(error, e),
+    };
+    if sr::runtime::on_core_thread() {
+        return fail(
+            error,
+            sr_error_t::invalid(
+                "sr_client_execute_blocking can't wait inside a callback; use \
+                 sr_client_execute",
+            ),
+        );
+    }
+    match Handle::block(|done| h.handle.execute(&args, timeout, done)) {
+        Ok(v) => {
+            *reply = into_owned_reply(v);
+            SR_OK
+        }
+        Err(e) => fail(error, e.into()),
+    }
 }
 
 /// The current topology snapshot, without waiting on network work. On SR_OK `*topology`

@@ -43,6 +43,10 @@ impl sr_error_t {
     pub(crate) fn code(&self) -> c_int {
         self.code
     }
+
+    pub(crate) fn message(&self) -> std::borrow::Cow<'_, str> {
+        self.message.to_string_lossy()
+    }
 }
 
 impl From<&sr::Error> for sr_error_t {

@@ -27,7 +27,7 @@ import asyncio
 import atexit
 import logging
 import os
-from typing import Any, Callable, Dict, Generator, Optional, Union
+from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Union
 
 from . import _errors, _native, _pubsub, _types
 from ._errors import (
@@ -79,6 +79,8 @@ __all__ = [
     "Events",
     # Pub/sub, listed once in _pubsub.
     *_pubsub.__all__,
+    "Transaction",
+    "BlockingTransaction",
     "Arg",
     "set_worker_threads",
     "ERROR_CODES",
@@ -227,6 +229,44 @@ class Client:
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         return await _settled(fut, self._native.execute_async(loop, fut, args, timeout))
+
+    async def pipeline(self, commands: Sequence[Sequence[Arg]], *, timeout: Optional[float] = None) -> List[Any]:
+        """Sends ``commands`` back to back on one connection and returns one result per command,
+        in order: its reply, or the exception of its own error (e.g. a :class:`ServerError` for
+        WRONGTYPE) in its place, not raised. Not atomic (see :meth:`transaction`). Raises only
+        when the pipeline failed as a whole (no primary within the deadline, a command a pipeline
+        can't carry such as BLPOP or MULTI: nothing sent). ``timeout`` (seconds) is the whole
+        pipeline's deadline. Cancelling the awaiting task cancels it (commands already sent may
+        have run; nothing is retried).
+        """
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        cmds = [tuple(c) for c in commands]
+        return await _settled(fut, self._native.pipeline_async(loop, fut, cmds, timeout))
+
+    async def transaction(
+        self, commands: Sequence[Sequence[Arg]], *, watch: Sequence[Arg] = ()
+    ) -> Optional[List[Any]]:
+        """Runs ``commands`` atomically (MULTI ... EXEC) on a dedicated connection to the primary,
+        after ``WATCH watch...`` when given. Returns one reply per command (a command that failed
+        inside EXEC is a :class:`ServerError` instance in its place), or ``None`` when a watched
+        key changed (nothing ran). Raises :class:`ConnectionLostError` ("nothing was applied")
+        when the primary changed meanwhile. To read watched keys before EXEC, use
+        :meth:`begin_transaction`.
+        """
+        async with await self.begin_transaction() as tx:
+            if watch:
+                await tx.watch(*watch)
+            return await tx.exec(commands)
+
+    async def begin_transaction(self) -> "Transaction":
+        """Begins a transaction on a dedicated connection to the current primary (waiting for
+        one like a command): ``async with await client.begin_transaction() as tx:``, then
+        ``await tx.watch(key)``, ``await tx.execute("GET", key)``, ``await tx.exec([...])``.
+        """
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        return Transaction(await _settled(fut, self._native.begin_transaction_async(loop, fut)))
 
     def topology(self) -> Topology:
         """The current topology snapshot; never waits."""
@@ -409,6 +449,23 @@ class BlockingClient:
         """
         return self._native.execute_blocking(args, timeout)
 
+    def pipeline(self, commands: Sequence[Sequence[Arg]], *, timeout: Optional[float] = None) -> List[Any]:
+        """Sends ``commands`` back to back and returns one result per command, each its reply or
+        its error's exception in its place (see :meth:`Client.pipeline`)."""
+        return self._native.pipeline_blocking([tuple(c) for c in commands], timeout)
+
+    def transaction(self, commands: Sequence[Sequence[Arg]], *, watch: Sequence[Arg] = ()) -> Optional[List[Any]]:
+        """MULTI ... EXEC after an optional WATCH (see :meth:`Client.transaction`)."""
+        with self.begin_transaction() as tx:
+            if watch:
+                tx.watch(*watch)
+            return tx.exec(commands)
+
+    def begin_transaction(self) -> "BlockingTransaction":
+        """Begins a transaction on a dedicated connection to the current primary (see
+        :meth:`Client.begin_transaction`); use it as a context manager."""
+        return BlockingTransaction(self._native.begin_transaction_blocking())
+
     def topology(self) -> Topology:
         """The current topology snapshot; never waits."""
         return self._native.topology()
@@ -466,3 +523,89 @@ class BlockingClient:
     def __repr__(self) -> str:
         state = " closed" if self._native.closed else ""
         return f"<sentinel_recovery.BlockingClient {self._native.url}{state}>"
+
+
+class Transaction:
+    """A transaction begun with :meth:`Client.begin_transaction`, on a dedicated connection to
+    the primary it began on. ``exec`` ends it; leaving ``async with`` without ``exec`` discards it.
+    ``exec`` raises :class:`ConnectionLostError` ("nothing was applied") when the primary changed
+    since the transaction began: begin again on the new primary.
+    """
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: "_native.NativeTransaction") -> None:
+        """Internal: use :meth:`Client.begin_transaction`."""
+        self._native = native
+
+    @property
+    def primary(self) -> str:
+        """The primary (``host:port``) the transaction runs on."""
+        return self._native.primary
+
+    async def watch(self, *keys: Arg) -> None:
+        """``WATCH keys...``: :meth:`exec` then returns ``None`` if any of them changed."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        await _settled(fut, self._native.watch_async(loop, fut, keys))
+
+    async def execute(self, *args: Arg) -> Any:
+        """Runs one command now on the transaction's connection (a read between WATCH and EXEC)."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        return await _settled(fut, self._native.execute_async(loop, fut, args))
+
+    async def exec(self, commands: Sequence[Sequence[Arg]]) -> Optional[List[Any]]:
+        """MULTI, ``commands``, EXEC: one reply per command, or ``None`` when a watched key
+        changed (nothing ran). Ends the transaction."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        return await _settled(fut, self._native.exec_async(loop, fut, [tuple(c) for c in commands]))
+
+    def discard(self) -> None:
+        """Ends the transaction without running anything. Idempotent."""
+        self._native.discard()
+
+    async def __aenter__(self) -> "Transaction":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.discard()
+
+
+class BlockingTransaction:
+    """:class:`Transaction` for :class:`BlockingClient`: the same steps, each blocking the calling
+    thread only (GIL released); a context manager that discards on exit without ``exec``."""
+
+    __slots__ = ("_native",)
+
+    def __init__(self, native: "_native.NativeTransaction") -> None:
+        """Internal: use :meth:`BlockingClient.begin_transaction`."""
+        self._native = native
+
+    @property
+    def primary(self) -> str:
+        """The primary (``host:port``) the transaction runs on."""
+        return self._native.primary
+
+    def watch(self, *keys: Arg) -> None:
+        """``WATCH keys...``."""
+        self._native.watch_blocking(keys)
+
+    def execute(self, *args: Arg) -> Any:
+        """Runs one command now on the transaction's connection."""
+        return self._native.execute_blocking(args)
+
+    def exec(self, commands: Sequence[Sequence[Arg]]) -> Optional[List[Any]]:
+        """MULTI, ``commands``, EXEC (see :meth:`Transaction.exec`)."""
+        return self._native.exec_blocking([tuple(c) for c in commands])
+
+    def discard(self) -> None:
+        """Ends the transaction without running anything. Idempotent."""
+        self._native.discard()
+
+    def __enter__(self) -> "BlockingTransaction":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.discard()

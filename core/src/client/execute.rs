@@ -77,13 +77,16 @@ impl Client {
         &self,
         commands: &[Vec<A>],
     ) -> Result<Vec<Result<Value>>> {
-        on_core(self.pipeline_work(commands)?).await
+        let timeout = self.inner.config.command_timeout();
+        on_core(self.pipeline_work(commands, timeout)?).await
     }
 
-    /// A pipeline's work, checked and copied but not started (see [`Client::command_work`]).
+    /// A pipeline's work, checked and copied but not started (see [`Client::command_work`]);
+    /// `timeout` is the deadline of the whole pipeline, counted from now.
     pub(crate) fn pipeline_work<A: AsRef<[u8]>>(
         &self,
         commands: &[Vec<A>],
+        timeout: Duration,
     ) -> Result<impl Future<Output = Result<Vec<Result<Value>>>> + Send + 'static> {
         let mut kind = Kind::Read;
         for c in commands {
@@ -98,8 +101,13 @@ impl Client {
         let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(|c| super::owned(c)).collect();
         let inner = self.inner.clone();
         let monitor = self.monitor()?;
-        let deadline = Instant::now() + inner.config.command_timeout();
-        Ok(async move { run_shared(&inner, &monitor, commands, kind, deadline).await })
+        let deadline = Instant::now() + timeout;
+        Ok(async move {
+            if commands.is_empty() {
+                return Ok(Vec::new());
+            }
+            run_shared(&inner, &monitor, commands, kind, deadline).await
+        })
     }
 
     /// [`Client::execute`] for hosts without an async runtime: blocks the calling thread (only

@@ -17,6 +17,8 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+#[cfg(test)]
+pub(crate) use command::classify as classify_for_tests;
 pub use subscriber::{Subscription, SubscriptionControl, DEFAULT_BUFFER};
 pub use transaction::Transaction;
 

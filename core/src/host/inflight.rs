@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures_util::FutureExt;
@@ -62,10 +62,12 @@ impl Registry {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot(Mutex::new(Some(done))));
         self.pending.locked().insert(id, slot.clone());
+        let cancelled = Arc::new(AtomicBool::new(false));
         let guard = Completer {
             registry: self.clone(),
             id,
             slot,
+            cancelled: cancelled.clone(),
         };
         let handle = match crate::runtime::handle() {
             Ok(handle) => handle,
@@ -81,7 +83,7 @@ impl Registry {
                 .unwrap_or_else(|panic| Err(Error::internal(&*panic)));
             guard.complete(result);
         });
-        Operation(Some(task.abort_handle()))
+        Operation(Some((task.abort_handle(), cancelled)))
     }
 
     /// Fails every pending completion with `error`, on this thread.
@@ -142,6 +144,8 @@ struct Completer<T: Send + 'static> {
     registry: Arc<Registry>,
     id: u64,
     slot: Arc<Slot<T>>,
+    /// Set by [`Operation::cancel`], so the completion says it was the caller's doing.
+    cancelled: Arc<AtomicBool>,
 }
 
 impl<T: Send + 'static> Completer<T> {
@@ -166,21 +170,29 @@ impl<T: Send + 'static> Completer<T> {
 impl<T: Send + 'static> Drop for Completer<T> {
     fn drop(&mut self) {
         // After `complete` the slot is empty and this does nothing.
-        self.finish(Err(Error::new(
-            crate::error::ErrorCode::Closed,
-            "the operation was abandoned (cancelled, or the core runtime stopped)",
-        )));
+        let error = if self.cancelled.load(Ordering::SeqCst) {
+            Error::cancelled()
+        } else {
+            Error::new(
+                crate::error::ErrorCode::Closed,
+                "the operation was abandoned (the core runtime stopped)",
+            )
+        };
+        self.finish(Err(error));
     }
 }
 
-/// A started operation. [`Operation::cancel`] stops it; its completion then runs with `closed`.
-pub struct Operation(Option<tokio::task::AbortHandle>);
+/// A started operation. [`Operation::cancel`] stops it; its completion then runs with `closed`
+/// and the message of [`Error::cancelled`].
+pub struct Operation(Option<(tokio::task::AbortHandle, Arc<AtomicBool>)>);
 
 impl Operation {
     /// Stops the operation if it is still running. A command already sent may still have run
-    /// on the server; one not sent yet will not be.
+    /// on the server; one not sent yet will not be; neither is ever retried. Does nothing once
+    /// the operation completed.
     pub fn cancel(&self) {
-        if let Some(task) = &self.0 {
+        if let Some((task, cancelled)) = &self.0 {
+            cancelled.store(true, Ordering::SeqCst);
             task.abort();
         }
     }

@@ -18,15 +18,20 @@
 
 mod events;
 mod gate;
+mod hints;
 mod inflight;
+pub mod log;
 mod subscriptions;
+mod transaction;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use events::{EventHandler, EventSubscription};
+pub use hints::{ApiNames, RUST};
 pub use inflight::{Done, Operation};
 pub use subscriptions::{MessageHandler, Subscriber};
+pub use transaction::HostTransaction;
 
 use crate::client::Client;
 use crate::config::Config;
@@ -55,6 +60,8 @@ struct Shared {
     subscriptions: Mutex<Vec<EventSubscription>>,
     /// Pub/sub subscriptions, closed with the handle.
     subscribers: Mutex<Vec<Subscriber>>,
+    /// How the binding names the APIs error hints point to.
+    api_names: Mutex<&'static ApiNames>,
 }
 
 impl Handle {
@@ -68,6 +75,7 @@ impl Handle {
                     registry: Arc::default(),
                     subscriptions: Mutex::new(Vec::new()),
                     subscribers: Mutex::new(Vec::new()),
+                    api_names: Mutex::new(&hints::RUST),
                 }),
             })
         })
@@ -114,6 +122,22 @@ impl Handle {
         }
     }
 
+    /// Makes error hints (e.g. MULTI refused on the shared connection) name the binding's own
+    /// API instead of the Rust one.
+    pub fn set_api_names(&self, names: &'static ApiNames) {
+        *self.shared.api_names.locked() = names;
+    }
+
+    pub(crate) fn api_names(&self) -> &'static ApiNames {
+        *self.shared.api_names.locked()
+    }
+
+    /// `done`, with error hints in the binding's words.
+    fn localized<T: Send + 'static>(&self, done: Done<T>) -> Done<T> {
+        let names = self.api_names();
+        Box::new(move |result| done(result.map_err(|e| names.localize(e))))
+    }
+
     /// The configuration the client was opened with (secrets redacted in its `Debug`).
     pub fn config(&self) -> Result<Config> {
         Ok(self.client()?.config().clone())
@@ -137,7 +161,7 @@ impl Handle {
                 let timeout = timeout.unwrap_or(c.config().command_timeout());
                 c.command_work(args, timeout)
             },
-            done,
+            self.localized(done),
         )
     }
 
@@ -152,13 +176,22 @@ impl Handle {
         self.start(|_| Ok(async { work() }), done)
     }
 
-    /// Sends commands back to back (see [`Client::pipeline`]).
+    /// Sends commands back to back (see [`Client::pipeline`]): one result per command, in
+    /// order, each its reply or its own error. `timeout` (the whole pipeline's deadline) replaces
+    /// `command_timeout_ms`.
     pub fn pipeline<A: AsRef<[u8]>>(
         &self,
         commands: &[Vec<A>],
+        timeout: Option<Duration>,
         done: Done<Vec<Result<Value>>>,
     ) -> Operation {
-        self.start(|c| c.pipeline_work(commands), done)
+        self.start(
+            |c| {
+                let timeout = timeout.unwrap_or(c.config().command_timeout());
+                c.pipeline_work(commands, timeout)
+            },
+            self.localized(done),
+        )
     }
 
     /// Runs `commands` in MULTI/EXEC on the primary, after `WATCH watch...` when not empty.
@@ -187,7 +220,7 @@ impl Handle {
                     tx.exec().await
                 })
             },
-            done,
+            self.localized(done),
         )
     }
 

@@ -1,0 +1,82 @@
+// P/Invoke declarations of the C ABI's per-call options, pipelines, transactions and log
+// callback (ffi-c/src/calls.rs, transaction.rs, log.rs). C# 7.2 (Mono mcs).
+using System;
+using System.Runtime.InteropServices;
+
+namespace SentinelRecovery
+{
+    internal static unsafe partial class Native
+    {
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct sr_call_options_t
+        {
+            public ulong timeout_ms;
+            public IntPtr* operation;
+        }
+
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct sr_command_t
+        {
+            public UIntPtr argc;
+            public IntPtr* argv;
+            public UIntPtr* argv_len;
+        }
+
+        /// <summary><c>sr_results_cb</c>: runs on a core thread; must copy and return, never throw.</summary>
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void ResultsCallback(IntPtr userData, IntPtr results, IntPtr error);
+
+        /// <summary><c>sr_transaction_cb</c>: runs on a core thread; owns <c>transaction</c> on success.</summary>
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void TransactionCallback(IntPtr userData, IntPtr transaction, IntPtr error);
+
+        /// <summary><c>sr_log_cb</c>: runs on the emitting thread; must copy and return, never throw.</summary>
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void LogCallback(IntPtr userData, int level, IntPtr target, IntPtr message);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_execute_with(ClientHandle client, UIntPtr argc, IntPtr* argv,
+            UIntPtr* argvLen, sr_call_options_t* options, IntPtr callback, IntPtr userData);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_pipeline(ClientHandle client, sr_command_t* commands, UIntPtr n,
+            sr_call_options_t* options, IntPtr callback, IntPtr userData);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void sr_operation_cancel(IntPtr operation);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void sr_operation_free(IntPtr operation);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern UIntPtr sr_results_len(IntPtr results);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr sr_results_reply(IntPtr results, UIntPtr index);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern IntPtr sr_results_error(IntPtr results, UIntPtr index);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_transaction_begin(ClientHandle client, sr_call_options_t* options,
+            IntPtr callback, IntPtr userData);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_transaction_watch(IntPtr transaction, UIntPtr n, IntPtr* keys, UIntPtr* keysLen,
+            IntPtr callback, IntPtr userData);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_transaction_execute(IntPtr transaction, UIntPtr argc, IntPtr* argv,
+            UIntPtr* argvLen, IntPtr callback, IntPtr userData);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_transaction_exec(IntPtr transaction, sr_command_t* commands, UIntPtr n,
+            IntPtr callback, IntPtr userData);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void sr_transaction_free(IntPtr transaction);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_set_log_callback(IntPtr callback, IntPtr userData, int minLevel);
+    }
+}

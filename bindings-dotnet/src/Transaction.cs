@@ -1,0 +1,88 @@
+using System;
+using System.Collections.Generic;
+using System.Linq;
+using System.Threading;
+using System.Threading.Tasks;
+
+namespace SentinelRecovery
+{
+    /// <summary>
+    /// A transaction begun with <see cref="SentinelClient.BeginTransactionAsync"/>, on a dedicated
+    /// connection to the primary it began on: <see cref="WatchAsync"/>, reads with
+    /// <see cref="ExecuteAsync"/>, then <see cref="ExecAsync"/>, which ends it. Dispose it when
+    /// done (that discards it unless EXEC ran). <see cref="ExecAsync"/> faults with
+    /// <see cref="ConnectionLostException"/> ("nothing was applied") when the primary changed since
+    /// the transaction began: begin again on the new primary. Steps run in the order started.
+    /// </summary>
+    public sealed class SentinelTransaction : IDisposable
+    {
+        private IntPtr _tx;
+
+        internal SentinelTransaction(IntPtr tx) { _tx = tx; }
+
+        /// <summary><c>WATCH keys...</c>: <see cref="ExecAsync"/> then completes with null if any of them changed.</summary>
+        public unsafe Task WatchAsync(params object[] keys)
+        {
+            IntPtr tx = Handle();
+            using (var pinned = new PinnedCommands(new[] { keys }))
+            {
+                var c = pinned.Commands[0];
+                return Start(SentinelClientReply, (ud, op) =>
+                    Native.sr_transaction_watch(tx, c.argc, c.argv, c.argv_len, SentinelClient.OpReplyPtr, ud));
+            }
+        }
+
+        /// <summary>Runs one command now on the transaction's connection (a read between WATCH and EXEC).</summary>
+        public unsafe Task<RedisReply> ExecuteAsync(params object[] args)
+        {
+            IntPtr tx = Handle();
+            using (var pinned = new PinnedCommands(new[] { args }))
+            {
+                var c = pinned.Commands[0];
+                return Start(SentinelClientReply, (ud, op) =>
+                    Native.sr_transaction_execute(tx, c.argc, c.argv, c.argv_len, SentinelClient.OpReplyPtr, ud));
+            }
+        }
+
+        /// <summary>
+        /// MULTI, <paramref name="commands"/>, EXEC: one reply per command (a command failing
+        /// inside EXEC is a reply of type <see cref="ReplyType.Error"/>), or null when a watched
+        /// key changed (nothing ran). Ends the transaction.
+        /// </summary>
+        public unsafe Task<RedisReply[]> ExecAsync(IEnumerable<object[]> commands)
+        {
+            if (commands == null) throw new ArgumentNullException("commands");
+            IntPtr tx = Handle();
+            using (var pinned = new PinnedCommands(commands.ToList()))
+            {
+                var cmds = pinned.Commands;
+                return Start(SentinelClient.CopyExec, (ud, op) =>
+                {
+                    fixed (Native.sr_command_t* pc = cmds)
+                        return Native.sr_transaction_exec(tx, pc, (UIntPtr)(uint)cmds.Length, SentinelClient.OpResultsPtr, ud);
+                });
+            }
+        }
+
+        /// <summary>Ends the transaction without running anything (unless EXEC already ran). Idempotent.</summary>
+        public void Dispose()
+        {
+            IntPtr tx = Interlocked.Exchange(ref _tx, IntPtr.Zero);
+            if (tx != IntPtr.Zero) Native.sr_transaction_free(tx);
+        }
+
+        private static RedisReply SentinelClientReply(IntPtr reply) { return RedisReply.Copy(reply); }
+
+        private IntPtr Handle()
+        {
+            IntPtr tx = Volatile.Read(ref _tx);
+            if (tx == IntPtr.Zero) throw new ObjectDisposedException("SentinelTransaction");
+            return tx;
+        }
+
+        private static unsafe Task<T> Start<T>(Func<IntPtr, T> convert, SentinelClient.Starter call)
+        {
+            return new PendingOp<T>(convert).Start(CancellationToken.None, call);
+        }
+    }
+}

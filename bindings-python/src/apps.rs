@@ -1,0 +1,217 @@
+//! Pipelines and transactions for the Python layer, over the core's host layer: conversions and
+//! completions only (the core sends, orders replies and refuses an EXEC after a failover).
+
+use pyo3::prelude::*;
+use pyo3::types::{PyList, PyTuple};
+use sentinel_recovery::host::{ApiNames, Handle, HostTransaction};
+use sentinel_recovery::Value;
+
+use crate::client::{complete, seconds, wait, Operation};
+use crate::convert;
+use crate::dispatch::Outcome;
+use crate::errors::error_object;
+
+/// How the Python API is named in error hints (MULTI refused on the shared connection, ...).
+pub static PYTHON_API: ApiNames = ApiNames {
+    transaction: "client.transaction(commands) or client.begin_transaction()",
+    watch:
+        "client.transaction(commands, watch=[...]) or tx.watch() after client.begin_transaction()",
+};
+
+/// Each command's arguments, converted once (see [`convert::args`]).
+pub fn commands<'py>(commands: &[Bound<'py, PyTuple>]) -> PyResult<Vec<convert::Args<'py>>> {
+    commands.iter().map(convert::args).collect()
+}
+
+fn slices<'a>(args: &'a [convert::Args<'_>]) -> Vec<Vec<&'a [u8]>> {
+    args.iter().map(|a| a.slices()).collect()
+}
+
+/// A pipeline's results as a list: each reply, or the exception object of that command's error
+/// in its place.
+pub fn results<'py>(
+    py: Python<'py>,
+    items: Vec<sentinel_recovery::Result<Value>>,
+    decode: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    let list = PyList::empty(py);
+    for item in items {
+        match item {
+            Ok(v) => list.append(convert::value(py, v, decode)?)?,
+            Err(e) => list.append(error_object(py, &e))?,
+        }
+    }
+    Ok(list.into_any())
+}
+
+/// EXEC's replies as a list, or `None` when a watched key changed.
+pub fn exec_result<'py>(
+    py: Python<'py>,
+    replies: Option<Vec<Value>>,
+    decode: bool,
+) -> PyResult<Bound<'py, PyAny>> {
+    match replies {
+        None => Ok(py.None().into_bound(py)),
+        Some(values) => {
+            let list = PyList::empty(py);
+            for v in values {
+                list.append(convert::value(py, v, decode)?)?;
+            }
+            Ok(list.into_any())
+        }
+    }
+}
+
+/// Starts a pipeline; `future` gets the list of results.
+pub fn pipeline_async(
+    handle: &Handle,
+    decode: bool,
+    event_loop: Py<PyAny>,
+    future: Py<PyAny>,
+    cmds: Vec<Bound<'_, PyTuple>>,
+    timeout: Option<f64>,
+) -> PyResult<Operation> {
+    let args = commands(&cmds)?;
+    let timeout = timeout.map(seconds).transpose()?;
+    let done = complete(event_loop, future, move |r| Outcome::Replies(r, decode))?;
+    Ok(Operation(handle.pipeline(&slices(&args), timeout, done)))
+}
+
+/// Runs a pipeline and waits (GIL released, signals handled).
+pub fn pipeline_blocking(
+    py: Python<'_>,
+    handle: &Handle,
+    decode: bool,
+    cmds: Vec<Bound<'_, PyTuple>>,
+    timeout: Option<f64>,
+) -> PyResult<Py<PyAny>> {
+    let args = commands(&cmds)?;
+    let timeout = timeout.map(seconds).transpose()?;
+    let s = slices(&args);
+    let items = wait(py, |done| handle.pipeline(&s, timeout, done))?;
+    Ok(results(py, items, decode)?.unbind())
+}
+
+/// Starts a transaction; `future` gets a [`NativeTransaction`].
+pub fn begin_async(
+    handle: &Handle,
+    decode: bool,
+    event_loop: Py<PyAny>,
+    future: Py<PyAny>,
+) -> PyResult<Operation> {
+    let done = complete(event_loop, future, move |r| {
+        Outcome::Transaction(r.map(|tx| NativeTransaction { tx, decode }))
+    })?;
+    Ok(Operation(handle.begin_transaction(done)))
+}
+
+/// Begins a transaction and waits for its connection.
+pub fn begin_blocking(
+    py: Python<'_>,
+    handle: &Handle,
+    decode: bool,
+) -> PyResult<NativeTransaction> {
+    let tx = wait(py, |done| handle.begin_transaction(done))?;
+    Ok(NativeTransaction { tx, decode })
+}
+
+/// A transaction on a dedicated connection to the primary it began on. Not meant to be used
+/// directly: see `sentinel_recovery.Transaction` and `BlockingTransaction`.
+#[pyclass(frozen, module = "sentinel_recovery._native")]
+pub struct NativeTransaction {
+    tx: HostTransaction,
+    decode: bool,
+}
+
+#[pymethods]
+impl NativeTransaction {
+    /// The primary (`host:port`) the transaction runs on.
+    #[getter]
+    fn primary(&self) -> String {
+        self.tx.primary().to_string()
+    }
+
+    /// `WATCH keys...`; `future` gets `None`.
+    fn watch_async(
+        &self,
+        event_loop: Py<PyAny>,
+        future: Py<PyAny>,
+        keys: &Bound<'_, PyTuple>,
+    ) -> PyResult<Operation> {
+        let keys = convert::args(keys)?;
+        let done = complete(event_loop, future, Outcome::Unit)?;
+        Ok(Operation(self.tx.watch(&keys.slices(), done)))
+    }
+
+    /// `WATCH keys...`, waiting.
+    fn watch_blocking(&self, py: Python<'_>, keys: &Bound<'_, PyTuple>) -> PyResult<()> {
+        let keys = convert::args(keys)?;
+        let s = keys.slices();
+        wait(py, |done| self.tx.watch(&s, done))
+    }
+
+    /// One command now, on the transaction's connection; `future` gets the reply.
+    fn execute_async(
+        &self,
+        event_loop: Py<PyAny>,
+        future: Py<PyAny>,
+        args: &Bound<'_, PyTuple>,
+    ) -> PyResult<Operation> {
+        let args = convert::args(args)?;
+        let decode = self.decode;
+        let done = complete(event_loop, future, move |r| Outcome::Reply(r, decode))?;
+        Ok(Operation(self.tx.execute(&args.slices(), done)))
+    }
+
+    /// One command now, waiting for its reply.
+    fn execute_blocking(&self, py: Python<'_>, args: &Bound<'_, PyTuple>) -> PyResult<Py<PyAny>> {
+        let args = convert::args(args)?;
+        let s = args.slices();
+        let value = wait(py, |done| self.tx.execute(&s, done))?;
+        Ok(convert::value(py, value, self.decode)?.unbind())
+    }
+
+    /// MULTI, the commands, EXEC; `future` gets the replies, or `None` when a watched key
+    /// changed.
+    fn exec_async(
+        &self,
+        event_loop: Py<PyAny>,
+        future: Py<PyAny>,
+        commands: Vec<Bound<'_, PyTuple>>,
+    ) -> PyResult<Operation> {
+        let args = self::commands(&commands)?;
+        let decode = self.decode;
+        let done = complete(event_loop, future, move |r| Outcome::Exec(r, decode))?;
+        Ok(Operation(self.tx.exec(&slices(&args), done)))
+    }
+
+    /// MULTI, the commands, EXEC, waiting.
+    fn exec_blocking(
+        &self,
+        py: Python<'_>,
+        commands: Vec<Bound<'_, PyTuple>>,
+    ) -> PyResult<Py<PyAny>> {
+        let args = self::commands(&commands)?;
+        let s = slices(&args);
+        let replies = wait(py, |done| self.tx.exec(&s, done))?;
+        Ok(exec_result(py, replies, self.decode)?.unbind())
+    }
+
+    /// Ends the transaction without running anything. Idempotent.
+    fn discard(&self) {
+        self.tx.discard();
+    }
+}
+
+/// The transaction object for a future, or the exception.
+pub fn transaction_object<'py>(
+    py: Python<'py>,
+    tx: sentinel_recovery::Result<NativeTransaction>,
+) -> Result<Bound<'py, PyAny>, Bound<'py, PyAny>> {
+    match tx {
+        Ok(tx) => Bound::new(py, tx)
+            .map(|t| t.into_any())
+            .map_err(|e| e.into_value(py).into_bound(py).into_any()),
+        Err(e) => Err(error_object(py, &e)),
+    }
+}

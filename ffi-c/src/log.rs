@@ -1,0 +1,103 @@
+//! Core log records to a host callback, through the core's one log hook.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::Arc;
+
+use sr::host::log;
+
+use crate::error::c_string;
+use crate::*;
+
+/// Most detailed records.
+pub const SR_LOG_TRACE: c_int = 5;
+/// Debugging records.
+pub const SR_LOG_DEBUG: c_int = 10;
+/// Informational records (a primary switch, a reconnect).
+pub const SR_LOG_INFO: c_int = 20;
+/// Warnings (a sentinel unreachable, a discovery round failed).
+pub const SR_LOG_WARN: c_int = 30;
+/// Errors.
+pub const SR_LOG_ERROR: c_int = 40;
+
+/// The host's `user_data` for the log callback, called from any thread.
+#[derive(Clone, Copy)]
+struct LogUserData(*mut c_void);
+
+// SAFETY: the library never dereferences it; the header tells the host that the callback runs
+// on any thread.
+unsafe impl Send for LogUserData {}
+unsafe impl Sync for LogUserData {}
+
+impl LogUserData {
+    fn get(self) -> *mut c_void {
+        self.0
+    }
+}
+
+/// Log callback, installed with sr_set_log_callback(): one call per record at or above the
+/// chosen level, on the thread that emitted it (usually a core thread). `level` is one of
+/// `SR_LOG_*` (the numbers of Python's `logging`: 5, 10, 20, 30, 40); `target` is the emitting
+/// module (`sentinel_recovery`, `sentinel_recovery::monitor::actor`, ...); `message` the text,
+/// never containing a password. Both strings are borrowed for the call only. Copy or queue the
+/// record and return: do not block, do not unwind, and do not call into this library from it.
+pub type sr_log_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        level: c_int,
+        target: *const c_char,
+        message: *const c_char,
+    ),
+>;
+
+/// Installs the process-wide log callback for records at `min_level` (`SR_LOG_*`) or above,
+/// replacing any earlier one; `callback` NULL removes it. Once this returns, the earlier
+/// callback is not called again, so its `user_data` may be released.
+///
+/// Returns SR_OK, or SR_ERR_INVALID_ARGUMENT when the process already has another `tracing`
+/// subscriber (a Rust host that configured logging itself): nothing is forwarded then.
+///
+/// # Safety
+/// `user_data` stays valid until the callback is replaced or removed; the callback may be
+/// called from any thread.
+#[no_mangle]
+pub unsafe extern "C" fn sr_set_log_callback(
+    callback: sr_log_cb,
+    user_data: *mut c_void,
+    min_level: c_int,
+) -> c_int {
+    boundary!(SR_ERR_INTERNAL, {
+        let sink: Option<log::LogSink> = callback.map(|cb| {
+            let user_data = LogUserData(user_data);
+            let sink: log::LogSink = Arc::new(move |level: i32, target: &str, message: &str| {
+                let (target, message) = (c_string(target), c_string(message));
+                // SAFETY: the host promised a valid callback; the strings live until it returns.
+                unsafe { cb(user_data.get(), level, target.as_ptr(), message.as_ptr()) };
+            });
+            sink
+        });
+        if log::set_log_sink(sink, min_level) {
+            SR_OK
+        } else {
+            SR_ERR_INVALID_ARGUMENT
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_are_the_cores() {
+        assert_eq!(
+            [
+                SR_LOG_TRACE,
+                SR_LOG_DEBUG,
+                SR_LOG_INFO,
+                SR_LOG_WARN,
+                SR_LOG_ERROR
+            ],
+            [log::TRACE, log::DEBUG, log::INFO, log::WARN, log::ERROR]
+        );
+    }
+}
