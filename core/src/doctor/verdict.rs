@@ -41,6 +41,13 @@ impl Findings {
             hint: mode.hint().to_string(),
         });
     }
+
+    /// The last finding added gets this hint instead of its mode's.
+    fn hint(&mut self, hint: String) {
+        if let Some(last) = self.0.last_mut() {
+            last.hint = hint;
+        }
+    }
 }
 
 /// Fills in `report.findings` and `report.verdict`.
@@ -400,6 +407,24 @@ fn quorum(f: &mut Findings, report: &Report) {
     }
 }
 
+/// An announced address that does not answer from here is what `address_map` is for (NAT,
+/// Docker, port forwards); a mapped one that does not answer has a wrong map entry.
+fn unreachable_hint(n: &NodeReport) -> String {
+    match &n.mapped {
+        Some(to) => format!(
+            "address_map sends {} to {to}, which does not answer: fix that entry (or the \
+             function) so it names an address reachable from here",
+            n.address
+        ),
+        None => format!(
+            "if the node is reachable from here under another address (NAT, Docker, port \
+             forward), map it: address_map={}>HOST:PORT in the URL, or an address_map function; \
+             else make it announce a reachable address (replica-announce-ip)",
+            n.address
+        ),
+    }
+}
+
 fn data_node(f: &mut Findings, n: &NodeReport) {
     let who = n.address.to_string();
     let subject = Some(who.clone());
@@ -423,10 +448,18 @@ fn data_node(f: &mut Findings, n: &NodeReport) {
             Stage::Tcp => (
                 Mode::NameResolution,
                 "address_unreachable",
-                format!(
-                    "{what} {who}, as the sentinels announce it, is not reachable from here: {}",
-                    error.message
-                ),
+                match &n.mapped {
+                    Some(to) => format!(
+                        "{what} {who}, mapped by address_map to {to}, is not reachable from \
+                         here: {}",
+                        error.message
+                    ),
+                    None => format!(
+                        "{what} {who}, as the sentinels announce it, is not reachable from \
+                         here: {}",
+                        error.message
+                    ),
+                },
             ),
             Stage::Handshake => (
                 Mode::DataNodes,
@@ -441,6 +474,9 @@ fn data_node(f: &mut Findings, n: &NodeReport) {
             (mode, code)
         };
         f.add(severity, mode, code, subject.clone(), message);
+        if stage == Stage::Tcp {
+            f.hint(unreachable_hint(n));
+        }
     }
     if primary {
         if n.role_ok == Some(false) {
@@ -759,6 +795,11 @@ mod tests {
         assert_eq!(
             (f.severity, f.mode),
             (Severity::Warning, Mode::NameResolution)
+        );
+        assert!(
+            f.hint.contains("address_map=127.0.0.1:6380>HOST:PORT"),
+            "{}",
+            f.hint
         );
 
         // No replica left to promote is a failure.

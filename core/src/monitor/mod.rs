@@ -101,6 +101,7 @@ impl Monitor {
             data_connect: crate::node::connect_options(&config, Side::Data)?,
             deadline: config.sentinel_timeout(),
             resolver: resolver.clone(),
+            address_map: config.address_map.clone(),
         };
         let data_options = settings.data_connect.clone();
         let initial = Status {

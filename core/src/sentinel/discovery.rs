@@ -19,7 +19,7 @@ use tokio::task::JoinSet;
 use tokio::time::{timeout_at, Instant};
 
 use super::replies::{self, InstanceInfo};
-use crate::config::Address;
+use crate::config::{Address, AddressMap};
 use crate::dns::Resolver;
 use crate::error::{Error, ErrorCode, Result};
 use crate::node::{self, Expect};
@@ -51,6 +51,8 @@ pub struct RoundSettings {
     pub deadline: Duration,
     /// Resolver for sentinel and primary host names.
     pub resolver: Resolver,
+    /// `address_map`, applied to every address a sentinel reports before anything connects to it.
+    pub address_map: AddressMap,
 }
 
 /// What one sentinel answered.
@@ -374,6 +376,10 @@ async fn ask(settings: &RoundSettings, target: SentinelTarget) -> SentinelOutcom
     };
     outcome.answer = query_master(&conn, &settings.service)
         .await
+        .map(|answer| match answer {
+            Answer::Master(info) => Answer::Master(mapped(&settings.address_map, info)),
+            unknown => unknown,
+        })
         .map_err(|e| e.context(format!("sentinel {}", target.address)));
     // A connection that produced garbage or broke is not reused.
     if !matches!(&outcome.answer, Err(e) if e.code() != ErrorCode::Server) && !conn.is_closed() {
@@ -382,6 +388,13 @@ async fn ask(settings: &RoundSettings, target: SentinelTarget) -> SentinelOutcom
         conn.close();
     }
     outcome
+}
+
+/// The instance with its address as the client reaches it (`address_map`), the reported one kept
+/// in [`Address::announced`].
+fn mapped(map: &AddressMap, mut info: InstanceInfo) -> InstanceInfo {
+    info.address = map.apply(&info.address);
+    info
 }
 
 async fn query_master(conn: &Connection, service: &str) -> Result<Answer> {
@@ -448,7 +461,11 @@ async fn details(
         )
         .await;
         match reply {
-            Ok(Ok(v)) => replies::instances(v, cmd).ok(),
+            Ok(Ok(v)) => replies::instances(v, cmd).ok().map(|list| {
+                list.into_iter()
+                    .map(|info| mapped(&settings.address_map, info))
+                    .collect()
+            }),
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, cmd, "sentinel list query failed");
                 None

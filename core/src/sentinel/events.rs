@@ -89,6 +89,27 @@ pub enum SentinelEvent {
 }
 
 impl SentinelEvent {
+    /// Applies `address_map` to every address the event reports, so the monitor compares and
+    /// connects to addresses as the client reaches them.
+    pub fn map_addresses(&mut self, map: &crate::config::AddressMap) {
+        if map.is_empty() {
+            return;
+        }
+        match self {
+            SentinelEvent::SwitchMaster { old, new, .. } => {
+                *old = map.apply(old);
+                *new = map.apply(new);
+            }
+            SentinelEvent::Instance { instance, .. } => {
+                instance.address = map.apply(&instance.address);
+                if let Some(master) = &mut instance.master {
+                    *master = map.apply(master);
+                }
+            }
+            SentinelEvent::Tilt { .. } => {}
+        }
+    }
+
     /// The service the event concerns; `None` for events that concern the sentinel itself (TILT).
     pub fn service(&self) -> Option<&str> {
         match self {
