@@ -40,6 +40,9 @@
 // Former code of a caught panic; panics are now SR_ERR_INTERNAL, the same code in every language.
 #define SR_ERR_PANIC SR_ERR_INTERNAL
 
+// The room sr_address_map_cb gets for the mapped host, NUL included.
+#define SR_ADDRESS_MAP_HOST_MAX 256
+
 // The URL or an option is invalid.
 #define SR_ERR_CONFIG 1
 
@@ -199,12 +202,33 @@ typedef struct sr_option_t {
   const char *value;
 } sr_option_t;
 
+// The function form of `address_map`: called for every address a sentinel reports (primary,
+// replicas, other sentinels, addresses in sentinel events; never for the sentinels of the URL)
+// before the client connects to it.
+//
+// To connect elsewhere, write the NUL-terminated host (at most `mapped_host_len` bytes, NUL
+// included; SR_ADDRESS_MAP_HOST_MAX) into `mapped_host`, the port into `*mapped_port`, and
+// return 1. Return 0 to use the reported address. `host` is borrowed for the call only.
+//
+// It runs on a core thread (`sr-worker-N`), possibly on several at once: it must be quick,
+// thread-safe, must not block and must not unwind. A return value other than 0 or 1, an empty
+// or unterminated host, or port 0 is logged and the reported address is used.
+typedef int (*sr_address_map_cb)(void *user_data,
+                                 const char *host,
+                                 uint16_t port,
+                                 char *mapped_host,
+                                 size_t mapped_host_len,
+                                 uint16_t *mapped_port);
+
 // A node address. `host` is NUL-terminated and owned by the struct containing this address.
 typedef struct sr_address_t {
   // Host name or IP address as configured or reported by a sentinel.
   const char *host;
   // TCP port.
   uint16_t port;
+  // The address a sentinel reported, when `address_map` mapped it to `host`:`port`; NULL when
+  // used as reported (or configured). Owned like `host`.
+  const struct sr_address_t *announced;
 } sr_address_t;
 
 // A sentinel as the client knows it. `host` is owned by the struct containing it.
@@ -219,6 +243,9 @@ typedef struct sr_sentinel_t {
   bool tilt;
   // False once it answered that it does not monitor the service.
   bool knows_service;
+  // The address another sentinel reported, when `address_map` mapped it to `host`:`port`;
+  // NULL otherwise. Owned like `host`.
+  const struct sr_address_t *announced;
 } sr_sentinel_t;
 
 // A point-in-time view of the service, from sr_client_topology().
@@ -301,6 +328,33 @@ typedef struct sr_event_t {
 // own client; installing another callback from inside it is refused.
 typedef void (*sr_event_cb)(void *user_data, const struct sr_event_t *event);
 
+// How sr_doctor() diagnoses. Zeroed (or a NULL pointer) means the defaults.
+typedef struct sr_doctor_options_t {
+  // Sample a PING every 100 ms to each sentinel for this long, to see loop stalls from
+  // outside (`--watch`); 0: no sampling.
+  uint64_t watch_ms;
+  // PINGs per sentinel for the round-trip figures; 0: 10.
+  uint32_t pings;
+  // The function form of `address_map`, as for sr_client_open_mapped(); NULL for none. Runs on
+  // core threads during the diagnosis only.
+  sr_address_map_cb address_map;
+  // Passed back to `address_map` untouched; must stay valid until the diagnosis completed.
+  void *address_map_user_data;
+} sr_doctor_options_t;
+
+// Completion of sr_doctor(): exactly one call, on a core thread.
+//
+// Either `json` is non-NULL and `error` NULL — the report (schema in the README and the core's
+// `doctor::report` docs: `"verdict"`, `"findings"`, `"sentinels"`, ...) — with `exit_code` its
+// verdict (0 healthy, 1 warnings, 2 failures); or `json` is NULL, `exit_code` -1 and `error`
+// says what prevented a diagnosis (an invalid URL or option, unreadable TLS files, SR_ERR_CLOSED
+// when the core runtime stopped). Both are borrowed for the call only: copy what you need.
+// Must not block and must not unwind.
+typedef void (*sr_doctor_cb)(void *user_data,
+                             const char *json,
+                             int exit_code,
+                             const struct sr_error_t *error);
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -308,6 +362,22 @@ extern "C" {
 // The library version (`"MAJOR.MINOR.PATCH"`), a static NUL-terminated string; never NULL,
 // never freed.
 const char *sr_version(void);
+
+// sr_client_open() with the function form of `address_map`: `map` (with `map_user_data`, passed
+// back untouched) is asked for every address a sentinel reports; a matching `address_map`
+// option entry wins over it. `map` may be NULL (then this is sr_client_open()).
+// `map_user_data` must stay valid until sr_client_close() (or sr_client_free()) of this client
+// has returned.
+//
+// # Safety
+// As sr_client_open(); `map` is NULL or a function as described in sr_address_map_cb.
+int sr_client_open_mapped(const char *url,
+                          const struct sr_option_t *options,
+                          size_t options_len,
+                          sr_address_map_cb map,
+                          void *map_user_data,
+                          struct sr_client_t **client,
+                          struct sr_error_t **error);
 
 // Opens a client for a `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service
 // [?key=value&...]` URL (`valkey+sentinel://`, and `rediss+sentinel://` for TLS) and returns at
@@ -435,6 +505,50 @@ int sr_client_close(struct sr_client_t *client);
 // # Safety
 // `client` is NULL or a handle from sr_client_open(), not yet freed.
 void sr_client_free(struct sr_client_t *client);
+
+// Diagnoses the deployment of a `redis+sentinel://` URL (with `options`, as sr_client_open()
+// reads them) and returns at once; `callback` gets the report later, on a core thread (see
+// sr_doctor_cb). `doctor_options` may be NULL. Everything passed in is copied before this
+// returns, except `address_map_user_data`.
+//
+// Returns SR_OK when the diagnosis started: `callback` is then called exactly once. Any other
+// code (SR_ERR_CONFIG for a bad URL or option, SR_ERR_INVALID_ARGUMENT for a NULL callback)
+// means it did not start, `callback` is never called and `*error` (if `error` is not NULL)
+// receives an owned error.
+//
+// # Safety
+// `url` and every option string are NULL or NUL-terminated; `options` points to `options_len`
+// options; `doctor_options` is NULL or valid for the call; `error` is NULL or writable.
+int sr_doctor(const char *url,
+              const struct sr_option_t *options,
+              size_t options_len,
+              const struct sr_doctor_options_t *doctor_options,
+              sr_doctor_cb callback,
+              void *user_data,
+              struct sr_error_t **error);
+
+// sr_doctor(), blocking the calling thread (and only it) until the report is ready. On SR_OK
+// `*json` receives the report as an owned NUL-terminated string (free it with
+// sr_string_free()) and `*exit_code` (if not NULL) its verdict: 0 healthy, 1 warnings,
+// 2 failures. Otherwise `*json` is NULL and `*error` (if not NULL) receives an owned error.
+// Refused (SR_ERR_INVALID_ARGUMENT) inside a callback.
+//
+// # Safety
+// As sr_doctor(); `json` is writable; `exit_code` and `error` are NULL or writable.
+int sr_doctor_blocking(const char *url,
+                       const struct sr_option_t *options,
+                       size_t options_len,
+                       const struct sr_doctor_options_t *doctor_options,
+                       char **json,
+                       int *exit_code,
+                       struct sr_error_t **error);
+
+// Frees a string the library returned as owned (sr_doctor_blocking()'s `json`). NULL is
+// ignored.
+//
+// # Safety
+// `s` is NULL or such a string, not yet freed.
+void sr_string_free(char *s);
 
 // The error's code (`SR_ERR_*`), or SR_ERR_INVALID_ARGUMENT for NULL.
 //
