@@ -7,7 +7,7 @@ using System.Text;
 namespace SentinelRecovery
 {
     /// <summary>The layouts and entry points of the C ABI. Internal: the public API never exposes a pointer.</summary>
-    internal static unsafe class Native
+    internal static unsafe partial class Native
     {
         /// <summary>The library name: <c>libsentinel_recovery.so</c> on Linux (beside the assembly,
         /// found through a Mono <c>dllmap</c>, or from <c>runtimes/linux-x64/native</c> on .NET).</summary>
@@ -31,6 +31,7 @@ namespace SentinelRecovery
         {
             public IntPtr host;
             public ushort port;
+            public sr_address_t* announced; // NULL unless address_map mapped it
         }
 
         [StructLayout(LayoutKind.Sequential)]
@@ -41,6 +42,7 @@ namespace SentinelRecovery
             public byte up; // C bool
             public byte tilt; // C bool
             public byte knows_service; // C bool
+            public sr_address_t* announced; // NULL unless address_map mapped it
         }
 
         [StructLayout(LayoutKind.Sequential)]
@@ -204,6 +206,10 @@ namespace SentinelRecovery
         /// <summary>The weak GCHandle given as user_data to the event callback; freed after close,
         /// when the library has promised never to call that callback again.</summary>
         internal IntPtr EventUserData;
+
+        /// <summary>The address_map function the library calls, kept reachable until the client is
+        /// closed (null without one).</summary>
+        internal AddressMapper AddressMap;
 
         private ClientHandle() : base(IntPtr.Zero, true) { }
 
