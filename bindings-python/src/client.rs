@@ -40,7 +40,7 @@ pub struct NativeClient {
 /// A started asyncio operation; `cancel()` (called when the awaiting task is cancelled) stops it
 /// in the core.
 #[pyclass(frozen, module = "sentinel_recovery._native")]
-pub struct Operation(sentinel_recovery::host::Operation);
+pub struct Operation(pub(crate) sentinel_recovery::host::Operation);
 
 #[pymethods]
 impl Operation {
@@ -53,7 +53,7 @@ impl Operation {
 
 /// The completion of an asyncio operation: hands `wrap(result)` to the dispatcher of the process
 /// it runs in, which sets `future`'s result or exception on `event_loop`.
-fn complete<T: Send + 'static>(
+pub(crate) fn complete<T: Send + 'static>(
     event_loop: Py<PyAny>,
     future: Py<PyAny>,
     wrap: impl FnOnce(sentinel_recovery::Result<T>) -> Outcome + Send + 'static,
@@ -71,7 +71,7 @@ fn complete<T: Send + 'static>(
 /// Runs an operation's callback form and waits for it with the GIL released; when a signal
 /// handler raises (Ctrl-C: `KeyboardInterrupt`) the operation is cancelled and the exception
 /// propagates. Refused by the core on one of its own threads.
-fn wait<T: Send + 'static>(
+pub(crate) fn wait<T: Send + 'static>(
     py: Python<'_>,
     start: impl FnOnce(Done<T>) -> sentinel_recovery::host::Operation + Send,
 ) -> PyResult<T> {
@@ -95,7 +95,7 @@ fn wait<T: Send + 'static>(
     }
 }
 
-fn seconds(s: f64) -> PyResult<Duration> {
+pub(crate) fn seconds(s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s).map_err(|_| {
         pyo3::exceptions::PyValueError::new_err("timeout must be a non-negative number of seconds")
     })
@@ -105,17 +105,26 @@ fn seconds(s: f64) -> PyResult<Duration> {
 impl NativeClient {
     /// Parses `url`, applies `options` (key, value-as-string pairs, through the core's
     /// `Config::set`) and opens the client, returning at once (discovery runs on core threads).
+    /// `address_map` is the function form of that option (see `address_map.rs`).
     #[staticmethod]
-    #[pyo3(signature = (url, options, decode))]
+    #[pyo3(signature = (url, options, decode, address_map=None))]
     fn open(
         py: Python<'_>,
         url: &str,
         options: Vec<(String, String)>,
         decode: bool,
+        address_map: Option<Py<PyAny>>,
     ) -> PyResult<NativeClient> {
         logging::refresh_threshold(py);
         dispatch::get()?; // started now, so a failure to start it shows here
-        let handle = Handle::open_url(url, &options).map_err(|e| to_pyerr(&e))?;
+        let mut config =
+            sentinel_recovery::host::config_from_url(url, &options).map_err(|e| to_pyerr(&e))?;
+        if let Some(map) = address_map {
+            config
+                .address_map
+                .set_function(Some(crate::address_map::map_fn(map)));
+        }
+        let handle = Handle::open(config).map_err(|e| to_pyerr(&e))?;
         let url = handle
             .config()
             .map(|c| c.redacted_url())

@@ -43,6 +43,8 @@ pub enum Outcome {
     Topology(sentinel_recovery::Result<Topology>),
     /// Nothing (from `close`).
     Unit(sentinel_recovery::Result<()>),
+    /// A doctor report as `(json, text, status, exit_code)`.
+    Diagnosis(sentinel_recovery::Result<crate::doctor::DiagnosisTuple>),
 }
 
 /// One piece of work for the dispatcher.
@@ -389,9 +391,11 @@ fn outcome_to_py<'py>(
         Outcome::Reply(Ok(v), decode) => convert::value(py, v, decode),
         Outcome::Topology(Ok(t)) => convert::serialized(py, &t),
         Outcome::Unit(Ok(())) => Ok(py.None().into_bound(py)),
+        Outcome::Diagnosis(Ok(d)) => d.into_pyobject(py).map(|t| t.into_any()),
         Outcome::Reply(Err(e), _) => return Err(fail(&e)),
         Outcome::Topology(Err(e)) => return Err(fail(&e)),
         Outcome::Unit(Err(e)) => return Err(fail(&e)),
+        Outcome::Diagnosis(Err(e)) => return Err(fail(&e)),
     };
     converted.map_err(|e| e.into_value(py).into_bound(py).into_any())
 }
