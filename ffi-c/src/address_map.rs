@@ -105,7 +105,8 @@ pub(crate) fn map_fn(
 /// back untouched) is asked for every address a sentinel reports; a matching `address_map`
 /// option entry wins over it. `map` may be NULL (then this is sr_client_open()).
 /// `map_user_data` must stay valid until sr_client_close() (or sr_client_free()) of this client
-/// has returned.
+/// has returned on a host thread; a close made inside one of the client's callbacks returns
+/// before the client's threads have stopped, so the map may still be called after it.
 ///
 /// # Safety
 /// As sr_client_open(); `map` is NULL or a function as described in sr_address_map_cb.
