@@ -58,3 +58,8 @@ def test_topology_shape() -> None:
     assert sr.SentinelInfo.__optional_keys__ == {"announced"}
     assert sr.Address.__required_keys__ == {"host", "port"}
     assert sr.Address.__optional_keys__ == {"announced"}
+
+
+def test_every_name_in_all_is_importable() -> None:
+    # `from sentinel_recovery import *` fails on a name listed in __all__ but not defined.
+    assert [name for name in sr.__all__ if not hasattr(sr, name)] == []

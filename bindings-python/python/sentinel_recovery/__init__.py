@@ -52,6 +52,7 @@ from ._native import set_worker_threads
 from ._tables import ERROR_CODES, EVENT_KINDS
 from ._types import (
     Address,
+    AnnouncedAddress,
     ConnectionLostEvent,
     ConnectionRestoredEvent,
     DiscoveryFailedEvent,
