@@ -60,11 +60,27 @@ export declare class AbortError extends Error {
 /** Error class by stable code. */
 export declare const ERROR_CLASSES: Readonly<Record<ErrorCode, typeof SentinelRecoveryError>>
 
-/** A node address. */
+/**
+ * A node address: where the client connects. `announced` is set only when `addressMap` mapped
+ * the address a sentinel reported (kept there) to this one.
+ */
 export interface Address {
   host: string
   port: number
+  announced?: { host: string; port: number }
 }
+
+/**
+ * `addressMap`'s function form, like ioredis' `natMap`: called with each address a sentinel
+ * reports (primary, replicas, other sentinels; never the sentinels of the URL); return the
+ * address to connect to instead, or null/undefined to use it as reported. It runs on the
+ * JavaScript thread while a core thread waits for its answer (at most 1 s; after that, or if it
+ * throws, the reported address is used and a warning is logged): keep it quick and synchronous.
+ */
+export type AddressMapFunction = (reported: { host: string; port: number }) =>
+  | { host: string; port: number }
+  | null
+  | undefined
 
 /** One sentinel as the client knows it. */
 export interface SentinelInfo extends Address {
@@ -216,9 +232,63 @@ export interface ClientOptions {
   sentinelTlsCertFile?: string
   sentinelTlsKeyFile?: string
   tlsServerName?: string
+  /**
+   * Where to connect instead of what sentinels report: `'10.0.0.5:6379>127.0.0.1:16379,...'`,
+   * or a function (see AddressMapFunction).
+   */
+  addressMap?: string | AddressMapFunction
   /** Any other core key, in snake_case or camelCase. */
-  [key: string]: string | number | boolean | null | undefined
+  [key: string]: string | number | boolean | null | undefined | AddressMapFunction
 }
+
+/** Options of doctor(): a client's options plus the diagnosis' own. */
+export interface DoctorOptions extends ClientOptions {
+  /** Sample a PING every 100 ms to each sentinel for this long, to see loop stalls. */
+  watchMs?: number
+  /** PINGs per sentinel for the round-trip figures. Default 10. */
+  pings?: number
+}
+
+/** One finding of a diagnosis. */
+export interface DoctorFinding {
+  severity: 'warning' | 'failure'
+  /** `loop_stall`, `name_resolution`, `quorum`, `disagreement`, ... */
+  mode: string
+  /** Stable id: `sentinel_tilt`, `address_unreachable`, ... */
+  code: string
+  /** The endpoint concerned (`host:port`), if any. */
+  subject: string | null
+  /** What was found, with the numbers that prove it. */
+  message: string
+  /** One line: what to do. */
+  hint: string
+}
+
+/** A finished diagnosis. */
+export interface DoctorReport {
+  /** The verdict (exit code 0, 1, 2 of the CLI). */
+  status: 'healthy' | 'warning' | 'failure'
+  exitCode: 0 | 1 | 2
+  /** The title of the first failure mode, or 'healthy'. */
+  headline: string
+  /** What is wrong or at risk, most consequential first. */
+  findings: DoctorFinding[]
+  /**
+   * The whole report (schema 1, as `sentinel-recovery doctor --json` prints it): `verdict`,
+   * `findings`, `sentinels`, `agreement`, `quorum`, `names`, `data_nodes`, `timing`, ...
+   */
+  report: { schema: 1; service: string; verdict: { status: string; exit_code: number; headline: string; modes: string[] }; [key: string]: unknown }
+  /** The report as JSON text. */
+  json: string
+  /** The human form, as the CLI prints it. */
+  text: string
+}
+
+/**
+ * Diagnoses the deployment of `url` (`sentinel-recovery doctor`) on the core's threads. Rejects
+ * only when no diagnosis is possible (ConfigError for a bad URL or option).
+ */
+export declare function doctor(url: string, options?: DoctorOptions): Promise<DoctorReport>
 
 /**
  * A command argument. Strings are sent as UTF-8; one with a lone surrogate is refused with a

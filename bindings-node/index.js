@@ -154,9 +154,29 @@ function coreOptions(options) {
   const flat = []
   for (const [key, value] of Object.entries(options)) {
     if (key === 'decodeResponses' || key === 'decode_responses' || value === undefined) continue
+    if (typeof value === 'function' && snakeCase(key) === 'address_map') continue // mapFunction()
     flat.push(snakeCase(key), value === null ? '' : String(value))
   }
   return flat
+}
+
+/**
+ * The function form of `addressMap` wrapped for the native side: it gets the reported address as
+ * JSON text and returns JSON text (`{host, port}`, `{error}` when the function threw) or null,
+ * so nothing JavaScript throws crosses into the core. `undefined` without a function.
+ */
+function mapFunction(options) {
+  const fn = options.addressMap ?? options.address_map
+  if (typeof fn !== 'function') return undefined
+  return (reported) => {
+    try {
+      const mapped = fn(JSON.parse(reported))
+      if (mapped == null) return null
+      return JSON.stringify({ host: mapped.host, port: mapped.port })
+    } catch (e) {
+      return JSON.stringify({ error: String((e && e.message) || e) })
+    }
+  }
 }
 
 /** Whether `s` is well-formed UTF-16 (no lone surrogate), so it has an exact UTF-8 form. */
@@ -397,7 +417,7 @@ class Client extends EventEmitter {
       if (client && client._native) client._drain()
     }
     try {
-      this._native = native.open(url, coreOptions(options), decode, onWake)
+      this._native = native.open(url, coreOptions(options), decode, onWake, mapFunction(options))
     } catch (e) {
       throw fromNative(e)
     }
@@ -650,8 +670,46 @@ class Client extends EventEmitter {
   }
 }
 
+/**
+ * Diagnoses the deployment of `url` (what `sentinel-recovery doctor` does) on the core's threads
+ * and resolves with the report: `{status, exitCode, headline, findings, report, json, text}`.
+ * `options` are a client's (camelCase or snake_case, `addressMap` as text or function) plus
+ * `watchMs` (sample a PING every 100 ms per sentinel for that long) and `pings` (per sentinel,
+ * default 10). Rejects only when no diagnosis is possible (a ConfigError for a bad URL or
+ * option); every problem of the deployment is in the report.
+ * @param {string} url
+ * @param {object} [options]
+ */
+function doctor(url, options = {}) {
+  return new Promise((resolve, reject) => {
+    if (typeof url !== 'string') throw new TypeError('url must be a string')
+    if (options === null || typeof options !== 'object') throw new TypeError('options must be an object')
+    const { watchMs, pings, ...rest } = options
+    const done = (text) => {
+      const r = JSON.parse(text)
+      if (!r.ok) return reject(makeError(r.code, r.message, null))
+      const report = JSON.parse(r.json)
+      resolve({
+        status: r.status,
+        exitCode: r.exitCode,
+        headline: report.verdict.headline,
+        findings: report.findings,
+        report,
+        json: r.json,
+        text: r.text,
+      })
+    }
+    try {
+      native.doctor(url, coreOptions(rest), watchMs ?? undefined, pings ?? undefined, mapFunction(rest), done)
+    } catch (e) {
+      reject(fromNative(e))
+    }
+  })
+}
+
 module.exports = {
   Client,
+  doctor,
   SentinelRecoveryError,
   ...Object.fromEntries(Object.values(ERROR_CLASSES).map((Class) => [Class.name, Class])),
   AbortError,

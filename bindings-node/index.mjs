@@ -3,6 +3,7 @@ import cjs from './index.js'
 
 export const {
   Client,
+  doctor,
   SentinelRecoveryError,
   ConfigError,
   SentinelsUnreachableError,

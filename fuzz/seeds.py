@@ -179,6 +179,37 @@ URLS = [
 ]
 
 
+def der(tag, content):
+    """One DER element (short or two-byte long length form)."""
+    if len(content) < 0x80:
+        return bytes([tag, len(content)]) + content
+    return bytes([tag, 0x82]) + struct.pack(">H", len(content)) + content
+
+
+def certificate(version, not_after_tag, not_after, issuer_len=150):
+    """The skeleton of an X.509 certificate the doctor's walker reads: tbsCertificate with an
+    optional [0] version, serial, signature algorithm, issuer, validity (notBefore, notAfter)."""
+    tbs = der(0xA0, der(0x02, b"\x02")) if version else b""
+    tbs += der(0x02, b"\x01\x02")
+    tbs += der(0x30, der(0x06, b"\x2a\x86\x48\x86\xf7\x0d\x01\x01\x0b"))
+    tbs += der(0x30, b"\x00" * issuer_len)
+    tbs += der(0x30, der(0x17, b"250101000000Z") + der(not_after_tag, not_after))
+    tbs += der(0x30, b"")
+    return der(0x30, der(0x30, tbs) + der(0x30, der(0x06, b"\x2a")) + der(0x03, b"\x00"))
+
+
+CERTIFICATES = {
+    "utc_v3": certificate(True, 0x17, b"300615123456Z"),
+    "generalized_v3": certificate(True, 0x18, b"20300615123456Z"),
+    "utc_v1_short_issuer": certificate(False, 0x17, b"491231235959Z", issuer_len=4),
+    "epoch": certificate(True, 0x17, b"700101000000Z"),
+    "bad_month": certificate(True, 0x17, b"301315123456Z"),
+    "octet_string_time": certificate(True, 0x04, b"300615123456Z"),
+    "indefinite_length": b"\x30\x80\x30\x80",
+    "huge_length": b"\x30\x84\xff\xff\xff\xff",
+}
+
+
 def write(target, name, data):
     d = os.path.join(HERE, "corpus", target)
     os.makedirs(d, exist_ok=True)
@@ -199,6 +230,8 @@ def main():
     for i, url in enumerate(URLS):
         # `Input::Raw`: the variant index (a little-endian u32 below 2^30), then the text.
         write("config_url", "url%02d" % i, struct.pack("<I", 0) + url.encode())
+    for name, data in CERTIFICATES.items():
+        write("tls_not_after", name, data)
 
 
 if __name__ == "__main__":

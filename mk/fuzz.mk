@@ -1,13 +1,14 @@
 # Fuzzing (fuzz/): cargo-fuzz targets (libFuzzer, nightly toolchain) for every parser of bytes from
 # the network or the user: RESP frame scanner and decoder, the scanner against redis-protocol's
-# decoder, sentinel reply parsers, sentinel event messages, URL and options. Seeds are committed in
+# decoder, sentinel reply parsers, sentinel event messages, URL and options, and the doctor's
+# walker of TLS certificates (DER) for their expiry. Seeds are committed in
 # fuzz/corpus/<target>; builds, working corpora and logs stay in fuzz/target (cargo-fuzz's own
 # flags, so not the shared CARGO_TARGET_DIR), crash inputs in fuzz/artifacts.
 #   make fuzz                    every target FUZZ_SECONDS (60) each
 #   make fuzz FUZZ_TIME=3600     an hour in all, split evenly between the targets
 #   make fuzz FUZZ_TARGETS=config_url FUZZ_SECONDS=600
 # `make test` runs each target FUZZ_TEST_SECONDS (20) through test-fuzz.
-FUZZ_TARGETS ?= resp_frames resp_differential sentinel_replies sentinel_events config_url
+FUZZ_TARGETS ?= resp_frames resp_differential sentinel_replies sentinel_events config_url tls_not_after
 FUZZ_SECONDS ?= 60
 FUZZ_TEST_SECONDS ?= 20
 FUZZ_TOOLCHAIN ?= nightly

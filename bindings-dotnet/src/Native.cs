@@ -31,6 +31,7 @@ namespace SentinelRecovery
         {
             public IntPtr host;
             public ushort port;
+            public sr_address_t* announced; // NULL unless address_map mapped it
         }
 
         [StructLayout(LayoutKind.Sequential)]
@@ -41,6 +42,7 @@ namespace SentinelRecovery
             public byte up; // C bool
             public byte tilt; // C bool
             public byte knows_service; // C bool
+            public sr_address_t* announced; // NULL unless address_map mapped it
         }
 
         [StructLayout(LayoutKind.Sequential)]
@@ -208,6 +210,10 @@ namespace SentinelRecovery
         /// <summary>The weak GCHandle given as user_data to the event callback; freed after close,
         /// when the library has promised never to call that callback again.</summary>
         internal IntPtr EventUserData;
+
+        /// <summary>The address_map function the library calls, kept reachable until the client is
+        /// closed (null without one).</summary>
+        internal AddressMapper AddressMap;
 
         private ClientHandle() : base(IntPtr.Zero, true) { }
 

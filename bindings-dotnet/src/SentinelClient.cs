@@ -68,7 +68,7 @@ namespace SentinelRecovery
         /// Opens a client and waits (asynchronously, without holding any pool thread) for its first
         /// discovery round. If that round fails the client is disposed and the task fails with the
         /// round's error (<see cref="SentinelsUnreachableException"/>, <see cref="ServiceUnknownException"/>,
-        /// <see cref="NoHealthyPrimaryException"/>); use <see cref="Open"/> to keep a client that
+        /// <see cref="NoHealthyPrimaryException"/>); use <see cref="Open(string, IDictionary{string, string})"/> to keep a client that
         /// retries in the background instead.
         /// </summary>
         /// <param name="url"><c>redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service[?key=value&amp;...]</c>
@@ -80,7 +80,21 @@ namespace SentinelRecovery
         public static Task<SentinelClient> ConnectAsync(string url, IDictionary<string, string> options = null,
             CancellationToken cancellationToken = default(CancellationToken))
         {
-            var client = Open(url, options);
+            return ConnectAsync(url, options, null, cancellationToken);
+        }
+
+        /// <summary>
+        /// <see cref="ConnectAsync(string, IDictionary{string, string}, CancellationToken)"/> with the
+        /// function form of <c>address_map</c>; see <see cref="Open(string, IDictionary{string, string}, Func{NodeAddress, NodeAddress})"/>.
+        /// </summary>
+        /// <param name="url">The URL.</param>
+        /// <param name="options">Options overriding the URL's query keys, or null.</param>
+        /// <param name="addressMap">The map, or null for none.</param>
+        /// <param name="cancellationToken">Cancels the wait (the client is then disposed).</param>
+        public static Task<SentinelClient> ConnectAsync(string url, IDictionary<string, string> options,
+            Func<NodeAddress, NodeAddress> addressMap, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            var client = Open(url, options, addressMap);
             var tcs = new TaskCompletionSource<SentinelClient>(TaskCreationOptions.RunContinuationsAsynchronously);
             client.WaitReady(cancellationToken, true).ContinueWith((t, s) =>
             {
@@ -96,52 +110,49 @@ namespace SentinelRecovery
         /// Opens a client and returns at once; discovery runs in the background and keeps retrying.
         /// Commands sent before a primary is known wait for one up to their deadline.
         /// </summary>
-        /// <param name="url">As for <see cref="ConnectAsync"/>.</param>
-        /// <param name="options">As for <see cref="ConnectAsync"/>.</param>
+        /// <param name="url">As for <see cref="ConnectAsync(string, IDictionary{string, string}, CancellationToken)"/>.</param>
+        /// <param name="options">As for <see cref="ConnectAsync(string, IDictionary{string, string}, CancellationToken)"/>.</param>
         /// <exception cref="ConfigException">An invalid URL or option (the message names it, never a password).</exception>
-        public static unsafe SentinelClient Open(string url, IDictionary<string, string> options = null)
+        public static SentinelClient Open(string url, IDictionary<string, string> options = null)
         {
-            if (url == null) throw new ArgumentNullException("url");
-            var strings = new List<string> { url };
-            if (options != null)
-            {
-                foreach (var kv in options)
-                {
-                    if (kv.Key == null || kv.Value == null) throw new ArgumentException("option keys and values must not be null", "options");
-                    strings.Add(kv.Key);
-                    strings.Add(kv.Value);
-                }
-            }
-            var offsets = new int[strings.Count];
-            int total = 0;
-            foreach (var s in strings)
-            {
-                if (s.IndexOf('\0') >= 0) throw new ArgumentException("URL and options must not contain NUL characters");
-                total += Encoding.UTF8.GetByteCount(s) + 1;
-            }
-            var buf = new byte[total];
-            int pos = 0;
-            for (int i = 0; i < strings.Count; i++)
-            {
-                offsets[i] = pos;
-                pos += Encoding.UTF8.GetBytes(strings[i], 0, strings[i].Length, buf, pos) + 1;
-            }
-            int nopt = (strings.Count - 1) / 2;
+            return Open(url, options, null);
+        }
+
+        /// <summary>
+        /// <see cref="Open(string, IDictionary{string, string})"/> with the function form of
+        /// <c>address_map</c> (like ioredis' <c>natMap</c>): <paramref name="addressMap"/> gets each
+        /// address a sentinel reports (primary, replicas, other sentinels; never the sentinels of the
+        /// URL) and returns the address to connect to instead, or null to use it as reported. It runs
+        /// on a library thread, possibly on several at once: keep it quick and thread-safe, never
+        /// block in it. An exception in it is logged (<see cref="Log"/>) and the reported address is
+        /// used. An <c>address_map</c> option entry that matches wins over the function.
+        /// </summary>
+        /// <param name="url">As for <see cref="ConnectAsync(string, IDictionary{string, string}, CancellationToken)"/>.</param>
+        /// <param name="options">As for <see cref="ConnectAsync(string, IDictionary{string, string}, CancellationToken)"/>.</param>
+        /// <param name="addressMap">The map, or null for none.</param>
+        /// <exception cref="ConfigException">An invalid URL or option (the message names it, never a password).</exception>
+        public static unsafe SentinelClient Open(string url, IDictionary<string, string> options,
+            Func<NodeAddress, NodeAddress> addressMap)
+        {
+            var packed = NativeOptions.Pack(url, options);
+            var mapper = AddressMapper.For(addressMap);
+            int nopt = packed.Count;
             var opts = new Native.sr_option_t[Math.Max(nopt, 1)];
             ClientHandle handle;
             IntPtr err;
             int rc;
-            fixed (byte* b = buf)
+            fixed (byte* b = packed.Buffer)
             fixed (Native.sr_option_t* o = opts)
             {
-                for (int i = 0; i < nopt; i++)
-                {
-                    o[i].key = (IntPtr)(b + offsets[1 + 2 * i]);
-                    o[i].value = (IntPtr)(b + offsets[2 + 2 * i]);
-                }
-                rc = Native.sr_client_open(b, nopt == 0 ? null : o, (UIntPtr)(uint)nopt, out handle, out err);
+                packed.Fill(b, o);
+                rc = mapper == null
+                    ? Native.sr_client_open(b, nopt == 0 ? null : o, (UIntPtr)(uint)nopt, out handle, out err)
+                    : Native.sr_client_open_mapped(b, nopt == 0 ? null : o, (UIntPtr)(uint)nopt, mapper.Pointer,
+                        IntPtr.Zero, out handle, out err);
             }
-            Array.Clear(buf, 0, buf.Length); // may hold passwords
+            packed.Clear();
+            if (rc == Native.SR_OK) handle.AddressMap = mapper;
+            GC.KeepAlive(mapper);
             if (rc != Native.SR_OK)
             {
                 if (handle != null) handle.Dispose();

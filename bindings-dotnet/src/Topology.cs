@@ -9,6 +9,14 @@ namespace SentinelRecovery
         /// <summary>Creates an address.</summary>
         public NodeAddress(string host, int port) { Host = host; Port = port; }
 
+        /// <summary>Creates an address mapped by <c>address_map</c> from <paramref name="announced"/>.</summary>
+        public NodeAddress(string host, int port, NodeAddress announced) : this(host, port) { Announced = announced; }
+
+        /// <summary>The address a sentinel reported, when <c>address_map</c> mapped it to this one
+        /// (where the client connects); null when used as reported or configured. Not part of
+        /// equality: two addresses are equal when they connect to the same place.</summary>
+        public NodeAddress Announced { get; private set; }
+
         /// <summary>Host name or IP address.</summary>
         public string Host { get; private set; }
 
@@ -29,7 +37,7 @@ namespace SentinelRecovery
 
         internal static unsafe NodeAddress From(Native.sr_address_t* a)
         {
-            return a == null ? null : new NodeAddress(Native.Utf8(a->host), a->port);
+            return a == null ? null : new NodeAddress(Native.Utf8(a->host), a->port, From(a->announced));
         }
 
         internal static unsafe IReadOnlyList<NodeAddress> List(Native.sr_address_t* a, UIntPtr len)
@@ -53,6 +61,17 @@ namespace SentinelRecovery
             Host = host; Port = port; Up = up; Tilt = tilt; KnowsService = knowsService;
         }
 
+        /// <summary>Creates a sentinel entry that <c>address_map</c> mapped from <paramref name="announced"/>.</summary>
+        public SentinelInfo(string host, int port, bool up, bool tilt, bool knowsService, NodeAddress announced)
+            : this(host, port, up, tilt, knowsService)
+        {
+            Announced = announced;
+        }
+
+        /// <summary>The address another sentinel reported, when <c>address_map</c> mapped it to
+        /// <see cref="Host"/>:<see cref="Port"/>; null otherwise.</summary>
+        public NodeAddress Announced { get; private set; }
+
         /// <summary>Host as configured (names are kept) or as reported by another sentinel.</summary>
         public string Host { get; private set; }
 
@@ -75,7 +94,9 @@ namespace SentinelRecovery
         {
             int n = (int)len.ToUInt64();
             var l = new SentinelInfo[s == null ? 0 : n];
-            for (int i = 0; i < l.Length; i++) l[i] = new SentinelInfo(Native.Utf8(s[i].host), s[i].port, s[i].up != 0, s[i].tilt != 0, s[i].knows_service != 0);
+            for (int i = 0; i < l.Length; i++)
+                l[i] = new SentinelInfo(Native.Utf8(s[i].host), s[i].port, s[i].up != 0, s[i].tilt != 0,
+                    s[i].knows_service != 0, NodeAddress.From(s[i].announced));
             return l;
         }
     }

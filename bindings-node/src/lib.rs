@@ -28,7 +28,9 @@
 
 #![deny(missing_docs)]
 
+mod address_map;
 pub mod apps;
+pub mod doctor;
 
 use std::ffi::c_void;
 use std::panic::AssertUnwindSafe;
@@ -189,20 +191,36 @@ pub fn panic_for_test() -> napi::Result<(), Code> {
 /// opens the client; returns at once, discovery runs on the core's threads. `wake` is called
 /// (with no arguments) when completions or events wait for [`NativeClient::drain`], and must
 /// call it. It does not keep the process alive (see [`NativeClient::hold`]).
+/// `address_map` is the function form of that option (see `address_map.rs`).
 #[napi(catch_unwind)]
 pub fn open(
     url: String,
     options: Vec<String>,
     decode: bool,
     wake: Function<(), ()>,
+    address_map: Option<Function<String, Option<String>>>,
 ) -> napi::Result<NativeClient, Code> {
-    guarded(|| NativeClient::open_inner(url, options, decode, wake).map_err(|e| js_error(&e)))
+    guarded(|| {
+        NativeClient::open_inner(url, options, decode, wake, address_map).map_err(|e| js_error(&e))
+    })
+}
+
+/// The flat `[key, value, key, value, ...]` option list as pairs.
+fn pairs(options: &[String]) -> sentinel_recovery::Result<Vec<(&String, &String)>> {
+    let mut pairs = Vec::with_capacity(options.len() / 2);
+    for pair in options.chunks(2) {
+        let [key, value] = pair else {
+            return Err(SrError::config("option without a value"));
+        };
+        pairs.push((key, value));
+    }
+    Ok(pairs)
 }
 
 /// A started operation that JavaScript may cancel (an `execute` with an `AbortSignal`).
 #[napi]
 pub struct NativeOperation {
-    operation: Operation,
+    pub(crate) operation: Operation,
 }
 
 #[napi]
@@ -231,15 +249,15 @@ impl NativeClient {
         options: Vec<String>,
         decode: bool,
         wake: Function<(), ()>,
+        address_map: Option<Function<String, Option<String>>>,
     ) -> sentinel_recovery::Result<NativeClient> {
-        let mut pairs = Vec::with_capacity(options.len() / 2);
-        for pair in options.chunks(2) {
-            let [key, value] = pair else {
-                return Err(SrError::config("option without a value"));
-            };
-            pairs.push((key, value));
+        let mut config = sentinel_recovery::host::config_from_url(&url, &pairs(&options)?)?;
+        if let Some(map) = address_map {
+            config
+                .address_map
+                .set_function(Some(address_map::map_fn(map)?));
         }
-        let handle = Handle::open_url(&url, &pairs)?;
+        let handle = Handle::open(config)?;
         handle.set_api_names(&apps::NODE_API);
         let wake_pending = Arc::new(AtomicBool::new(false));
         let rearm = wake_pending.clone();

@@ -105,17 +105,26 @@ pub(crate) fn seconds(s: f64) -> PyResult<Duration> {
 impl NativeClient {
     /// Parses `url`, applies `options` (key, value-as-string pairs, through the core's
     /// `Config::set`) and opens the client, returning at once (discovery runs on core threads).
+    /// `address_map` is the function form of that option (see `address_map.rs`).
     #[staticmethod]
-    #[pyo3(signature = (url, options, decode))]
+    #[pyo3(signature = (url, options, decode, address_map=None))]
     fn open(
         py: Python<'_>,
         url: &str,
         options: Vec<(String, String)>,
         decode: bool,
+        address_map: Option<Py<PyAny>>,
     ) -> PyResult<NativeClient> {
         logging::refresh_threshold(py);
         dispatch::get()?; // started now, so a failure to start it shows here
-        let handle = Handle::open_url(url, &options).map_err(|e| to_pyerr(&e))?;
+        let mut config =
+            sentinel_recovery::host::config_from_url(url, &options).map_err(|e| to_pyerr(&e))?;
+        if let Some(map) = address_map {
+            config
+                .address_map
+                .set_function(Some(crate::address_map::map_fn(map)));
+        }
+        let handle = Handle::open(config).map_err(|e| to_pyerr(&e))?;
         handle.set_api_names(&crate::apps::PYTHON_API);
         let url = handle
             .config()

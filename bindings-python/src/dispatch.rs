@@ -62,6 +62,8 @@ pub enum Outcome {
     Exec(sentinel_recovery::Result<Option<Vec<Value>>>, bool),
     /// A transaction begun.
     Transaction(sentinel_recovery::Result<crate::apps::NativeTransaction>),
+    /// A doctor report as `(json, text, status, exit_code)`.
+    Diagnosis(sentinel_recovery::Result<crate::doctor::DiagnosisTuple>),
 }
 
 /// One piece of work for the dispatcher.
@@ -419,6 +421,8 @@ fn outcome_to_py<'py>(
         Outcome::Exec(Ok(replies), decode) => crate::apps::exec_result(py, replies, decode),
         Outcome::Replies(Err(e), _) | Outcome::Exec(Err(e), _) => return Err(fail(&e)),
         Outcome::Transaction(tx) => return crate::apps::transaction_object(py, tx),
+        Outcome::Diagnosis(Ok(d)) => d.into_pyobject(py).map(|t| t.into_any()),
+        Outcome::Diagnosis(Err(e)) => return Err(fail(&e)),
     };
     converted.map_err(|e| e.into_value(py).into_bound(py).into_any())
 }

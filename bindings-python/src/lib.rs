@@ -6,10 +6,12 @@
 //! records reach Python through one dispatcher thread (see [`dispatch`]). The public API is the
 //! Python layer in `python/sentinel_recovery/`.
 
+mod address_map;
 mod apps;
 mod client;
 mod convert;
 mod dispatch;
+mod doctor;
 mod errors;
 mod logging;
 mod pubsub;
@@ -122,6 +124,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_worker_threads, m)?)?;
     m.add_function(wrap_pyfunction!(error_codes, m)?)?;
     m.add_function(wrap_pyfunction!(event_kinds, m)?)?;
+    m.add_function(wrap_pyfunction!(doctor::doctor_async, m)?)?;
+    m.add_function(wrap_pyfunction!(doctor::doctor_blocking, m)?)?;
     m.add_class::<client::NativeClient>()?;
     m.add_class::<client::Operation>()?;
     m.add_class::<apps::NativeTransaction>()?;

@@ -42,6 +42,9 @@
 // Former code of a caught panic; panics are now SR_ERR_INTERNAL, the same code in every language.
 #define SR_ERR_PANIC SR_ERR_INTERNAL
 
+// The room sr_address_map_cb gets for the mapped host, NUL included.
+#define SR_ADDRESS_MAP_HOST_MAX 256
+
 // The URL or an option is invalid.
 #define SR_ERR_CONFIG 1
 
@@ -126,18 +129,6 @@
 // A pub/sub subscription is back on a node (address, gap_ms).
 #define SR_EVENT_SUBSCRIPTION_RESTORED 13
 
-// sr_subscription_change(): add channels (`SUBSCRIBE`).
-#define SR_SUBSCRIBE 1
-
-// sr_subscription_change(): add patterns (`PSUBSCRIBE`).
-#define SR_PSUBSCRIBE 2
-
-// sr_subscription_change(): remove channels (`UNSUBSCRIBE`).
-#define SR_UNSUBSCRIBE 3
-
-// sr_subscription_change(): remove patterns (`PUNSUBSCRIBE`).
-#define SR_PUNSUBSCRIBE 4
-
 // Most detailed records.
 #define SR_LOG_TRACE 5
 
@@ -152,6 +143,18 @@
 
 // Errors.
 #define SR_LOG_ERROR 40
+
+// sr_subscription_change(): add channels (`SUBSCRIBE`).
+#define SR_SUBSCRIBE 1
+
+// sr_subscription_change(): add patterns (`PSUBSCRIBE`).
+#define SR_PSUBSCRIBE 2
+
+// sr_subscription_change(): remove channels (`UNSUBSCRIBE`).
+#define SR_UNSUBSCRIBE 3
+
+// sr_subscription_change(): remove patterns (`PUNSUBSCRIBE`).
+#define SR_PUNSUBSCRIBE 4
 
 // sr_reply_type() for NULL.
 #define SR_REPLY_INVALID 100
@@ -313,12 +316,33 @@ typedef struct sr_option_t {
   const char *value;
 } sr_option_t;
 
+// The function form of `address_map`: called for every address a sentinel reports (primary,
+// replicas, other sentinels, addresses in sentinel events; never for the sentinels of the URL)
+// before the client connects to it.
+//
+// To connect elsewhere, write the NUL-terminated host (at most `mapped_host_len` bytes, NUL
+// included; SR_ADDRESS_MAP_HOST_MAX) into `mapped_host`, the port into `*mapped_port`, and
+// return 1. Return 0 to use the reported address. `host` is borrowed for the call only.
+//
+// It runs on a core thread (`sr-worker-N`), possibly on several at once: it must be quick,
+// thread-safe, must not block and must not unwind. A return value other than 0 or 1, an empty
+// or unterminated host, or port 0 is logged and the reported address is used.
+typedef int (*sr_address_map_cb)(void *user_data,
+                                 const char *host,
+                                 uint16_t port,
+                                 char *mapped_host,
+                                 size_t mapped_host_len,
+                                 uint16_t *mapped_port);
+
 // A node address. `host` is NUL-terminated and owned by the struct containing this address.
 typedef struct sr_address_t {
   // Host name or IP address as configured or reported by a sentinel.
   const char *host;
   // TCP port.
   uint16_t port;
+  // The address a sentinel reported, when `address_map` mapped it to `host`:`port`; NULL when
+  // used as reported (or configured). Owned like `host`.
+  const struct sr_address_t *announced;
 } sr_address_t;
 
 // A sentinel as the client knows it. `host` is owned by the struct containing it.
@@ -333,6 +357,9 @@ typedef struct sr_sentinel_t {
   bool tilt;
   // False once it answered that it does not monitor the service.
   bool knows_service;
+  // The address another sentinel reported, when `address_map` mapped it to `host`:`port`;
+  // NULL otherwise. Owned like `host`.
+  const struct sr_address_t *announced;
 } sr_sentinel_t;
 
 // A point-in-time view of the service, from sr_client_topology().
@@ -405,6 +432,41 @@ typedef struct sr_event_t {
 // own client; installing another callback from inside it is refused.
 typedef void (*sr_event_cb)(void *user_data, const struct sr_event_t *event);
 
+// How sr_doctor() diagnoses. Zeroed (or a NULL pointer) means the defaults.
+typedef struct sr_doctor_options_t {
+  // Sample a PING every 100 ms to each sentinel for this long, to see loop stalls from
+  // outside (`--watch`); 0: no sampling.
+  uint64_t watch_ms;
+  // PINGs per sentinel for the round-trip figures; 0: 10.
+  uint32_t pings;
+  // The function form of `address_map`, as for sr_client_open_mapped(); NULL for none. Runs on
+  // core threads during the diagnosis only.
+  sr_address_map_cb address_map;
+  // Passed back to `address_map` untouched; must stay valid until the diagnosis completed.
+  void *address_map_user_data;
+} sr_doctor_options_t;
+
+// Completion of sr_doctor(): exactly one call, on a core thread.
+//
+// Either `json` is non-NULL and `error` NULL — the report (schema in the README and the core's
+// `doctor::report` docs: `"verdict"`, `"findings"`, `"sentinels"`, ...) — with `exit_code` its
+// verdict (0 healthy, 1 warnings, 2 failures); or `json` is NULL, `exit_code` -1 and `error`
+// says what prevented a diagnosis (an invalid URL or option, unreadable TLS files, SR_ERR_CLOSED
+// when the core runtime stopped). Both are borrowed for the call only: copy what you need.
+// Must not block and must not unwind.
+typedef void (*sr_doctor_cb)(void *user_data,
+                             const char *json,
+                             int exit_code,
+                             const struct sr_error_t *error);
+
+// Log callback, installed with sr_set_log_callback(): one call per record at or above the
+// chosen level, on the thread that emitted it (usually a core thread). `level` is one of
+// `SR_LOG_*` (the numbers of Python's `logging`: 5, 10, 20, 30, 40); `target` is the emitting
+// module (`sentinel_recovery`, `sentinel_recovery::monitor::actor`, ...); `message` the text,
+// never containing a password. Both strings are borrowed for the call only. Copy or queue the
+// record and return: do not block, do not unwind, and do not call into this library from it.
+typedef void (*sr_log_cb)(void *user_data, int level, const char *target, const char *message);
+
 // One message, borrowed for the duration of the message callback only (copy what you need).
 // The byte strings are not NUL-terminated.
 typedef struct sr_message_t {
@@ -438,14 +500,6 @@ typedef void (*sr_subscribe_cb)(void *user_data,
 // Completion of sr_subscription_change(): called exactly once, on a core thread, with NULL on
 // success or the error (borrowed for the call).
 typedef void (*sr_done_cb)(void *user_data, const struct sr_error_t *error);
-
-// Log callback, installed with sr_set_log_callback(): one call per record at or above the
-// chosen level, on the thread that emitted it (usually a core thread). `level` is one of
-// `SR_LOG_*` (the numbers of Python's `logging`: 5, 10, 20, 30, 40); `target` is the emitting
-// module (`sentinel_recovery`, `sentinel_recovery::monitor::actor`, ...); `message` the text,
-// never containing a password. Both strings are borrowed for the call only. Copy or queue the
-// record and return: do not block, do not unwind, and do not call into this library from it.
-typedef void (*sr_log_cb)(void *user_data, int level, const char *target, const char *message);
 
 // Completion of sr_client_transaction_begin(): exactly once, on a core thread. Either
 // `transaction` is non-NULL (owned by the callee: free it with sr_transaction_free(), from any
@@ -567,6 +621,23 @@ const struct sr_error_t *sr_results_error(const struct sr_results_t *results, si
 // # Safety
 // `results` is NULL or owned results from this library, not yet freed.
 void sr_results_free(struct sr_results_t *results);
+
+// sr_client_open() with the function form of `address_map`: `map` (with `map_user_data`, passed
+// back untouched) is asked for every address a sentinel reports; a matching `address_map`
+// option entry wins over it. `map` may be NULL (then this is sr_client_open()).
+// `map_user_data` must stay valid until sr_client_close() (or sr_client_free()) of this client
+// has returned on a host thread; a close made inside one of the client's callbacks returns
+// before the client's threads have stopped, so the map may still be called after it.
+//
+// # Safety
+// As sr_client_open(); `map` is NULL or a function as described in sr_address_map_cb.
+int sr_client_open_mapped(const char *url,
+                          const struct sr_option_t *options,
+                          size_t options_len,
+                          sr_address_map_cb map,
+                          void *map_user_data,
+                          struct sr_client_t **client,
+                          struct sr_error_t **error);
 
 // Opens a client for a `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service
 // [?key=value&...]` URL (`valkey+sentinel://`, and `rediss+sentinel://` for TLS) and returns at
@@ -696,6 +767,50 @@ int sr_client_close(struct sr_client_t *client);
 // `client` is NULL or a handle from sr_client_open(), not yet freed.
 void sr_client_free(struct sr_client_t *client);
 
+// Diagnoses the deployment of a `redis+sentinel://` URL (with `options`, as sr_client_open()
+// reads them) and returns at once; `callback` gets the report later, on a core thread (see
+// sr_doctor_cb). `doctor_options` may be NULL. Everything passed in is copied before this
+// returns, except `address_map_user_data`.
+//
+// Returns SR_OK when the diagnosis started: `callback` is then called exactly once. Any other
+// code (SR_ERR_CONFIG for a bad URL or option, SR_ERR_INVALID_ARGUMENT for a NULL callback)
+// means it did not start, `callback` is never called and `*error` (if `error` is not NULL)
+// receives an owned error.
+//
+// # Safety
+// `url` and every option string are NULL or NUL-terminated; `options` points to `options_len`
+// options; `doctor_options` is NULL or valid for the call; `error` is NULL or writable.
+int sr_doctor(const char *url,
+              const struct sr_option_t *options,
+              size_t options_len,
+              const struct sr_doctor_options_t *doctor_options,
+              sr_doctor_cb callback,
+              void *user_data,
+              struct sr_error_t **error);
+
+// sr_doctor(), blocking the calling thread (and only it) until the report is ready. On SR_OK
+// `*json` receives the report as an owned NUL-terminated string (free it with
+// sr_string_free()) and `*exit_code` (if not NULL) its verdict: 0 healthy, 1 warnings,
+// 2 failures. Otherwise `*json` is NULL and `*error` (if not NULL) receives an owned error.
+// Refused (SR_ERR_INVALID_ARGUMENT) inside a callback.
+//
+// # Safety
+// As sr_doctor(); `json` is writable; `exit_code` and `error` are NULL or writable.
+int sr_doctor_blocking(const char *url,
+                       const struct sr_option_t *options,
+                       size_t options_len,
+                       const struct sr_doctor_options_t *doctor_options,
+                       char **json,
+                       int *exit_code,
+                       struct sr_error_t **error);
+
+// Frees a string the library returned as owned (sr_doctor_blocking()'s `json`). NULL is
+// ignored.
+//
+// # Safety
+// `s` is NULL or such a string, not yet freed.
+void sr_string_free(char *s);
+
 // The error's code (`SR_ERR_*`), or SR_ERR_INVALID_ARGUMENT for NULL.
 //
 // # Safety
@@ -737,6 +852,18 @@ const char *sr_error_message(int code);
 // The stable snake_case name of an error code, shared by every language binding (`"config"`,
 // `"no_healthy_primary"`, ..., `"ok"` for SR_OK, `"unknown"` otherwise); static, never NULL.
 const char *sr_error_code_name(int code);
+
+// Installs the process-wide log callback for records at `min_level` (`SR_LOG_*`) or above,
+// replacing any earlier one; `callback` NULL removes it. Once this returns, the earlier
+// callback is not called again, so its `user_data` may be released.
+//
+// Returns SR_OK, or SR_ERR_INVALID_ARGUMENT when the process already has another `tracing`
+// subscriber (a Rust host that configured logging itself): nothing is forwarded then.
+//
+// # Safety
+// `user_data` stays valid until the callback is replaced or removed; the callback may be
+// called from any thread.
+int sr_set_log_callback(sr_log_cb callback, void *user_data, int min_level);
 
 // Subscribes to `channels` and `patterns` (at least one name in all) on a connection of the
 // client's own and returns at once; `done` is called once, on a core thread, when the node
@@ -845,18 +972,6 @@ int sr_subscription_close(struct sr_subscription_t *subscription);
 // # Safety
 // `subscription` is NULL or a handle from sr_client_subscribe*(), not yet freed.
 void sr_subscription_free(struct sr_subscription_t *subscription);
-
-// Installs the process-wide log callback for records at `min_level` (`SR_LOG_*`) or above,
-// replacing any earlier one; `callback` NULL removes it. Once this returns, the earlier
-// callback is not called again, so its `user_data` may be released.
-//
-// Returns SR_OK, or SR_ERR_INVALID_ARGUMENT when the process already has another `tracing`
-// subscriber (a Rust host that configured logging itself): nothing is forwarded then.
-//
-// # Safety
-// `user_data` stays valid until the callback is replaced or removed; the callback may be
-// called from any thread.
-int sr_set_log_callback(sr_log_cb callback, void *user_data, int min_level);
 
 // The reply's type, one of `SR_REPLY_*`; SR_REPLY_INVALID for NULL.
 //

@@ -109,7 +109,7 @@ impl sr_client_t {
     }
 }
 
-unsafe fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str, sr_error_t> {
+pub(crate) unsafe fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str, sr_error_t> {
     if p.is_null() {
         return Err(sr_error_t::invalid(&format!("{what} is NULL")));
     }
@@ -167,6 +167,42 @@ pub unsafe extern "C" fn sr_client_open(
     client: *mut *mut sr_client_t,
     error: *mut *mut sr_error_t,
 ) -> c_int {
+    open_with(url, options, options_len, None, client, error)
+}
+
+/// The configuration of `url` and `options` (each option through `Config::set`), as
+/// sr_client_open() and sr_doctor() read them.
+pub(crate) unsafe fn config_of(
+    url: *const c_char,
+    options: *const sr_option_t,
+    options_len: usize,
+) -> Result<Config, sr_error_t> {
+    if options.is_null() && options_len > 0 {
+        return Err(sr_error_t::invalid("options is NULL but options_len > 0"));
+    }
+    let mut pairs = Vec::with_capacity(options_len);
+    if options_len > 0 {
+        for (i, o) in std::slice::from_raw_parts(options, options_len)
+            .iter()
+            .enumerate()
+        {
+            let key = text(o.key, &format!("option #{i} key"))?;
+            let value = text(o.value, &format!("option '{key}' value"))?;
+            pairs.push((key, value));
+        }
+    }
+    Ok(sr::host::config_from_url(text(url, "the URL")?, &pairs)?)
+}
+
+/// sr_client_open(), with `address_map`'s function form when `map` is given.
+pub(crate) unsafe fn open_with(
+    url: *const c_char,
+    options: *const sr_option_t,
+    options_len: usize,
+    map: Option<std::sync::Arc<sr::config::AddressMapFn>>,
+    client: *mut *mut sr_client_t,
+    error: *mut *mut sr_error_t,
+) -> c_int {
     boundary!(fail(error, sr_error_t::panic()), {
         clear_error(error);
         if client.is_null() {
@@ -176,23 +212,10 @@ pub unsafe extern "C" fn sr_client_open(
             );
         }
         *client = std::ptr::null_mut();
-        if options.is_null() && options_len > 0 {
-            return fail(
-                error,
-                sr_error_t::invalid("options is NULL but options_len > 0"),
-            );
-        }
         let opened = (|| -> Result<Handle, sr_error_t> {
-            let mut config = Config::from_url(text(url, "the URL")?)?;
-            if options_len > 0 {
-                for (i, o) in std::slice::from_raw_parts(options, options_len)
-                    .iter()
-                    .enumerate()
-                {
-                    let key = text(o.key, &format!("option #{i} key"))?;
-                    let value = text(o.value, &format!("option '{key}' value"))?;
-                    config.set(key, value)?;
-                }
+            let mut config = config_of(url, options, options_len)?;
+            if map.is_some() {
+                config.address_map.set_function(map);
             }
             let handle = Handle::open(config)?;
             handle.set_api_names(&crate::transaction::C_API);

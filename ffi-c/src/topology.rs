@@ -13,6 +13,9 @@ pub struct sr_address_t {
     pub host: *const c_char,
     /// TCP port.
     pub port: u16,
+    /// The address a sentinel reported, when `address_map` mapped it to `host`:`port`; NULL when
+    /// used as reported (or configured). Owned like `host`.
+    pub announced: *const sr_address_t,
 }
 
 /// A sentinel as the client knows it. `host` is owned by the struct containing it.
@@ -28,6 +31,9 @@ pub struct sr_sentinel_t {
     pub tilt: bool,
     /// False once it answered that it does not monitor the service.
     pub knows_service: bool,
+    /// The address another sentinel reported, when `address_map` mapped it to `host`:`port`;
+    /// NULL otherwise. Owned like `host`.
+    pub announced: *const sr_address_t,
 }
 
 /// A point-in-time view of the service, from sr_client_topology().
@@ -122,6 +128,7 @@ impl Store {
         sr_address_t {
             host: self.string(&a.host),
             port: a.port,
+            announced: self.address(a.announced.as_deref()),
         }
     }
 
@@ -159,6 +166,7 @@ impl Store {
                 up: s.up,
                 tilt: s.tilt,
                 knows_service: s.knows_service,
+                announced: self.address(s.announced.as_ref()),
             })
             .collect();
         let out = (v.as_ptr(), v.len());
@@ -353,10 +361,13 @@ mod tests {
         let t = Topology {
             service: "mymaster".into(),
             primary: Some(Address::new("127.0.0.1", 6379)),
-            replicas: vec![Address::new("127.0.0.1", 6380)],
+            replicas: vec![
+                Address::new("127.0.0.1", 6380).mapped_from(&Address::new("10.0.0.9", 6380))
+            ],
             sentinels: vec![SentinelInfo {
                 host: "localhost".into(),
                 port: 26379,
+                announced: None,
                 up: true,
                 tilt: false,
                 knows_service: true,
@@ -370,7 +381,12 @@ mod tests {
             assert_eq!(CStr::from_ptr(v.service).to_str().unwrap(), "mymaster");
             assert_eq!((*v.primary).port, 6379);
             assert_eq!(v.replicas_len, 1);
+            assert!((*v.primary).announced.is_null());
+            let announced = &*(*v.replicas).announced;
+            assert_eq!(CStr::from_ptr(announced.host).to_str().unwrap(), "10.0.0.9");
+            assert_eq!(announced.port, 6380);
             assert_eq!((*v.sentinels).port, 26379);
+            assert!((*v.sentinels).announced.is_null());
             sr_topology_free(p);
         }
         let e = Event {

@@ -27,9 +27,10 @@ import asyncio
 import atexit
 import logging
 import os
-from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Union
+from typing import Any, Callable, Dict, Generator, List, Optional, Sequence, Tuple, Union
 
-from . import _errors, _native, _pubsub, _types
+from . import _doctor, _errors, _native, _pubsub, _types
+from ._doctor import DoctorFinding, DoctorReport, DoctorStatus, DoctorVerdict
 from ._errors import (
     AuthError,
     ClosedError,
@@ -52,6 +53,7 @@ from ._pubsub import AsyncSubscription, Message, Name, Subscription
 from ._tables import ERROR_CODES, EVENT_KINDS
 from ._types import (
     Address,
+    AnnouncedAddress,
     ConnectionLostEvent,
     ConnectionRestoredEvent,
     DiscoveryFailedEvent,
@@ -83,6 +85,10 @@ __all__ = [
     "BlockingTransaction",
     "Arg",
     "set_worker_threads",
+    "doctor",
+    "doctor_blocking",
+    "AddressMapFn",
+    *_doctor.__all__,
     "ERROR_CODES",
     "EVENT_KINDS",
     # The shapes of the topology and of events, listed once in _types.
@@ -99,7 +105,15 @@ __version__: str = _native.__version__
 #: argument (0 is the command's name); so does an argument over 512 MiB (Redis's
 #: proto-max-bulk-len). Nothing of a refused command is sent.
 Arg = Union[bytes, bytearray, memoryview, str, int, float]
-OptionValue = Union[str, int, float, bool, "os.PathLike[str]", None]
+#: ``address_map``'s function form, like ioredis' ``natMap``: called with each address a
+#: sentinel reports (primary, replicas, other sentinels; never the sentinels of the URL) as
+#: ``{"host": ..., "port": ...}``; returns the address to connect to instead (a dict or a
+#: ``(host, port)`` tuple), or ``None`` to use it as reported. It runs on a core thread, holding
+#: the GIL for the call: keep it quick (a dict lookup) and never block in it. An exception in it
+#: is logged (logger ``sentinel_recovery``) and the reported address is used. An ``address_map``
+#: string (``"10.0.0.5:6379>127.0.0.1:16379,..."``) is the option's fixed form.
+AddressMapFn = Callable[[Address], Optional[Union[Address, Tuple[str, int]]]]
+OptionValue = Union[str, int, float, bool, "os.PathLike[str]", AddressMapFn, None]
 
 _LOGGER = logging.getLogger("sentinel_recovery")
 _LOGGER.addHandler(logging.NullHandler())  # the application decides where records go
@@ -125,12 +139,63 @@ def _option_text(key: str, value: OptionValue) -> str:
     raise TypeError(f"option {key}: expected str, int, float, bool or a path, got {type(value).__name__}")
 
 
+def _pairs(options: Dict[str, OptionValue]) -> "Tuple[list, Optional[AddressMapFn]]":
+    """The options as (key, text) pairs, and ``address_map`` apart when it is a function."""
+    options = dict(options)
+    address_map = options.get("address_map")
+    function: Optional[AddressMapFn] = None
+    if callable(address_map):
+        function = options.pop("address_map")  # type: ignore[assignment]
+    return [(key, _option_text(key, value)) for key, value in options.items()], function
+
+
 def _open(url: str, decode_responses: bool, options: Dict[str, OptionValue]) -> "_native.NativeClient":
     if not isinstance(url, str):
         raise TypeError("url must be a str")
-    pairs = [(key, _option_text(key, value)) for key, value in options.items()]
+    pairs, address_map = _pairs(options)
     _native._set_log_level(_LOGGER.getEffectiveLevel())
-    return _native.NativeClient.open(url, pairs, bool(decode_responses))
+    return _native.NativeClient.open(url, pairs, bool(decode_responses), address_map)
+
+
+async def doctor(
+    url: str,
+    *,
+    watch: Optional[float] = None,
+    pings: Optional[int] = None,
+    **options: OptionValue,
+) -> DoctorReport:
+    """Diagnoses the deployment of ``url`` (``sentinel-recovery doctor``), without blocking the loop.
+
+    ``options`` are a client's (``sentinel_password``, ``tls_ca_file``, ``address_map`` as text
+    or function, ...). ``watch`` (seconds) samples a PING every 100 ms per sentinel for that long
+    to see loop stalls; ``pings`` sets the PINGs per sentinel for the round-trip figures (10).
+    Raises :class:`ConfigError` (bad URL or option) and the like only when no diagnosis is
+    possible; every problem of the deployment is in the report. Cancelling the awaiting task
+    stops the diagnosis.
+    """
+    if not isinstance(url, str):
+        raise TypeError("url must be a str")
+    pairs, address_map = _pairs(options)
+    _native._set_log_level(_LOGGER.getEffectiveLevel())
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    operation = _native.doctor_async(loop, fut, url, pairs, watch, pings, address_map)
+    return DoctorReport._from_native(await _settled(fut, operation))
+
+
+def doctor_blocking(
+    url: str,
+    *,
+    watch: Optional[float] = None,
+    pings: Optional[int] = None,
+    **options: OptionValue,
+) -> DoctorReport:
+    """:func:`doctor` for threads: waits with the GIL released (Ctrl-C interrupts it)."""
+    if not isinstance(url, str):
+        raise TypeError("url must be a str")
+    pairs, address_map = _pairs(options)
+    _native._set_log_level(_LOGGER.getEffectiveLevel())
+    return DoctorReport._from_native(_native.doctor_blocking(url, pairs, watch, pings, address_map))
 
 
 class AsyncEvents:

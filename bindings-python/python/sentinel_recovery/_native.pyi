@@ -3,7 +3,7 @@
 import asyncio
 from typing import Any, Callable, List, Optional, Tuple
 
-from ._types import Event, Topology
+from ._types import Address, Event, Topology
 
 __version__: str
 
@@ -36,9 +36,34 @@ class EventIter:
     def next(self, timeout: Optional[float] = None) -> Optional[Event]: ...
     def close(self) -> None: ...
 
+#: A diagnosis: (json, text, status, exit_code).
+_Diagnosis = Tuple[str, str, str, int]
+
+def doctor_async(
+    event_loop: asyncio.AbstractEventLoop,
+    future: "asyncio.Future[_Diagnosis]",
+    url: str,
+    options: List[Tuple[str, str]],
+    watch: Optional[float] = None,
+    pings: Optional[int] = None,
+    address_map: Optional[Callable[[Address], Any]] = None,
+) -> Operation: ...
+def doctor_blocking(
+    url: str,
+    options: List[Tuple[str, str]],
+    watch: Optional[float] = None,
+    pings: Optional[int] = None,
+    address_map: Optional[Callable[[Address], Any]] = None,
+) -> _Diagnosis: ...
+
 class NativeClient:
     @staticmethod
-    def open(url: str, options: List[Tuple[str, str]], decode: bool) -> "NativeClient": ...
+    def open(
+        url: str,
+        options: List[Tuple[str, str]],
+        decode: bool,
+        address_map: Optional[Callable[[Address], Any]] = None,
+    ) -> "NativeClient": ...
     def execute_async(
         self,
         event_loop: asyncio.AbstractEventLoop,

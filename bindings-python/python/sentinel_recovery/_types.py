@@ -13,6 +13,7 @@ from typing import List, Literal, Optional, TypedDict, Union
 
 __all__ = [
     "Address",
+    "AnnouncedAddress",
     "SentinelInfo",
     "Topology",
     "ErrorInfo",
@@ -34,16 +35,24 @@ __all__ = [
 ]
 
 
-class Address(TypedDict):
-    """A host (name or IP literal, IPv6 without brackets) and a port."""
+class AnnouncedAddress(TypedDict):
+    """An address as a sentinel reported it, before ``address_map``."""
 
     host: str
     port: int
 
 
-class SentinelInfo(TypedDict):
-    """One sentinel as the client knows it."""
+class Address(AnnouncedAddress, total=False):
+    """A host (name or IP literal, IPv6 without brackets) and a port: where the client connects.
 
+    ``announced`` is present only when ``address_map`` mapped the address a sentinel reported
+    (kept there) to this one.
+    """
+
+    announced: AnnouncedAddress
+
+
+class _SentinelFields(TypedDict):
     host: str
     port: int
     #: Whether the last attempt to ask it succeeded (``False`` before it was ever reached).
@@ -52,6 +61,12 @@ class SentinelInfo(TypedDict):
     tilt: bool
     #: ``False`` once it answered that it does not monitor the service.
     knows_service: bool
+
+
+class SentinelInfo(_SentinelFields, total=False):
+    """One sentinel as the client knows it (``announced`` as in :class:`Address`)."""
+
+    announced: AnnouncedAddress
 
 
 class Topology(TypedDict):

@@ -97,6 +97,10 @@ pub struct Config {
     /// connected to (the configured sentinel host, or the host or IP a sentinel reported for a
     /// data node).
     pub tls_server_name: Option<String>,
+    /// Where to connect instead of an address a sentinel reports (`address_map`, NAT and Docker
+    /// setups): fixed entries from the URL or [`Config::set`], and an optional function
+    /// ([`Config::set_address_map_fn`]). Configured sentinels are never mapped.
+    pub address_map: AddressMap,
 }
 
 impl Default for Config {
@@ -130,14 +134,17 @@ impl Default for Config {
             sentinel_tls_key_file: None,
             tls_insecure: false,
             tls_server_name: None,
+            address_map: AddressMap::default(),
         }
     }
 }
 
+mod address_map;
 mod options;
 mod url;
 mod validate;
 
+pub use address_map::{AddressMap, AddressMapFn};
 pub(crate) use validate::{host_name_problem, parse_server_name, shorten};
 
 use crate::error::Error;
@@ -163,6 +170,20 @@ impl Config {
             hosts.join(","),
             url::encode(&self.service)
         )
+    }
+}
+
+impl Config {
+    /// Sets the function form of `address_map`, like ioredis' `natMap`: asked for every address a
+    /// sentinel reports that no fixed entry maps; `Some(address)` connects there instead, `None`
+    /// uses the reported address. It runs on a core thread, so it must be quick and never block;
+    /// a panic in it is caught and logged, and the reported address is used.
+    pub fn set_address_map_fn(
+        &mut self,
+        function: impl Fn(&Address) -> Option<Address> + Send + Sync + 'static,
+    ) {
+        self.address_map
+            .set_function(Some(std::sync::Arc::new(function)));
     }
 }
 

@@ -130,6 +130,7 @@ impl Config {
                 }
                 self.tls_server_name = (!value.is_empty()).then(|| value.to_string());
             }
+            "address_map" => self.address_map.set_entries(AddressMap::parse(value)?),
             _ => return Err(Error::config(format!("unknown option '{key}'"))),
         }
         Ok(())

@@ -18,6 +18,8 @@ use crate::sentinel::replies::{self, Role};
 
 /// One node reached and asked.
 struct Asked {
+    /// Where it was probed when `address_map` maps it.
+    mapped: Option<Address>,
     reached: Reached,
     role: Option<Role>,
     info: Option<String>,
@@ -25,8 +27,13 @@ struct Asked {
 }
 
 async fn ask(ctx: &Ctx, address: &Address, with_info: bool) -> Asked {
-    let reached = reach::reach(&ctx.setup.resolver, address, &ctx.setup.data).await;
+    let target = ctx.setup.address_map.apply(address);
+    let reached = reach::reach(&ctx.setup.resolver, &target, &ctx.setup.data).await;
     let mut asked = Asked {
+        mapped: target
+            .announced
+            .is_some()
+            .then(|| Address::new(target.host.clone(), target.port)),
         reached,
         role: None,
         info: None,
@@ -136,6 +143,7 @@ pub(super) async fn probe(
 fn blank(address: &Address, kind: NodeKind, asked: &mut Asked) -> NodeReport {
     NodeReport {
         address: address.clone(),
+        mapped: asked.mapped.take(),
         kind,
         named_by: Vec::new(),
         sentinel_flags: Vec::new(),

@@ -8,6 +8,7 @@ use crate::config::Address;
 pub(super) fn sentinel(port: u16, primary: u16, epoch: u64, peers: &[&str]) -> SentinelReport {
     SentinelReport {
         address: Address::new("127.0.0.1", port),
+        mapped: None,
         source: Source::Configured,
         reach: Reach {
             connect_ms: Some(1.0),
@@ -83,6 +84,7 @@ pub(super) fn node(kind: super::report::NodeKind, port: u16) -> super::report::N
     let replica = kind == NodeKind::Replica;
     NodeReport {
         address: Address::new("127.0.0.1", port),
+        mapped: None,
         kind,
         named_by: vec![Address::new("127.0.0.1", 1)],
         sentinel_flags: vec![if replica { "slave" } else { "master" }.into()],

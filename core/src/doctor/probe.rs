@@ -28,12 +28,18 @@ pub(super) struct SentinelProbe {
 
 /// Probes the sentinel at `address`.
 pub(super) async fn sentinel(ctx: &Ctx, address: Address, source: Source) -> SentinelProbe {
+    // A learned sentinel is an address another sentinel reported: probed where a client would
+    // connect to it.
+    let target = match source {
+        Source::Learned => ctx.setup.address_map.apply(&address),
+        Source::Configured => address.clone(),
+    };
     let Reached {
         reach,
         conn,
         resolved,
         error,
-    } = reach::reach(&ctx.setup.resolver, &address, &ctx.setup.sentinel).await;
+    } = reach::reach(&ctx.setup.resolver, &target, &ctx.setup.sentinel).await;
     let configured = ctx.setup.sentinel.auth.is_some();
     let auth = match (&conn, &error) {
         (Some(_), _) if configured => Auth::Ok,
@@ -45,6 +51,10 @@ pub(super) async fn sentinel(ctx: &Ctx, address: Address, source: Source) -> Sen
     let mut probe = SentinelProbe {
         report: SentinelReport {
             address,
+            mapped: target
+                .announced
+                .is_some()
+                .then(|| Address::new(target.host.clone(), target.port)),
             source,
             reach,
             auth,

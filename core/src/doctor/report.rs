@@ -27,6 +27,7 @@
 //!   }],
 //!   "sentinels": [{
 //!     "address": {"host": "…", "port": 26379},
+//!     "mapped": {"host", "port"} | null,         // where address_map sent the probe
 //!     "source": "configured" | "learned",
 //!     "reach": Reach,
 //!     "auth": "none" | "ok" | "refused" | "unknown",
@@ -69,7 +70,8 @@
 //!              "resolve_ms": 2.1, "addresses": ["10.0.0.1"], "error": Problem | null,
 //!              "role_ok": true | false | null}],     // host names only, never IP literals
 //!   "data_nodes": [{
-//!     "address", "kind": "primary" | "replica", "named_by": [address],
+//!     "address", "mapped": {"host", "port"} | null,   // address_map's target, if any
+//!     "kind": "primary" | "replica", "named_by": [address],
 //!     "sentinel_flags": ["slave"], "reach": Reach, "role": "master" | "slave" | null,
 //!     "replicates_from": {"host", "port"} | null, "role_ok": true | false | null,
 //!     "link_status": "up" | "down" | null,           // replica's INFO master_link_status
@@ -544,6 +546,9 @@ pub struct WatchStats {
 pub struct SentinelReport {
     /// As configured, or as another sentinel reported it.
     pub address: Address,
+    /// Where it was probed instead, when the client's `address_map` maps a learned sentinel's
+    /// address (configured sentinels are never mapped); `None` when probed as given.
+    pub mapped: Option<Address>,
     /// Configured or learned.
     pub source: Source,
     /// Resolution and connection.
@@ -707,6 +712,9 @@ pub enum NodeKind {
 pub struct NodeReport {
     /// As the sentinels report it.
     pub address: Address,
+    /// Where it was probed instead, when the client's `address_map` maps `address`; `None`
+    /// when probed as reported.
+    pub mapped: Option<Address>,
     /// Primary or replica.
     pub kind: NodeKind,
     /// The sentinels that report it.

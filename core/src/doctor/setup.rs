@@ -3,7 +3,7 @@
 //! with the same URL would see (credentials, TLS files and server name, protocol, client name,
 //! DNS server and timeout).
 
-use crate::config::Config;
+use crate::config::{AddressMap, Config};
 use crate::dns::Resolver;
 use crate::error::Result;
 use crate::node::connect_options;
@@ -19,6 +19,9 @@ pub struct Setup {
     pub sentinel: ConnectOptions,
     /// Handshake towards data nodes: data credentials, data TLS, database 0 (ROLE and INFO only).
     pub data: ConnectOptions,
+    /// The client's `address_map`: what a sentinel reports is probed where a client would
+    /// connect (configured sentinels are never mapped).
+    pub address_map: AddressMap,
 }
 
 impl Setup {
@@ -31,6 +34,7 @@ impl Setup {
             resolver: Resolver::for_config(config)?,
             sentinel: connect_options(config, Side::Sentinel)?,
             data: connect_options(config, Side::Data)?,
+            address_map: config.address_map.clone(),
         })
     }
 }

@@ -291,7 +291,11 @@ fn data_nodes(out: &mut String, nodes: &[NodeReport]) {
             NodeKind::Primary => "primary",
             NodeKind::Replica => "replica",
         };
-        let _ = writeln!(out, "{kind:<11} {}: {}", n.address, parts.join(", "));
+        let shown = match &n.mapped {
+            Some(to) => format!("{} (address_map -> {to})", n.address),
+            None => n.address.to_string(),
+        };
+        let _ = writeln!(out, "{kind:<11} {shown}: {}", parts.join(", "));
     }
 }
 

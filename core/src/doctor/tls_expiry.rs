@@ -89,7 +89,7 @@ const GENERALIZED_TIME: u8 = 0x18;
 ///
 /// Certificate ::= SEQUENCE { tbsCertificate SEQUENCE { [0] version OPTIONAL, serialNumber,
 /// signature, issuer, validity SEQUENCE { notBefore, notAfter }, ... }, ... }
-pub(super) fn not_after(der: &[u8]) -> Option<i64> {
+pub fn not_after(der: &[u8]) -> Option<i64> {
     let (tag, cert, _) = element(der)?;
     if tag != SEQUENCE {
         return None;

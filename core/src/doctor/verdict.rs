@@ -8,9 +8,11 @@
 use std::time::Duration;
 
 use super::report::{
-    Finding, Mode, NodeKind, NodeReport, Report, SentinelReport, Severity, Stage, Status, Verdict,
+    Finding, Mode, NodeKind, NodeReport, Report, SentinelReport, Severity, Source, Stage, Status,
+    Verdict,
 };
 use super::watch::STALL;
+use crate::config::Address;
 
 /// A sentinel loop that stalls this long enters TILT (`sentinel_tilt_trigger`).
 const TILT_TRIGGER_MS: f64 = 2000.0;
@@ -40,6 +42,13 @@ impl Findings {
             message,
             hint: mode.hint().to_string(),
         });
+    }
+
+    /// The last finding added gets this hint instead of its mode's.
+    fn hint(&mut self, hint: String) {
+        if let Some(last) = self.0.last_mut() {
+            last.hint = hint;
+        }
     }
 }
 
@@ -163,6 +172,14 @@ fn sentinel(f: &mut Findings, s: &SentinelReport, nobody_knows: bool) {
             },
         };
         f.add(severity, mode, code, subject, message);
+        // A learned sentinel is an address another sentinel announced: NAT and Docker again.
+        if stage == Stage::Tcp && s.source == Source::Learned {
+            f.hint(unreachable_hint(
+                &s.address,
+                s.mapped.as_ref(),
+                "sentinel announce-ip / announce-port",
+            ));
+        }
         return;
     }
     if s.knows_service == Some(false) && !nobody_knows {
@@ -400,6 +417,23 @@ fn quorum(f: &mut Findings, report: &Report) {
     }
 }
 
+/// An announced address that does not answer from here is what `address_map` is for (NAT,
+/// Docker, port forwards); a mapped one that does not answer has a wrong map entry.
+/// `announce` names the server setting that chose the announced address.
+fn unreachable_hint(announced: &Address, mapped: Option<&Address>, announce: &str) -> String {
+    match mapped {
+        Some(to) => format!(
+            "address_map sends {announced} to {to}, which does not answer: fix that entry (or \
+             the function) so it names an address reachable from here"
+        ),
+        None => format!(
+            "if it is reachable from here under another address (NAT, Docker, port forward), \
+             map it: address_map={announced}>HOST:PORT in the URL, or an address_map function; \
+             else make it announce a reachable address ({announce})"
+        ),
+    }
+}
+
 fn data_node(f: &mut Findings, n: &NodeReport) {
     let who = n.address.to_string();
     let subject = Some(who.clone());
@@ -423,10 +457,18 @@ fn data_node(f: &mut Findings, n: &NodeReport) {
             Stage::Tcp => (
                 Mode::NameResolution,
                 "address_unreachable",
-                format!(
-                    "{what} {who}, as the sentinels announce it, is not reachable from here: {}",
-                    error.message
-                ),
+                match &n.mapped {
+                    Some(to) => format!(
+                        "{what} {who}, mapped by address_map to {to}, is not reachable from \
+                         here: {}",
+                        error.message
+                    ),
+                    None => format!(
+                        "{what} {who}, as the sentinels announce it, is not reachable from \
+                         here: {}",
+                        error.message
+                    ),
+                },
             ),
             Stage::Handshake => (
                 Mode::DataNodes,
@@ -441,6 +483,13 @@ fn data_node(f: &mut Findings, n: &NodeReport) {
             (mode, code)
         };
         f.add(severity, mode, code, subject.clone(), message);
+        if stage == Stage::Tcp {
+            f.hint(unreachable_hint(
+                &n.address,
+                n.mapped.as_ref(),
+                "replica-announce-ip",
+            ));
+        }
     }
     if primary {
         if n.role_ok == Some(false) {
@@ -721,6 +770,39 @@ mod tests {
         r
     }
 
+    #[test]
+    fn an_unreachable_learned_sentinel_gets_the_address_map_hint() {
+        let mut s = three();
+        s[2].source = Source::Learned;
+        s[2].reach.failed_at = Some(Stage::Tcp);
+        s[2].reach.error = Some(Problem {
+            code: "connection_lost".into(),
+            message: "connection refused".into(),
+        });
+        let r = assessed(s.clone());
+        let f = r
+            .finding("sentinel_unreachable", Some("127.0.0.1:3"))
+            .unwrap();
+        assert!(
+            f.hint.contains("address_map=127.0.0.1:3>HOST:PORT") && f.hint.contains("announce-ip"),
+            "{}",
+            f.hint
+        );
+        s[2].mapped = Some(Address::new("10.0.0.1", 26379));
+        let r = assessed(s.clone());
+        let f = r.finding("sentinel_unreachable", None).unwrap();
+        assert!(
+            f.hint.contains("sends 127.0.0.1:3 to 10.0.0.1:26379"),
+            "{}",
+            f.hint
+        );
+        // A configured sentinel keeps the access hint: the URL names it.
+        s[2].source = Source::Configured;
+        let r = assessed(s);
+        let f = r.finding("sentinel_unreachable", None).unwrap();
+        assert!(!f.hint.contains("address_map"), "{}", f.hint);
+    }
+
     fn unreachable(n: &mut NodeReport) {
         n.reach.connect_ms = None;
         n.reach.failed_at = Some(Stage::Tcp);
@@ -759,6 +841,11 @@ mod tests {
         assert_eq!(
             (f.severity, f.mode),
             (Severity::Warning, Mode::NameResolution)
+        );
+        assert!(
+            f.hint.contains("address_map=127.0.0.1:6380>HOST:PORT"),
+            "{}",
+            f.hint
         );
 
         // No replica left to promote is a failure.

@@ -16,6 +16,7 @@
 //!
 //! No binding needs tokio: everything that runs on the core runtime is started from here.
 
+mod doctor;
 mod events;
 mod gate;
 mod hints;
@@ -27,6 +28,7 @@ mod transaction;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use doctor::{config_from_url, doctor, doctor_blocking, Diagnosis};
 pub use events::{EventHandler, EventSubscription};
 pub use hints::{ApiNames, RUST};
 pub use inflight::{Done, Operation};
@@ -84,13 +86,7 @@ impl Handle {
     /// Parses `url`, applies `options` (keys of the URL's query string, each through
     /// [`Config::set`]) and opens a client.
     pub fn open_url<K: AsRef<str>, V: AsRef<str>>(url: &str, options: &[(K, V)]) -> Result<Handle> {
-        guarded(|| {
-            let mut config = Config::from_url(url)?;
-            for (key, value) in options {
-                config.set(key.as_ref(), value.as_ref())?;
-            }
-            Handle::open(config)
-        })
+        Handle::open(config_from_url(url, options)?)
     }
 
     fn client(&self) -> Result<Client> {

@@ -102,6 +102,7 @@ impl Monitor {
             deadline: config.sentinel_timeout(),
             resolver: resolver.clone(),
             sentinel_side: crate::sentinel::links::sentinel_side(&config),
+            address_map: config.address_map.clone(),
         };
         let data_options = settings.data_connect.clone();
         let initial = Status {

@@ -153,7 +153,8 @@ async fn run(
             retry.reset();
             while let Some((channel, payload)) = sub.next().await {
                 match events::parse(&channel, &payload) {
-                    Ok(event) => {
+                    Ok(mut event) => {
+                        event.map_addresses(&settings.address_map);
                         let raw = format!(
                             "{} {}",
                             String::from_utf8_lossy(&channel),

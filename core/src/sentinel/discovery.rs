@@ -21,7 +21,7 @@ use tokio::time::{timeout_at, Instant};
 
 use super::links::{self, Learned, Link};
 use super::replies::{self, InstanceInfo};
-use crate::config::{Address, Config};
+use crate::config::{Address, AddressMap, Config};
 use crate::dns::Resolver;
 use crate::error::{Error, ErrorCode, Result};
 use crate::node::{self, Expect};
@@ -56,6 +56,8 @@ pub struct RoundSettings {
     /// The sentinel-side settings ([`links::sentinel_side`]): monitors with equal ones share
     /// their sentinel connections.
     pub sentinel_side: Config,
+    /// `address_map`, applied to every address a sentinel reports before anything connects to it.
+    pub address_map: AddressMap,
 }
 
 /// What one sentinel answered.
@@ -368,6 +370,10 @@ async fn ask(settings: &RoundSettings, target: SentinelTarget) -> SentinelOutcom
     };
     outcome.answer = query_master(&conn, &settings.service)
         .await
+        .map(|answer| match answer {
+            Answer::Master(info) => Answer::Master(mapped(&settings.address_map, info)),
+            unknown => unknown,
+        })
         .map_err(|e| e.context(format!("sentinel {}", target.address)));
     // A connection that produced garbage or broke is not reused.
     if !matches!(&outcome.answer, Err(e) if e.code() != ErrorCode::Server) && !conn.is_closed() {
@@ -398,6 +404,13 @@ async fn open_link(settings: &RoundSettings, address: &Address) -> Result<(Conne
         learned.tilt = v.as_str().and_then(replies::info_tilt).map(|t| (t, asked));
     }
     Ok((conn, learned))
+}
+
+/// The instance with its address as the client reaches it (`address_map`), the reported one kept
+/// in [`Address::announced`].
+fn mapped(map: &AddressMap, mut info: InstanceInfo) -> InstanceInfo {
+    info.address = map.apply(&info.address);
+    info
 }
 
 async fn query_master(conn: &Connection, service: &str) -> Result<Answer> {
@@ -464,7 +477,11 @@ async fn details(
         )
         .await;
         match reply {
-            Ok(Ok(v)) => replies::instances(v, cmd).ok(),
+            Ok(Ok(v)) => replies::instances(v, cmd).ok().map(|list| {
+                list.into_iter()
+                    .map(|info| mapped(&settings.address_map, info))
+                    .collect()
+            }),
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, cmd, "sentinel list query failed");
                 None

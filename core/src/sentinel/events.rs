@@ -89,6 +89,27 @@ pub enum SentinelEvent {
 }
 
 impl SentinelEvent {
+    /// Applies `address_map` to every address the event reports, so the monitor compares and
+    /// connects to addresses as the client reaches them.
+    pub fn map_addresses(&mut self, map: &crate::config::AddressMap) {
+        if map.is_empty() {
+            return;
+        }
+        match self {
+            SentinelEvent::SwitchMaster { old, new, .. } => {
+                *old = map.apply(old);
+                *new = map.apply(new);
+            }
+            SentinelEvent::Instance { instance, .. } => {
+                instance.address = map.apply(&instance.address);
+                if let Some(master) = &mut instance.master {
+                    *master = map.apply(master);
+                }
+            }
+            SentinelEvent::Tilt { .. } => {}
+        }
+    }
+
     /// The service the event concerns; `None` for events that concern the sentinel itself (TILT).
     pub fn service(&self) -> Option<&str> {
         match self {
@@ -171,6 +192,41 @@ fn parse_address(host: &str, port: &str) -> Option<Address> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn address_map_applies_to_every_address_of_an_event_and_keeps_the_announced_one() {
+        let mut map = crate::config::AddressMap::default();
+        map.set_entries(
+            crate::config::AddressMap::parse("10.0.0.1:6379>127.0.0.1:16379,10.0.0.2:6379>h:2")
+                .unwrap(),
+        );
+        let mut e = parse(b"+switch-master", b"svc 10.0.0.1 6379 10.0.0.2 6379").unwrap();
+        e.map_addresses(&map);
+        let SentinelEvent::SwitchMaster { old, new, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(
+            (old, new),
+            (&Address::new("127.0.0.1", 16379), &Address::new("h", 2))
+        );
+        assert_eq!(
+            new.announced.as_deref(),
+            Some(&Address::new("10.0.0.2", 6379))
+        );
+        let mut e = parse(
+            b"+slave",
+            b"slave 10.0.0.2:6379 10.0.0.2 6379 @ svc 10.0.0.1 6379",
+        )
+        .unwrap();
+        e.map_addresses(&map);
+        let SentinelEvent::Instance { instance, .. } = &e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(instance.address, Address::new("h", 2));
+        assert_eq!(instance.master, Some(Address::new("127.0.0.1", 16379)));
+        // The name is the sentinel's text and stays as it was.
+        assert_eq!(instance.name, "10.0.0.2:6379");
+    }
 
     #[test]
     fn base_channels_are_the_channels_without_the_promotion_ones() {

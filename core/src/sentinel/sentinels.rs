@@ -236,6 +236,7 @@ impl SentinelList {
             .map(|e| SentinelInfo {
                 host: e.address.host.clone(),
                 port: e.address.port,
+                announced: e.address.announced.as_deref().cloned(),
                 up: e.up,
                 tilt: e.tilt,
                 knows_service: e.knows_service,

@@ -12,6 +12,10 @@ pub struct SentinelInfo {
     pub host: String,
     /// Port.
     pub port: u16,
+    /// The address the sentinel was announced with, when `address_map` mapped it to `host` and
+    /// `port`; `None` when used as reported or configured. Serialized only when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub announced: Option<Address>,
     /// Whether the last attempt to ask it succeeded; `false` before it was ever reached.
     pub up: bool,
     /// Whether it is in TILT (`+tilt`, or `sentinel_tilt:1` in its `INFO sentinel`): it answers,

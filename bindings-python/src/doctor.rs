@@ -1,0 +1,83 @@
+//! `doctor`: the host layer's diagnosis for `sentinel_recovery.doctor()` (asyncio) and
+//! `doctor_blocking()`. A report reaches Python as `(json, text, status, exit_code)`; the Python
+//! layer parses the JSON into its typed `DoctorReport`.
+
+use std::time::Duration;
+
+use pyo3::prelude::*;
+use sentinel_recovery::host::{self, Diagnosis};
+use sentinel_recovery::Config;
+
+use crate::client::{complete, seconds, wait, Operation};
+use crate::dispatch::Outcome;
+use crate::errors::to_pyerr;
+use crate::{address_map, logging};
+
+/// A diagnosis as the Python layer takes it.
+pub type DiagnosisTuple = (String, String, &'static str, u8);
+
+/// The tuple form of a diagnosis.
+pub fn tuple(d: Diagnosis) -> DiagnosisTuple {
+    (d.json, d.text, d.status, d.exit_code)
+}
+
+fn prepare(
+    py: Python<'_>,
+    url: &str,
+    options: Vec<(String, String)>,
+    watch: Option<f64>,
+    pings: Option<u32>,
+    map: Option<Py<PyAny>>,
+) -> PyResult<(Config, sentinel_recovery::doctor::Options)> {
+    logging::refresh_threshold(py);
+    let mut config = host::config_from_url(url, &options).map_err(|e| to_pyerr(&e))?;
+    if let Some(map) = map {
+        config
+            .address_map
+            .set_function(Some(address_map::map_fn(map)));
+    }
+    let mut how = sentinel_recovery::doctor::Options::default();
+    if let Some(watch) = watch.map(seconds).transpose()? {
+        how.watch = (watch > Duration::ZERO).then_some(watch);
+    }
+    if let Some(pings) = pings.filter(|p| *p > 0) {
+        how.pings = pings;
+    }
+    Ok((config, how))
+}
+
+/// Starts a diagnosis; `future` (of `event_loop`) gets `(json, text, status, exit_code)` or the
+/// exception that prevented a diagnosis.
+#[pyfunction]
+#[pyo3(signature = (event_loop, future, url, options, watch=None, pings=None, address_map=None))]
+#[allow(clippy::too_many_arguments)]
+pub fn doctor_async(
+    py: Python<'_>,
+    event_loop: Py<PyAny>,
+    future: Py<PyAny>,
+    url: &str,
+    options: Vec<(String, String)>,
+    watch: Option<f64>,
+    pings: Option<u32>,
+    address_map: Option<Py<PyAny>>,
+) -> PyResult<Operation> {
+    let (config, how) = prepare(py, url, options, watch, pings, address_map)?;
+    let done = complete(event_loop, future, |r| Outcome::Diagnosis(r.map(tuple)))?;
+    Ok(Operation(host::doctor(config, how, done)))
+}
+
+/// Diagnoses and waits with the GIL released (signals handled); returns `(json, text, status,
+/// exit_code)`.
+#[pyfunction]
+#[pyo3(signature = (url, options, watch=None, pings=None, address_map=None))]
+pub fn doctor_blocking(
+    py: Python<'_>,
+    url: &str,
+    options: Vec<(String, String)>,
+    watch: Option<f64>,
+    pings: Option<u32>,
+    address_map: Option<Py<PyAny>>,
+) -> PyResult<DiagnosisTuple> {
+    let (config, how) = prepare(py, url, options, watch, pings, address_map)?;
+    wait(py, |done| host::doctor(config, how, done)).map(tuple)
+}

@@ -1,0 +1,200 @@
+//! sr_doctor(): the diagnosis of `sentinel-recovery doctor` as a JSON document, over the core's
+//! host-layer doctor (callback and blocking forms, the same guarantees as sr_client_execute()).
+
+use std::ffi::{c_char, c_int, c_void, CString};
+use std::time::Duration;
+
+use sr::host::{self, Diagnosis};
+
+use crate::address_map::map_fn;
+use crate::*;
+
+/// How sr_doctor() diagnoses. Zeroed (or a NULL pointer) means the defaults.
+#[repr(C)]
+pub struct sr_doctor_options_t {
+    /// Sample a PING every 100 ms to each sentinel for this long, to see loop stalls from
+    /// outside (`--watch`); 0: no sampling.
+    pub watch_ms: u64,
+    /// PINGs per sentinel for the round-trip figures; 0: 10.
+    pub pings: u32,
+    /// The function form of `address_map`, as for sr_client_open_mapped(); NULL for none. Runs on
+    /// core threads during the diagnosis only.
+    pub address_map: sr_address_map_cb,
+    /// Passed back to `address_map` untouched; must stay valid until the diagnosis completed.
+    pub address_map_user_data: *mut c_void,
+}
+
+/// Completion of sr_doctor(): exactly one call, on a core thread.
+///
+/// Either `json` is non-NULL and `error` NULL — the report (schema in the README and the core's
+/// `doctor::report` docs: `"verdict"`, `"findings"`, `"sentinels"`, ...) — with `exit_code` its
+/// verdict (0 healthy, 1 warnings, 2 failures); or `json` is NULL, `exit_code` -1 and `error`
+/// says what prevented a diagnosis (an invalid URL or option, unreadable TLS files, SR_ERR_CLOSED
+/// when the core runtime stopped). Both are borrowed for the call only: copy what you need.
+/// Must not block and must not unwind.
+pub type sr_doctor_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        json: *const c_char,
+        exit_code: c_int,
+        error: *const sr_error_t,
+    ),
+>;
+
+/// The host's `user_data`, carried to a core thread and handed back untouched.
+#[derive(Clone, Copy)]
+struct UserData(*mut c_void);
+
+// SAFETY: the library never dereferences it; the header says callbacks run on other threads.
+unsafe impl Send for UserData {}
+
+impl UserData {
+    fn get(self) -> *mut c_void {
+        self.0
+    }
+}
+
+unsafe fn prepare(
+    url: *const c_char,
+    options: *const sr_option_t,
+    options_len: usize,
+    doctor_options: *const sr_doctor_options_t,
+) -> Result<(sr::Config, sr::doctor::Options), sr_error_t> {
+    let mut config = config_of(url, options, options_len)?;
+    let mut how = sr::doctor::Options::default();
+    if let Some(o) = doctor_options.as_ref() {
+        if o.watch_ms > 0 {
+            how.watch = Some(Duration::from_millis(o.watch_ms));
+        }
+        if o.pings > 0 {
+            how.pings = o.pings;
+        }
+        if let Some(map) = map_fn(o.address_map, o.address_map_user_data) {
+            config.address_map.set_function(Some(map));
+        }
+    }
+    Ok((config, how))
+}
+
+fn c_json(d: &Diagnosis) -> CString {
+    // The JSON of serde_json never holds a NUL byte (it escapes control characters).
+    CString::new(d.json.as_str()).unwrap_or_default()
+}
+
+/// Diagnoses the deployment of a `redis+sentinel://` URL (with `options`, as sr_client_open()
+/// reads them) and returns at once; `callback` gets the report later, on a core thread (see
+/// sr_doctor_cb). `doctor_options` may be NULL. Everything passed in is copied before this
+/// returns, except `address_map_user_data`.
+///
+/// Returns SR_OK when the diagnosis started: `callback` is then called exactly once. Any other
+/// code (SR_ERR_CONFIG for a bad URL or option, SR_ERR_INVALID_ARGUMENT for a NULL callback)
+/// means it did not start, `callback` is never called and `*error` (if `error` is not NULL)
+/// receives an owned error.
+///
+/// # Safety
+/// `url` and every option string are NULL or NUL-terminated; `options` points to `options_len`
+/// options; `doctor_options` is NULL or valid for the call; `error` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sr_doctor(
+    url: *const c_char,
+    options: *const sr_option_t,
+    options_len: usize,
+    doctor_options: *const sr_doctor_options_t,
+    callback: sr_doctor_cb,
+    user_data: *mut c_void,
+    error: *mut *mut sr_error_t,
+) -> c_int {
+    boundary!(fail(error, sr_error_t::panic()), {
+        clear_error(error);
+        let Some(callback) = callback else {
+            return fail(error, sr_error_t::invalid("callback is NULL"));
+        };
+        let (config, how) = match prepare(url, options, options_len, doctor_options) {
+            Ok(prepared) => prepared,
+            Err(e) => return fail(error, e),
+        };
+        let user_data = UserData(user_data);
+        let done = Box::new(move |result: sr::Result<Diagnosis>| match result {
+            Ok(d) => {
+                let json = c_json(&d);
+                callback(
+                    user_data.get(),
+                    json.as_ptr(),
+                    c_int::from(d.exit_code),
+                    std::ptr::null(),
+                );
+            }
+            Err(e) => {
+                let e = sr_error_t::from(e);
+                callback(user_data.get(), std::ptr::null(), -1, &e);
+            }
+        });
+        // Cancelling is not offered: a diagnosis ends within its own deadlines.
+        drop(host::doctor(config, how, done));
+        SR_OK
+    })
+}
+
+/// sr_doctor(), blocking the calling thread (and only it) until the report is ready. On SR_OK
+/// `*json` receives the report as an owned NUL-terminated string (free it with
+/// sr_string_free()) and `*exit_code` (if not NULL) its verdict: 0 healthy, 1 warnings,
+/// 2 failures. Otherwise `*json` is NULL and `*error` (if not NULL) receives an owned error.
+/// Refused (SR_ERR_INVALID_ARGUMENT) inside a callback.
+///
+/// # Safety
+/// As sr_doctor(); `json` is writable; `exit_code` and `error` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sr_doctor_blocking(
+    url: *const c_char,
+    options: *const sr_option_t,
+    options_len: usize,
+    doctor_options: *const sr_doctor_options_t,
+    json: *mut *mut c_char,
+    exit_code: *mut c_int,
+    error: *mut *mut sr_error_t,
+) -> c_int {
+    boundary!(fail(error, sr_error_t::panic()), {
+        clear_error(error);
+        if json.is_null() {
+            return fail(error, sr_error_t::invalid("the json out-parameter is NULL"));
+        }
+        *json = std::ptr::null_mut();
+        if !exit_code.is_null() {
+            *exit_code = -1;
+        }
+        if sr::runtime::on_core_thread() {
+            return fail(
+                error,
+                sr_error_t::invalid("sr_doctor_blocking can't wait inside a callback"),
+            );
+        }
+        let (config, how) = match prepare(url, options, options_len, doctor_options) {
+            Ok(prepared) => prepared,
+            Err(e) => return fail(error, e),
+        };
+        match host::doctor_blocking(config, how) {
+            Ok(d) => {
+                *json = c_json(&d).into_raw();
+                if !exit_code.is_null() {
+                    *exit_code = c_int::from(d.exit_code);
+                }
+                SR_OK
+            }
+            Err(e) => fail(error, e.into()),
+        }
+    })
+}
+
+/// Frees a string the library returned as owned (sr_doctor_blocking()'s `json`). NULL is
+/// ignored.
+///
+/// # Safety
+/// `s` is NULL or such a string, not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_string_free(s: *mut c_char) {
+    boundary!((), {
+        if !s.is_null() {
+            drop(CString::from_raw(s));
+        }
+    })
+}
