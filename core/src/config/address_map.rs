@@ -13,8 +13,11 @@ use super::{shorten, Address};
 use crate::error::Error;
 
 /// The function form of the map: `Some(address)` to connect there instead, `None` to use the
-/// reported address. It runs on a core thread for every reported address, so it must be quick
-/// and must not block; a panic in it is caught, logged, and the reported address is used.
+/// reported address. It is called for every reported address and should be a quick lookup; a
+/// panic in it is caught, logged, and the reported address is used. A binding's function may
+/// have to wait for its host (a GIL, an event loop): on a core runtime worker it is called under
+/// `block_in_place`, so that wait holds up only the discovery step that asked, never the
+/// worker's other tasks.
 pub type AddressMapFn = dyn Fn(&Address) -> Option<Address> + Send + Sync;
 
 /// Reported address -> address to connect to: fixed entries (`address_map=a:p>b:q,...`) and an
@@ -92,7 +95,8 @@ impl AddressMap {
 /// Runs the user's function; its mistakes (a panic, an unusable answer) fall back to the reported
 /// address and are logged, so a bad map never stops the monitor.
 fn call(function: &AddressMapFn, reported: &Address) -> Option<Address> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| function(reported))) {
+    let called = || off_the_workers(|| function(reported));
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(called)) {
         Ok(Some(to)) if to.host.is_empty() || to.port == 0 => {
             tracing::warn!(address = %reported, mapped = %to,
                 "address_map function returned an empty host or port 0; using the reported address");
@@ -104,6 +108,17 @@ fn call(function: &AddressMapFn, reported: &Address) -> Option<Address> {
                 "address_map function panicked; using the reported address");
             None
         }
+    }
+}
+
+/// Runs host code that may wait: on a worker of a multi-threaded runtime (the core's) under
+/// `block_in_place`, which hands the worker's other tasks to another thread first; elsewhere
+/// (a blocking-pool thread, a current-thread runtime, no runtime) as it is.
+fn off_the_workers<T>(f: impl FnOnce() -> T) -> T {
+    use tokio::runtime::{Handle, RuntimeFlavor};
+    match Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
     }
 }
 
@@ -256,5 +271,39 @@ mod tests {
         assert_eq!(x, y);
         y.set_function(Some(Arc::new(|_: &Address| None)));
         assert_ne!(x, y);
+    }
+    /// A function that waits for its host (here: for a task of the same runtime to answer)
+    /// must not stall the worker it is called on: with one worker, the answering task can only
+    /// run if the waiting call handed that worker over.
+    #[test]
+    fn a_waiting_function_does_not_hold_up_the_worker() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let (ask, asked) = std::sync::mpsc::channel::<()>();
+        let (answer, answered) = std::sync::mpsc::channel::<Address>();
+        let answered = std::sync::Mutex::new(answered);
+        let mut map = AddressMap::default();
+        map.set_function(Some(Arc::new(move |_: &Address| {
+            ask.send(()).unwrap();
+            answered
+                .lock()
+                .unwrap()
+                .recv_timeout(std::time::Duration::from_secs(10))
+                .ok()
+        })));
+        let mapped = runtime.block_on(async move {
+            let mapping = tokio::spawn(async move { map.apply(&Address::new("10.0.0.5", 6379)) });
+            tokio::spawn(async move {
+                tokio::task::spawn_blocking(move || asked.recv().unwrap())
+                    .await
+                    .unwrap();
+                answer.send(Address::new("127.0.0.1", 16379)).unwrap();
+            });
+            mapping.await.unwrap()
+        });
+        assert_eq!(mapped, Address::new("127.0.0.1", 16379));
     }
 }
