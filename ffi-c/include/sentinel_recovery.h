@@ -261,6 +261,34 @@ typedef struct sr_subscription_t sr_subscription_t;
 // sr_transaction_exec(), further steps fail with SR_ERR_CONFIG ("the transaction has ended").
 typedef struct sr_transaction_t sr_transaction_t;
 
+// One option for sr_client_open(): a key of the URL's query string (`command_timeout_ms`,
+// `sentinel_password`, `read_from`, ...) and its value, both NUL-terminated UTF-8. Borrowed
+// for the duration of the call only.
+typedef struct sr_option_t {
+  // The option's name.
+  const char *key;
+  // Its value, as text (`"250"`, `"true"`, ...).
+  const char *value;
+} sr_option_t;
+
+// The function form of `address_map`: called for every address a sentinel reports (primary,
+// replicas, other sentinels, addresses in sentinel events; never for the sentinels of the URL)
+// before the client connects to it.
+//
+// To connect elsewhere, write the NUL-terminated host (at most `mapped_host_len` bytes, NUL
+// included; SR_ADDRESS_MAP_HOST_MAX) into `mapped_host`, the port into `*mapped_port`, and
+// return 1. Return 0 to use the reported address. `host` is borrowed for the call only.
+//
+// It runs on a core thread (`sr-worker-N`), possibly on several at once: it must be quick,
+// thread-safe, must not block and must not unwind. A return value other than 0 or 1, an empty
+// or unterminated host, or port 0 is logged and the reported address is used.
+typedef int (*sr_address_map_cb)(void *user_data,
+                                 const char *host,
+                                 uint16_t port,
+                                 char *mapped_host,
+                                 size_t mapped_host_len,
+                                 uint16_t *mapped_port);
+
 // Options of one call, all optional: pass NULL for the defaults, or a zeroed struct with the
 // fields you need set. Borrowed for the duration of the call only.
 typedef struct sr_call_options_t {
@@ -305,34 +333,6 @@ typedef struct sr_command_t {
 typedef void (*sr_results_cb)(void *user_data,
                               const struct sr_results_t *results,
                               const struct sr_error_t *error);
-
-// One option for sr_client_open(): a key of the URL's query string (`command_timeout_ms`,
-// `sentinel_password`, `read_from`, ...) and its value, both NUL-terminated UTF-8. Borrowed
-// for the duration of the call only.
-typedef struct sr_option_t {
-  // The option's name.
-  const char *key;
-  // Its value, as text (`"250"`, `"true"`, ...).
-  const char *value;
-} sr_option_t;
-
-// The function form of `address_map`: called for every address a sentinel reports (primary,
-// replicas, other sentinels, addresses in sentinel events; never for the sentinels of the URL)
-// before the client connects to it.
-//
-// To connect elsewhere, write the NUL-terminated host (at most `mapped_host_len` bytes, NUL
-// included; SR_ADDRESS_MAP_HOST_MAX) into `mapped_host`, the port into `*mapped_port`, and
-// return 1. Return 0 to use the reported address. `host` is borrowed for the call only.
-//
-// It runs on a core thread (`sr-worker-N`), possibly on several at once: it must be quick,
-// thread-safe, must not block and must not unwind. A return value other than 0 or 1, an empty
-// or unterminated host, or port 0 is logged and the reported address is used.
-typedef int (*sr_address_map_cb)(void *user_data,
-                                 const char *host,
-                                 uint16_t port,
-                                 char *mapped_host,
-                                 size_t mapped_host_len,
-                                 uint16_t *mapped_port);
 
 // A node address. `host` is NUL-terminated and owned by the struct containing this address.
 typedef struct sr_address_t {
@@ -516,6 +516,23 @@ extern "C" {
 // never freed.
 const char *sr_version(void);
 
+// sr_client_open() with the function form of `address_map`: `map` (with `map_user_data`, passed
+// back untouched) is asked for every address a sentinel reports; a matching `address_map`
+// option entry wins over it. `map` may be NULL (then this is sr_client_open()).
+// `map_user_data` must stay valid until sr_client_close() (or sr_client_free()) of this client
+// has returned on a host thread; a close made inside one of the client's callbacks returns
+// before the client's threads have stopped, so the map may still be called after it.
+//
+// # Safety
+// As sr_client_open(); `map` is NULL or a function as described in sr_address_map_cb.
+int sr_client_open_mapped(const char *url,
+                          const struct sr_option_t *options,
+                          size_t options_len,
+                          sr_address_map_cb map,
+                          void *map_user_data,
+                          struct sr_client_t **client,
+                          struct sr_error_t **error);
+
 // sr_client_execute() with options: a deadline of its own (`options->timeout_ms`) and a cancel
 // handle (`options->operation`). `options` may be NULL. Returns and calls back as
 // sr_client_execute().
@@ -621,23 +638,6 @@ const struct sr_error_t *sr_results_error(const struct sr_results_t *results, si
 // # Safety
 // `results` is NULL or owned results from this library, not yet freed.
 void sr_results_free(struct sr_results_t *results);
-
-// sr_client_open() with the function form of `address_map`: `map` (with `map_user_data`, passed
-// back untouched) is asked for every address a sentinel reports; a matching `address_map`
-// option entry wins over it. `map` may be NULL (then this is sr_client_open()).
-// `map_user_data` must stay valid until sr_client_close() (or sr_client_free()) of this client
-// has returned on a host thread; a close made inside one of the client's callbacks returns
-// before the client's threads have stopped, so the map may still be called after it.
-//
-// # Safety
-// As sr_client_open(); `map` is NULL or a function as described in sr_address_map_cb.
-int sr_client_open_mapped(const char *url,
-                          const struct sr_option_t *options,
-                          size_t options_len,
-                          sr_address_map_cb map,
-                          void *map_user_data,
-                          struct sr_client_t **client,
-                          struct sr_error_t **error);
 
 // Opens a client for a `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service
 // [?key=value&...]` URL (`valkey+sentinel://`, and `rediss+sentinel://` for TLS) and returns at
