@@ -82,16 +82,26 @@ fun main(args: Array<String>) {
     Thread.sleep(2000)
     val default = Probes("dispatchers_default")
     val common = Probes("fork_join_common_pool")
+    // The probing thread's own lateness against its fixed-rate schedule: when it is as late as the
+    // pools' probes, the whole process was off the CPU (machine load, a GC pause), not the pools busy.
     val prober = Executors.newSingleThreadScheduledExecutor { Thread(it, "probe").apply { isDaemon = true } }
+    val start = System.nanoTime()
+    val tick = AtomicLong()
+    var proberLateMax = 0L
     prober.scheduleAtFixedRate({
+        val late = System.nanoTime() - (start + tick.getAndIncrement() * 50_000_000L)
+        if (late > proberLateMax) proberLateMax = late
         default.submit { r -> scope.launch { r.run() } }
         common.submit { r -> ForkJoinPool.commonPool().execute(r) }
     }, 0, 50, TimeUnit.MILLISECONDS)
     Thread.sleep(TimeUnit.SECONDS.toMillis(seconds))
     prober.shutdownNow()
+    prober.awaitTermination(1, TimeUnit.SECONDS)
     val threads = Thread.getAllStackTraces().size
+    val gcMs = java.lang.management.ManagementFactory.getGarbageCollectorMXBeans().sumOf { it.collectionTime }
     val osThreads = java.io.File("/proc/self/task").list()?.size ?: -1
     val line = "{\"clients\":$clients,\"seconds\":$seconds,${default.json()},${common.json()}," +
+        "\"prober_thread_late_max_ms\":${"%.2f".format(proberLateMax / 1e6)},\"gc_pause_total_ms\":$gcMs," +
         "\"commands_done\":${done.get()},\"commands_failed\":${failed.get()}," +
         "\"error_codes\":{${codes.entries.joinToString(",") { "\"${it.key}\":${it.value.get()}" }}}," +
         "\"events\":${events.get()},\"jvm_threads\":$threads,\"os_threads\":$osThreads," +
