@@ -4,7 +4,7 @@
 # lib/sentinel_recovery/sentinel_recovery_uniffi.rb and the native library beside it.
 Gem::Specification.new do |s|
   s.name = 'sentinel_recovery'
-  s.version = ENV.fetch('SR_GEM_VERSION', '0.1.0')
+  s.version = ENV.fetch('SR_GEM_VERSION') # the workspace version, passed by ruby.sh
   s.summary = 'Finds and follows a Redis/Valkey primary through Sentinel, on threads it owns'
   s.description = 'Ruby binding of sentinel-recovery (Rust core, uniffi-generated ruby-ffi binding): ' \
                   'blocking calls that release the GVL, events via a callback.'

@@ -6,28 +6,38 @@
 #   3. `test`: the gem installed into the target dir, the suite run against it and real
 #      topologies (sr-topology).
 # Usage: ruby.sh build | test
+# `make dist` (scripts/dist/build.sh) packs its release library instead of building one:
+#   SR_UNIFFI_LIB (the library shipped in the gem), SR_UNIFFI_META_LIB (its unstripped twin, which
+#   uniffi-bindgen reads the interface from), SR_UNIFFI_BINDGEN, SR_RUBY_OUT (where the gem goes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 profile="${SR_RUBY_PROFILE:-debug}"
-out="$CARGO_TARGET_DIR/ruby"
+out="${SR_RUBY_OUT:-$CARGO_TARGET_DIR/ruby}"
 stage="$out/gem"
-lib="$CARGO_TARGET_DIR/$profile/libsentinel_recovery_uniffi.so"
+lib="${SR_UNIFFI_LIB:-$CARGO_TARGET_DIR/$profile/libsentinel_recovery_uniffi.so}"
+meta_lib="${SR_UNIFFI_META_LIB:-$lib}"
+bindgen="${SR_UNIFFI_BINDGEN:-$CARGO_TARGET_DIR/$profile/uniffi-bindgen}"
 
 build() {
   bindings-uniffi/scripts/ruby-deps.sh
-  if [ "$profile" = release ]; then
-    cargo build -q --release -p sentinel-recovery-uniffi
-  else
-    cargo build -q -p sentinel-recovery-uniffi
+  if [ -z "${SR_UNIFFI_LIB:-}" ]; then
+    if [ "$profile" = release ]; then
+      cargo build -q --release -p sentinel-recovery-uniffi
+    else
+      cargo build -q -p sentinel-recovery-uniffi
+    fi
   fi
   rm -rf "$stage" && mkdir -p "$stage/lib/sentinel_recovery"
   cp bindings-uniffi/ruby/sentinel_recovery.gemspec "$stage/"
   cp bindings-uniffi/ruby/lib/sentinel_recovery.rb "$stage/lib/"
-  "$CARGO_TARGET_DIR/$profile/uniffi-bindgen" generate --library "$lib" --language ruby \
+  "$bindgen" generate --library "$meta_lib" --language ruby \
     --out-dir "$stage/lib/sentinel_recovery" --no-format >/dev/null
-  cp "$lib" "$stage/lib/sentinel_recovery/"
-  (cd "$stage" && gem build --quiet sentinel_recovery.gemspec >/dev/null)
+  cp "$lib" "$stage/lib/sentinel_recovery/libsentinel_recovery_uniffi.so"
+  # The one version: [workspace.package] version of the workspace Cargo.toml.
+  SR_GEM_VERSION=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version *= *"\(.*\)"/\1/p' Cargo.toml)
+  export SR_GEM_VERSION
+  (cd "$stage" && gem build --quiet sentinel_recovery.gemspec >/dev/null 2>&1)
   echo "ruby: built $(ls "$stage"/*.gem)"
 }
 
