@@ -96,6 +96,27 @@ class TestClient < Minitest::Test
     c.close # idempotent
   end
 
+  def test_no_call_after_removal
+    SentinelRecovery::Client.open(SHARED.url) do |c|
+      c.ready
+      kept = Queue.new
+      removed_calls = 0
+      keep = c.on_event { |e| kept << e }
+      removed = c.on_event { |_e| removed_calls += 1 }
+      removed.remove
+      at_removal = removed_calls
+      SHARED.cmd('add-sentinel')
+      c.refresh
+      seen = []
+      wait_until(20, 'sentinels_changed at the listener still installed') do
+        seen << kept.pop until kept.empty?
+        seen.any? { |e| e.kind == 'sentinels_changed' }
+      end
+      keep.remove
+      assert_equal at_removal, removed_calls
+    end
+  end
+
   def test_events_through_a_kill9_failover
     t = TestTopology.new
     begin

@@ -187,6 +187,25 @@ private fun eventsThroughKill9Failover() = runBlocking {
     }
 }
 
+private fun noCallAfterRemoval() = runBlocking {
+    SentinelClient.connect(shared.url).use { c ->
+        c.ready()
+        val kept = Collections.synchronizedList(mutableListOf<Event>())
+        val removedCalls = AtomicInteger()
+        val keep = c.onEvent({ kept += it })
+        val removed = c.onEvent({ removedCalls.incrementAndGet() })
+        removed.close()
+        val atRemoval = removedCalls.get()
+        shared.cmd("add-sentinel")
+        c.refresh()
+        waitUntil(20, "sentinels_changed at the listener still installed") {
+            kept.any { it.kind == "sentinels_changed" }
+        }
+        keep.close()
+        expectEqual(atRemoval, removedCalls.get(), "calls of the removed listener")
+    }
+}
+
 fun main() {
     shared = TestTopology()
     try {
@@ -198,6 +217,7 @@ fun main() {
                 "errors by code" to ::errorsByCode,
                 "close completes in-flight with closed" to ::closeCompletesInFlightWithClosed,
                 "operations after close fail with closed" to ::operationsAfterCloseFailWithClosed,
+                "no call after removal" to ::noCallAfterRemoval,
                 "events through a kill -9 failover" to ::eventsThroughKill9Failover,
             ),
         )
