@@ -202,4 +202,23 @@ impl SentinelError {
             },
         }
     }
+
+    /// The shared code name and the message.
+    pub(crate) fn parts(&self) -> (&str, &str) {
+        match self {
+            SentinelError::Config { code, detail, .. }
+            | SentinelError::SentinelsUnreachable { code, detail, .. }
+            | SentinelError::ServiceUnknown { code, detail, .. }
+            | SentinelError::NoHealthyPrimary { code, detail, .. }
+            | SentinelError::Timeout { code, detail, .. }
+            | SentinelError::ConnectionLost { code, detail, .. }
+            | SentinelError::Server { code, detail, .. }
+            | SentinelError::Protocol { code, detail, .. }
+            | SentinelError::Tls { code, detail, .. }
+            | SentinelError::Auth { code, detail, .. }
+            | SentinelError::Closed { code, detail, .. }
+            | SentinelError::QueueFull { code, detail, .. }
+            | SentinelError::Internal { code, detail, .. } => (code, detail),
+        }
+    }
 }

@@ -7,33 +7,6 @@ use sentinel_recovery::Error;
 
 use crate::codes::SentinelError;
 
-impl SentinelError {
-    fn parts(&self) -> (&str, &str) {
-        macro_rules! parts {
-            ($($v:ident),*) => {
-                match self {
-                    $(SentinelError::$v { code, detail, .. } => (code.as_str(), detail.as_str()),)*
-                }
-            };
-        }
-        parts!(
-            Config,
-            SentinelsUnreachable,
-            ServiceUnknown,
-            NoHealthyPrimary,
-            Timeout,
-            ConnectionLost,
-            Server,
-            Protocol,
-            Tls,
-            Auth,
-            Closed,
-            QueueFull,
-            Internal
-        )
-    }
-}
-
 impl From<&Error> for SentinelError {
     fn from(e: &Error) -> SentinelError {
         SentinelError::of(

@@ -254,7 +254,21 @@ fn uniffi_rust() -> String {
             "            ErrorCode::{variant} => SentinelError::{variant} {{\n                code: name,\n                detail,\n                server_code,\n            }},\n"
         );
     }
-    out += "            _ => SentinelError::Internal {\n                code: name,\n                detail,\n                server_code,\n            },\n        }\n    }\n}\n";
+    out += "            _ => SentinelError::Internal {\n                code: name,\n                detail,\n                server_code,\n            },\n        }\n    }\n\n    /// The shared code name and the message.\n    pub(crate) fn parts(&self) -> (&str, &str) {\n        match self {\n";
+    let all = codes();
+    for (i, (_, name, _)) in all.iter().enumerate() {
+        let bar = if i == 0 { "" } else { "| " };
+        let arm = if i + 1 == all.len() {
+            " => (code, detail),"
+        } else {
+            ""
+        };
+        out += &format!(
+            "            {bar}SentinelError::{} {{ code, detail, .. }}{arm}\n",
+            pascal(name)
+        );
+    }
+    out += "        }\n    }\n}\n";
     out
 }
 
