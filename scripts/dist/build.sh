@@ -6,6 +6,8 @@
 #   SentinelRecovery.<v>.nupkg                                           (lib/netstandard2.0, runtimes/linux-x64/native)
 #   sentinel-recovery-c-<v>-x86_64-linux-gnu.tar.gz                      (C SDK: include, lib, pkg-config, CMake)
 #   sentinel-recovery-cli-<v>-x86_64-linux-gnu.tar.gz                    (the CLI)
+#   sentinel-recovery-jvm-<v>.jar                                        (Kotlin/Java; linux-x86-64/ native library for JNA)
+#   sentinel_recovery-<v>-x86_64-linux.gem                               (Ruby; library inside)
 #   sentinel-recovery-debug-<v>-x86_64-linux-gnu.tar.gz                  (debug info of every shipped binary)
 #   SHA256SUMS
 #
@@ -46,9 +48,9 @@ split_debug() {
   mv -f "$out.tmp" "$out"
 }
 
-step "cargo build --profile $PROFILE --target $TRIPLE: C library (SONAME $soname) and CLI"
+step "cargo build --profile $PROFILE --target $TRIPLE: C library (SONAME $soname), CLI, uniffi library"
 SR_FFI_SONAME=1 cargo build --profile "$PROFILE" --target "$TRIPLE" \
-  -p sentinel-recovery-ffi -p sentinel-recovery-cli
+  -p sentinel-recovery-ffi -p sentinel-recovery-cli -p sentinel-recovery-uniffi
 
 step "maturin: abi3 wheel ($MANYLINUX) and sdist"
 (cd "$root/bindings-python" &&
@@ -98,6 +100,16 @@ CARGO_TARGET_DIR=$dn "$root/bindings-dotnet/scripts/build.sh" >/dev/null
 CARGO_TARGET_DIR=$dn SR_NATIVE_LIB=$dn/debug/libsentinel_recovery.so "$root/bindings-dotnet/scripts/pack.sh" >/dev/null
 cp "$dn/dotnet/SentinelRecovery.$version.nupkg" "$DIST/"
 
+step "JVM jar and Ruby gem (uniffi): the stripped library inside, the interface read from the unstripped one"
+mkdir -p "$stage/uniffi"
+split_debug "$build_dir/libsentinel_recovery_uniffi.so" "$stage/uniffi/libsentinel_recovery_uniffi.so"
+uniffi_env=(SR_UNIFFI_LIB="$stage/uniffi/libsentinel_recovery_uniffi.so"
+  SR_UNIFFI_META_LIB="$build_dir/libsentinel_recovery_uniffi.so" SR_UNIFFI_BINDGEN="$build_dir/uniffi-bindgen")
+env "${uniffi_env[@]}" SR_JVM_OUT="$stage/uniffi/jvm" "$root/bindings-uniffi/scripts/jvm.sh" build >/dev/null
+cp "$stage/uniffi/jvm/sentinel-recovery.jar" "$DIST/sentinel-recovery-jvm-$version.jar"
+env "${uniffi_env[@]}" SR_RUBY_OUT="$stage/uniffi/ruby" "$root/bindings-uniffi/scripts/ruby.sh" build >/dev/null
+cp "$stage/uniffi/ruby/gem/sentinel_recovery-$version-x86_64-linux.gem" "$DIST/"
+
 step "CLI"
 cli_name=sentinel-recovery-cli-$version-$PLATFORM
 mkdir -p "$stage/cli/$cli_name/bin"
@@ -129,6 +141,7 @@ step "sizes"
   printf '%-38s %12s %12s %12s\n' "libsentinel_recovery.a (--strip-debug)" "$(human "$(size_of "$build_dir/libsentinel_recovery.a")")" "$(human "$(size_of "$stage/c/libsentinel_recovery.a")")" -
   row "_native.abi3.so (wheel)" "$stage/python/_native.unstripped.so" "$ext" "$debug_dir/$(basename "$ext").debug"
   row "sentinel-recovery.linux-x64-gnu.node" "$build_dir/libsentinel_recovery_node.so" "$node_addon" "$debug_dir/$(basename "$node_addon").debug"
+  row "libsentinel_recovery_uniffi.so (jar, gem)" "$build_dir/libsentinel_recovery_uniffi.so" "$stage/uniffi/libsentinel_recovery_uniffi.so" "$debug_dir/libsentinel_recovery_uniffi.so.debug"
   row "sentinel-recovery (CLI)" "$build_dir/sentinel-recovery" "$stage/cli/$cli_name/bin/sentinel-recovery" "$debug_dir/sentinel-recovery.debug"
 } | tee "$stage/sizes.txt"
 echo

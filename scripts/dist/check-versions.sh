@@ -5,7 +5,8 @@
 #              .pc/CMake templates (@VERSION@), CHANGELOG.md (a section for it)
 #   artifacts  dist/: file names, the wheel's METADATA, the sdist's PKG-INFO, both npm manifests
 #              (and the optionalDependencies / loader check between them), the nupkg's nuspec,
-#              the C SDK's .pc, CMake version file and library name, the CLI's --version
+#              the C SDK's .pc, CMake version file and library name, the CLI's --version, the
+#              jar's name and the gem's spec
 # Prints every place it looked at; exits 1 at the end if any disagrees.
 source "$(dirname "$0")/common.sh"
 mode=${1:-sources}
@@ -82,6 +83,9 @@ else
   [ -f "$cli" ] || die "no $(basename "$cli")"
   tar -C "$tmp" -xzf "$cli"
   check "$(basename "$cli") --version" "$("$tmp/sentinel-recovery-cli-$version-$PLATFORM/bin/sentinel-recovery" --version | sed 's/^sentinel-recovery //')"
+  check "sentinel-recovery-jvm-<version>.jar" "$(ls "$DIST" | sed -n 's/^sentinel-recovery-jvm-\(.*\)\.jar$/\1/p')"
+  gem=$(ls "$DIST"/sentinel_recovery-*-x86_64-linux.gem)
+  check "$(basename "$gem") spec version" "$(ruby -rrubygems/package -e 'puts Gem::Package.new(ARGV[0]).spec.version' "$gem")"
 fi
 if [ "$bad" -ne 0 ]; then
   echo "versions disagree: the workspace version in Cargo.toml is the one to follow" >&2

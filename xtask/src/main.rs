@@ -37,6 +37,11 @@ fn tables(check: bool) -> ExitCode {
         ("bindings-node/tables.js", node_js()),
         ("bindings-node/tables.d.ts", node_dts()),
         ("bindings-dotnet/src/Tables.g.cs", dotnet()),
+        ("bindings-uniffi/src/codes.rs", uniffi_rust()),
+        (
+            "bindings-uniffi/jvm/src/main/kotlin/sentinelrecovery/Tables.kt",
+            kotlin(),
+        ),
     ];
     let mut stale = Vec::new();
     for (path, text) in files {
@@ -228,4 +233,60 @@ fn dotnet() -> String {
         names("ErrorCode", &all_codes),
         names("EventKind", &kinds())
     )
+}
+
+/// The uniffi error enum: one variant per code, so each generated language has one exception
+/// class per code under one base class.
+fn uniffi_rust() -> String {
+    let mut out = format!(
+        "//! {HEADER}\n\nuse sentinel_recovery::ErrorCode;\n\n/// An error with one of the shared codes: one variant (one exception class) per code, each\n/// carrying the code's shared name, the message and, for a server error, its first word.\n#[derive(Clone, Debug, PartialEq, Eq, uniffi::Error)]\npub enum SentinelError {{\n"
+    );
+    for (_, name, what) in codes() {
+        out += &format!(
+            "    /// `{name}`: {what}.\n    {} {{\n        /// The shared code name.\n        code: String,\n        /// What went wrong (never a secret).\n        detail: String,\n        /// For a server error, its first word (`ERR`, `WRONGTYPE`, ...).\n        server_code: Option<String>,\n    }},\n",
+            pascal(name)
+        );
+    }
+    out += "}\n\nimpl SentinelError {\n    /// The variant of `code` (`Internal` for a code newer than this table).\n    pub(crate) fn of(code: ErrorCode, detail: String, server_code: Option<String>) -> Self {\n        let name = code.as_str().to_string();\n        match code {\n";
+    for (_, name, _) in codes() {
+        let variant = pascal(name);
+        out += &format!(
+            "            ErrorCode::{variant} => SentinelError::{variant} {{\n                code: name,\n                detail,\n                server_code,\n            }},\n"
+        );
+    }
+    out += "            _ => SentinelError::Internal {\n                code: name,\n                detail,\n                server_code,\n            },\n        }\n    }\n\n    /// The shared code name and the message.\n    pub(crate) fn parts(&self) -> (&str, &str) {\n        match self {\n";
+    let all = codes();
+    for (i, (_, name, _)) in all.iter().enumerate() {
+        let bar = if i == 0 { "" } else { "| " };
+        let arm = if i + 1 == all.len() {
+            " => (code, detail),"
+        } else {
+            ""
+        };
+        out += &format!(
+            "            {bar}SentinelError::{} {{ code, detail, .. }}{arm}\n",
+            pascal(name)
+        );
+    }
+    out += "        }\n    }\n}\n";
+    out
+}
+
+/// The JVM layer's tables: the code of each exception class (a `when` over the generated sealed
+/// class, so a code missing on either side fails to compile) and the names in C order.
+fn kotlin() -> String {
+    let mut out = format!("// {HEADER}\npackage sentinelrecovery\n\nimport sentinelrecovery.uniffi.SentinelException\n\n/** The shared code name of this error (`no_healthy_primary`, ...). */\nval SentinelException.errorCode: String\n    get() = when (this) {{\n");
+    for (_, name, _) in codes() {
+        out += &format!("        is SentinelException.{} -> code\n", pascal(name));
+    }
+    out += "    }\n\n/** The shared error codes: name to description, in the C ABI's order. */\nval ERROR_CODES: Map<String, String> = linkedMapOf(\n";
+    for (_, name, what) in codes() {
+        out += &format!("    \"{name}\" to \"{what}\",\n");
+    }
+    out += ")\n\n/** The shared event kinds: name to description, in the C ABI's order. */\nval EVENT_KINDS: Map<String, String> = linkedMapOf(\n";
+    for (_, name, what) in kinds() {
+        out += &format!("    \"{name}\" to \"{what}\",\n");
+    }
+    out += ")\n";
+    out
 }

@@ -1,0 +1,227 @@
+// The JVM binding against real topologies: commands and typed replies, errors by code, events
+// through a kill -9 failover, close.
+package sentinelrecovery
+
+import java.util.Collections
+import java.util.concurrent.atomic.AtomicInteger
+import kotlinx.coroutines.CoroutineStart
+import kotlinx.coroutines.Dispatchers
+import kotlinx.coroutines.async
+import kotlinx.coroutines.delay
+import kotlinx.coroutines.flow.toList
+import kotlinx.coroutines.isActive
+import kotlinx.coroutines.launch
+import kotlinx.coroutines.runBlocking
+import kotlinx.coroutines.withTimeout
+import sentinelrecovery.uniffi.Event
+import sentinelrecovery.uniffi.EventDetail
+import sentinelrecovery.uniffi.Reply
+import sentinelrecovery.uniffi.SentinelException
+
+private lateinit var shared: TestTopology
+
+/** Runs [block] and returns the SentinelException it threw. */
+private suspend fun failure(block: suspend () -> Unit): SentinelException {
+    try {
+        block()
+    } catch (e: SentinelException) {
+        return e
+    }
+    throw Failure("no SentinelException was thrown")
+}
+
+private fun typedReplies() = runBlocking {
+    SentinelClient.connect(shared.url, mapOf("protocol" to "3")).use { c ->
+        val topology = c.ready()
+        expectEqual(shared.primaryPort, topology.primary?.port?.toInt(), "ready's primary")
+        expectEqual(Reply.Simple("OK"), c.execute("SET", "kt:k", "v"), "SET")
+        val got = c.execute("GET", "kt:k") as Reply.Bulk
+        expectEqual("v", String(got.value), "GET")
+        expectEqual(Reply.Nil, c.execute("GET", "kt:missing"), "GET of a missing key")
+        expectEqual(Reply.Int(3L), c.execute("RPUSH", "kt:list", "a", "b", "c"), "RPUSH")
+        c.execute("DEL", "kt:list")
+        c.execute("RPUSH", "kt:list2", "a", "b")
+        val range = c.execute("LRANGE", "kt:list2", "0", "-1") as Reply.Array
+        expectEqual(listOf("a", "b"), range.items.map(::text), "LRANGE")
+        c.execute("DEL", "kt:list2")
+        c.execute("HSET", "kt:h", "f", "1")
+        val map = c.execute("HGETALL", "kt:h") as Reply.Map
+        expectEqual(listOf("f" to "1"), map.entries.map { text(it.key) to text(it.value) }, "HGETALL (RESP3 map)")
+        c.execute("ZADD", "kt:z", "1.5", "m")
+        expectEqual(Reply.Double(1.5), c.execute("ZSCORE", "kt:z", "m"), "ZSCORE (RESP3 double)")
+        // Binary-safe: every byte value round-trips.
+        val bytes = ByteArray(256) { it.toByte() }
+        c.execute(listOf("SET".toByteArray(), "kt:bin".toByteArray(), bytes))
+        val back = c.execute(listOf("GET".toByteArray(), "kt:bin".toByteArray())) as Reply.Bulk
+        expect(back.value.contentEquals(bytes)) { "binary value changed" }
+    }
+}
+
+private fun pipelineAndTransaction() = runBlocking {
+    SentinelClient.connect(shared.url).use { c ->
+        val replies = c.pipeline(
+            listOf(
+                listOf("SET", "kt:p", "1"),
+                listOf("INCR", "kt:p"),
+                listOf("NOSUCHCOMMAND"),
+                listOf("GET", "kt:p"),
+            ).map { cmd -> cmd.map { it.toByteArray() } }
+        )
+        expectEqual(4, replies.size, "pipeline replies")
+        expectEqual(Reply.Int(2L), replies[1], "INCR in the pipeline")
+        val error = replies[2] as Reply.Error
+        expectEqual("server", error.code, "failed command's code")
+        expectEqual("ERR", error.serverCode, "failed command's server code")
+        expectEqual("2", text(replies[3]), "GET in the pipeline")
+        val tx = c.transaction(listOf(listOf("INCR", "kt:p"), listOf("GET", "kt:p")).map { cmd -> cmd.map { it.toByteArray() } })
+        expectEqual(2, tx?.size, "transaction replies")
+        expectEqual(Reply.Int(3L), tx!![0], "INCR in the transaction")
+        expectEqual("3", text(tx[1]), "GET in the transaction")
+    }
+}
+
+private fun errorsByCode() = runBlocking {
+    val bad = try {
+        SentinelClient.connect("redis+sentinel://127.0.0.1:26379/mymaster", mapOf("command_timeout_ms" to "soon"))
+        null
+    } catch (e: SentinelException) {
+        e
+    }
+    expect(bad is SentinelException.Config) { "a bad option: $bad" }
+    expectEqual("config", bad!!.errorCode, "bad option's code")
+    expect(bad.message!!.contains("command_timeout_ms")) { "the message names the option: ${bad.message}" }
+
+    SentinelClient.connect(shared.url).use { c ->
+        val server = failure { c.execute("NOSUCHCOMMAND") }
+        expect(server is SentinelException.Server) { "unknown command: $server" }
+        expectEqual("server", server.errorCode, "unknown command's code")
+        expectEqual("ERR", (server as SentinelException.Server).serverCode, "server code")
+        c.execute("SET", "kt:str", "x")
+        val wrongType = failure { c.execute("LPUSH", "kt:str", "y") }
+        expectEqual("WRONGTYPE", (wrongType as SentinelException.Server).serverCode, "WRONGTYPE server code")
+    }
+
+    val port = TestTopology.refusingPort()
+    SentinelClient.connect(
+        "redis+sentinel://127.0.0.1:$port/mymaster",
+        mapOf("command_timeout_ms" to "500", "sentinel_timeout_ms" to "200"),
+    ).use { c ->
+        val unreachable = failure { c.ready() }
+        expectEqual("sentinels_unreachable", unreachable.errorCode, "no sentinel listening")
+    }
+
+    // Every code of the core's table is a class of its own, named by its code.
+    expectEqual(13, ERROR_CODES.size, "codes in the table")
+    expect(ERROR_CODES.containsKey("no_healthy_primary") && EVENT_KINDS.containsKey("primary_changed")) { "tables" }
+}
+
+private fun closeCompletesInFlightWithClosed() = runBlocking {
+    val c = SentinelClient.connect(shared.url)
+    c.ready()
+    // UNDISPATCHED: the BLPOP is started before `async` returns, so it is in flight at close.
+    val blocked = async(Dispatchers.Default, CoroutineStart.UNDISPATCHED) {
+        runCatching { c.execute("BLPOP", "kt:never", "0") }
+    }
+    // Unconfined: the flow's producer subscribes before `async` returns.
+    val events = async(Dispatchers.Unconfined, CoroutineStart.UNDISPATCHED) { c.events().toList() }
+    expect(!blocked.isCompleted) { "BLPOP 0 completed before close" }
+    c.close()
+    val error = blocked.await().exceptionOrNull()
+    expect(error is SentinelException.Closed) { "in-flight BLPOP after close: $error" }
+    expectEqual("closed", (error as SentinelException).errorCode, "code")
+    // The events flow completes when the client closes.
+    withTimeout(10_000) { events.await() }
+    expect(c.isClosed) { "isClosed" }
+}
+
+private fun operationsAfterCloseFailWithClosed() = runBlocking {
+    val c = SentinelClient.connect(shared.url)
+    c.shutdown()
+    val after = failure { c.execute("PING") }
+    expectEqual("closed", after.errorCode, "after shutdown")
+    c.close() // idempotent
+}
+
+private fun eventsThroughKill9Failover() = runBlocking {
+    TestTopology().use { t ->
+        SentinelClient.connect(t.url, mapOf("command_timeout_ms" to "3000")).use { c ->
+            c.ready()
+            val events = Collections.synchronizedList(mutableListOf<Event>())
+            val collector = launch(Dispatchers.Default) { c.events().collect { events += it } }
+            val acked = AtomicInteger()
+            val errors = Collections.synchronizedList(mutableListOf<String>())
+            val writers = (1..8).map {
+                launch(Dispatchers.Default) {
+                    while (isActive) {
+                        try {
+                            c.execute("INCR", "kt:counter")
+                            acked.incrementAndGet()
+                        } catch (e: SentinelException) {
+                            errors += e.errorCode
+                            delay(5)
+                        }
+                    }
+                }
+            }
+            waitUntil(10, "writes before the kill") { acked.get() > 100 }
+            t.cmd("kill9 ${t.primaryPort}")
+            val newPort = TestTopology.portOf(t.cmd("wait-primary-not ${t.primaryPort} 30000", 40))
+            waitUntil(30, "primary_changed to the new primary") {
+                events.any { val d = it.detail; d is EventDetail.PrimaryChanged && d.new.port.toInt() == newPort }
+            }
+            val afterSwitch = acked.get()
+            waitUntil(20, "writes after the switch") { acked.get() > afterSwitch + 100 }
+            writers.forEach { it.cancel() }
+            writers.forEach { it.join() }
+            collector.cancel()
+            expectEqual(newPort, c.topology().primary?.port?.toInt(), "topology's primary")
+            val kinds = events.map { it.kind }
+            expect("connection_lost" in kinds) { "connection_lost among $kinds" }
+            val allowed = setOf("timeout", "connection_lost")
+            expect(errors.all { it in allowed }) { "only timeout/connection_lost reach the caller: ${errors.toSet()}" }
+            expect(kinds.all { it in EVENT_KINDS }) { "kinds from the shared table: $kinds" }
+            val lost = kinds.indexOf("connection_lost")
+            val changed = events.indexOfFirst { val d = it.detail; d is EventDetail.PrimaryChanged && d.new.port.toInt() == newPort }
+            expect(lost < changed) { "connection_lost before primary_changed: $kinds" }
+        }
+    }
+}
+
+private fun noCallAfterRemoval() = runBlocking {
+    SentinelClient.connect(shared.url).use { c ->
+        c.ready()
+        val kept = Collections.synchronizedList(mutableListOf<Event>())
+        val removedCalls = AtomicInteger()
+        val keep = c.onEvent({ kept += it })
+        val removed = c.onEvent({ removedCalls.incrementAndGet() })
+        removed.close()
+        val atRemoval = removedCalls.get()
+        shared.cmd("add-sentinel")
+        c.refresh()
+        waitUntil(20, "sentinels_changed at the listener still installed") {
+            kept.any { it.kind == "sentinels_changed" }
+        }
+        keep.close()
+        expectEqual(atRemoval, removedCalls.get(), "calls of the removed listener")
+    }
+}
+
+fun main() {
+    shared = TestTopology()
+    try {
+        runTests(
+            "kotlin",
+            listOf(
+                "typed replies (RESP3)" to ::typedReplies,
+                "pipeline and transaction" to ::pipelineAndTransaction,
+                "errors by code" to ::errorsByCode,
+                "close completes in-flight with closed" to ::closeCompletesInFlightWithClosed,
+                "operations after close fail with closed" to ::operationsAfterCloseFailWithClosed,
+                "no call after removal" to ::noCallAfterRemoval,
+                "events through a kill -9 failover" to ::eventsThroughKill9Failover,
+            ),
+        )
+    } finally {
+        shared.close()
+    }
+}

@@ -1,0 +1,186 @@
+# frozen_string_literal: true
+
+# sentinel-recovery for Ruby: a Client over the uniffi-generated binding
+# (sentinel_recovery/sentinel_recovery_uniffi.rb, ruby-ffi). Calls that wait run as the library's
+# async operations, which the generated code waits for on a pipe: the GVL is released while
+# waiting, so other Ruby threads run. Events are queued by the core's thread and delivered to the
+# block on a Ruby thread of the client's own.
+require_relative 'sentinel_recovery/sentinel_recovery_uniffi'
+
+module SentinelRecovery
+  Native = ::SentinelRecoveryUniffi
+
+  # Every error of this library. Each shared code is a class of its own
+  # (SentinelRecovery::Native::SentinelError::NoHealthyPrimary, ...) that includes this module, so
+  # `rescue SentinelRecovery::Error` catches them all; #code is the shared code name.
+  module Error
+    def message
+      server_code ? "#{code}: #{detail} (#{server_code})" : "#{code}: #{detail}"
+    end
+  end
+
+  # The error class of each shared code name (`"no_healthy_primary"` => ...NoHealthyPrimary).
+  ERRORS = Native::SentinelError.constants.to_h do |name|
+    klass = Native::SentinelError.const_get(name)
+    klass.include(Error)
+    [name.to_s.gsub(/([a-z])([A-Z])/, '\1_\2').downcase, klass]
+  end.freeze
+
+  # A client following one service's primary through Sentinel.
+  class Client
+    # Opens a client from a redis+sentinel:// URL and options (the URL's query keys); returns at
+    # once, discovery runs on the core's threads.
+    def self.connect(url, **options)
+      new(Native::Client.connect(url, options.to_h { |k, v| [k.to_s, v.to_s] }))
+    end
+
+    def initialize(native)
+      @native = native
+      @listeners = []
+      @lock = Mutex.new
+    end
+
+    # Waits until a verified primary is known; returns the topology.
+    def ready
+      @native.ready
+    end
+
+    # Runs one command; arguments are strings (sent as their bytes) or numbers. Returns nil,
+    # Integer, Float, true/false, String (bulk replies in binary encoding), Array or Hash; a
+    # failed command raises its SentinelRecovery::Error.
+    def execute(*args)
+      Client.value(@native.execute(Client.args(args)))
+    end
+
+    # Sends commands back to back; a failed command's error object (not raised) in its place.
+    def pipeline(*commands)
+      @native.pipeline(commands.map { |c| Client.args(c) }).map { |r| Client.value(r, raise_errors: false) }
+    end
+
+    # MULTI/EXEC after WATCH watch...; nil when a watched key changed.
+    def transaction(*commands, watch: [])
+      replies = @native.transaction(commands.map { |c| Client.args(c) }, Client.args(watch))
+      replies&.map { |r| Client.value(r, raise_errors: false) }
+    end
+
+    # The current topology (never waits on the network).
+    def topology
+      @native.topology
+    end
+
+    # Asks for a discovery round now.
+    def refresh
+      @native.refresh
+    end
+
+    # Calls the block with each event (SentinelRecovery::Native::Event: #kind, #service, #at_ms,
+    # #detail), in order, on a Ruby thread of this subscription. Returns a Listener; #remove it
+    # to stop (no call starts afterwards).
+    def on_event(&block)
+      raise ArgumentError, 'on_event needs a block' unless block
+
+      listener = Listener.new(@native, block)
+      @lock.synchronize { @listeners << listener }
+      listener
+    end
+
+    def closed?
+      @native.is_closed
+    end
+
+    # Closes the client: operations in flight fail with `closed`, listeners are removed.
+    # Idempotent.
+    def close
+      @native.shutdown
+      @lock.synchronize { @listeners.dup }.each(&:stop)
+      nil
+    end
+
+    # Opens a client, yields it and closes it.
+    def self.open(url, **options)
+      client = connect(url, **options)
+      begin
+        yield client
+      ensure
+        client.close
+      end
+    end
+
+    def self.args(args)
+      args.map do |a|
+        case a
+        when String then a.b
+        when Integer then a.to_s
+        when Float
+          raise Native::SentinelError::Config.new(code: 'config', detail: 'an argument is NaN', server_code: nil) if a.nan?
+
+          a.to_s
+        when Symbol then a.to_s
+        else raise TypeError, "command arguments are strings or numbers, not #{a.class}"
+        end
+      end
+    end
+
+    def self.value(reply, raise_errors: true)
+      case reply
+      when Native::Reply::NIL then nil
+      when Native::Reply::INT, Native::Reply::DOUBLE, Native::Reply::BOOL, Native::Reply::SIMPLE then reply.value
+      when Native::Reply::BULK, Native::Reply::VERBATIM then reply.value.b
+      when Native::Reply::BIG_NUMBER then Integer(reply.text)
+      when Native::Reply::ARRAY, Native::Reply::SET, Native::Reply::PUSH
+        reply.items.map { |r| value(r, raise_errors: raise_errors) }
+      when Native::Reply::MAP
+        reply.entries.to_h { |e| [value(e.key, raise_errors: raise_errors), value(e.value, raise_errors: raise_errors)] }
+      when Native::Reply::ERROR
+        klass = ERRORS.fetch(reply.code, ERRORS.fetch('internal'))
+        error = klass.new(code: reply.code, detail: reply.message, server_code: reply.server_code)
+        raise error if raise_errors
+
+        error
+      else raise ArgumentError, "unknown reply #{reply.inspect}"
+      end
+    end
+  end
+
+  # An event subscription: the core's thread only pushes into a queue, a Ruby thread calls the
+  # block.
+  class Listener
+    def initialize(native, block)
+      @queue = Queue.new
+      @stopped = false
+      queue = @queue
+      @subscription = native.subscribe(Forwarder.new(queue))
+      @thread = Thread.new do
+        while (event = queue.pop)
+          block.call(event) unless @stopped
+        end
+      end
+    end
+
+    # Removes the listener; once this returns no call of the block starts.
+    def remove
+      @subscription.remove_async
+      stop
+    end
+
+    def stop
+      @stopped = true
+      @queue.close
+      @thread.join unless Thread.current == @thread
+    end
+  end
+
+  # The foreign listener (any object with #on_event): copies the event into the queue, nothing
+  # more.
+  class Forwarder
+    def initialize(queue)
+      @queue = queue
+    end
+
+    def on_event(event)
+      @queue << event
+    rescue ClosedQueueError
+      nil
+    end
+  end
+end

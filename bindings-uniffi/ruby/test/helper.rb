@@ -1,0 +1,60 @@
+# frozen_string_literal: true
+
+# Real topologies from the testkit's sr-topology (one JSON line per stdin command) and waits on
+# states.
+require 'json'
+require 'minitest/autorun'
+require 'socket'
+require 'timeout'
+require 'sentinel_recovery'
+
+# One running `sr-topology up --json`.
+class TestTopology
+  attr_reader :url, :primary_port
+
+  def initialize(*args)
+    target = ENV.fetch('CARGO_TARGET_DIR')
+    binary = ENV.fetch('SR_TOPOLOGY', File.join(target, 'debug', 'sr-topology'))
+    @io = IO.popen([binary, 'up', '--json', *args], 'r+')
+    info = JSON.parse(line(60))
+    @url = info.fetch('url')
+    @primary_port = Integer(info.fetch('primary').fetch('port'))
+  end
+
+  def line(seconds)
+    Timeout.timeout(seconds, RuntimeError, "sr-topology gave no answer within #{seconds}s") do
+      @io.gets or raise 'sr-topology exited'
+    end
+  end
+
+  # Sends one command and returns its answer, asserting ok.
+  def cmd(command, seconds = 60)
+    @io.puts(command)
+    @io.flush
+    answer = JSON.parse(line(seconds))
+    raise "#{command}: #{answer}" unless answer['ok']
+
+    answer
+  end
+
+  def close
+    @io.close_write # EOF stops everything
+    @io.read
+    @io.close
+  end
+end
+
+# Polls the block until it is truthy; fails after `seconds`.
+def wait_until(seconds, what)
+  deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + seconds
+  loop do
+    value = yield
+    return value if value
+    raise "timed out after #{seconds}s waiting for #{what}" if Process.clock_gettime(Process::CLOCK_MONOTONIC) > deadline
+
+    sleep 0.02
+  end
+end
+
+SHARED = TestTopology.new
+Minitest.after_run { SHARED.close }

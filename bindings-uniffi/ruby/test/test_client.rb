@@ -1,0 +1,171 @@
+# frozen_string_literal: true
+
+require_relative 'helper'
+
+class TestClient < Minitest::Test
+  def test_commands_and_typed_replies
+    SentinelRecovery::Client.open(SHARED.url, protocol: 3) do |c|
+      assert_equal SHARED.primary_port, c.ready.primary.port
+      assert_equal 'OK', c.execute('SET', 'rb:k', 'v')
+      assert_equal 'v', c.execute('GET', 'rb:k')
+      assert_equal Encoding::BINARY, c.execute('GET', 'rb:k').encoding
+      assert_nil c.execute('GET', 'rb:missing')
+      c.execute('DEL', 'rb:list')
+      assert_equal 2, c.execute('RPUSH', 'rb:list', 'a', 'b')
+      assert_equal %w[a b], c.execute('LRANGE', 'rb:list', 0, -1)
+      c.execute('HSET', 'rb:h', 'f', 1)
+      assert_equal({ 'f' => '1' }, c.execute('HGETALL', 'rb:h'))
+      c.execute('ZADD', 'rb:z', 1.5, 'm')
+      assert_equal 1.5, c.execute('ZSCORE', 'rb:z', 'm')
+      bytes = (0..255).map(&:chr).join.b
+      c.execute('SET', 'rb:bin', bytes)
+      assert_equal bytes, c.execute('GET', 'rb:bin')
+    end
+  end
+
+  def test_pipeline_and_transaction
+    SentinelRecovery::Client.open(SHARED.url) do |c|
+      replies = c.pipeline(%w[SET rb:p 1], %w[INCR rb:p], %w[NOSUCHCOMMAND], %w[GET rb:p])
+      assert_equal 'OK', replies[0]
+      assert_equal 2, replies[1]
+      assert_kind_of SentinelRecovery::Error, replies[2]
+      assert_equal 'server', replies[2].code
+      assert_equal 'ERR', replies[2].server_code
+      assert_equal '2', replies[3]
+      assert_equal [3, '3'], c.transaction(%w[INCR rb:p], %w[GET rb:p])
+    end
+  end
+
+  def test_errors_by_code
+    error = assert_raises(SentinelRecovery::Error) do
+      SentinelRecovery::Client.connect('redis+sentinel://127.0.0.1:26379/mymaster', command_timeout_ms: 'soon')
+    end
+    assert_equal 'config', error.code
+    assert_instance_of SentinelRecovery::ERRORS.fetch('config'), error
+    assert_includes error.message, 'command_timeout_ms'
+
+    SentinelRecovery::Client.open(SHARED.url) do |c|
+      e = assert_raises(SentinelRecovery::Error) { c.execute('NOSUCHCOMMAND') }
+      assert_equal %w[server ERR], [e.code, e.server_code]
+      c.execute('SET', 'rb:str', 'x')
+      e = assert_raises(SentinelRecovery::Error) { c.execute('LPUSH', 'rb:str', 'y') }
+      assert_equal 'WRONGTYPE', e.server_code
+    end
+
+    port = TCPServer.open('127.0.0.1', 0) { |s| s.addr[1] }
+    SentinelRecovery::Client.open("redis+sentinel://127.0.0.1:#{port}/mymaster",
+                                  command_timeout_ms: 500, sentinel_timeout_ms: 200) do |c|
+      e = assert_raises(SentinelRecovery::Error) { c.ready }
+      assert_equal 'sentinels_unreachable', e.code
+    end
+
+    # One class per code of the core's table, each found by its shared name.
+    assert_equal 13, SentinelRecovery::ERRORS.size
+    %w[no_healthy_primary queue_full closed internal].each { |code| assert SentinelRecovery::ERRORS.key?(code), code }
+  end
+
+  def test_a_blocking_call_releases_the_gvl
+    SentinelRecovery::Client.open(SHARED.url) do |c|
+      c.ready
+      ticks = 0
+      ticker = Thread.new { loop { ticks += 1; sleep 0.001 } }
+      c.execute('DEL', 'rb:empty')
+      # BLPOP waits a second on the server; the ticker runs meanwhile only if the GVL is free.
+      assert_nil c.execute('BLPOP', 'rb:empty', 1)
+      ticker.kill
+      assert_operator ticks, :>, 10
+    end
+  end
+
+  def test_close_completes_in_flight_with_closed
+    c = SentinelRecovery::Client.connect(SHARED.url)
+    c.ready
+    result = Queue.new
+    waiter = Thread.new do
+      c.execute('BLPOP', 'rb:never', 0)
+      result << :returned
+    rescue SentinelRecovery::Error => e
+      result << e.code
+    end
+    wait_until(10, 'the BLPOP to be waiting') { waiter.status == 'sleep' }
+    c.close
+    assert_equal 'closed', Timeout.timeout(10) { result.pop }
+    assert c.closed?
+    e = assert_raises(SentinelRecovery::Error) { c.execute('PING') }
+    assert_equal 'closed', e.code
+    c.close # idempotent
+  end
+
+  def test_no_call_after_removal
+    SentinelRecovery::Client.open(SHARED.url) do |c|
+      c.ready
+      kept = Queue.new
+      removed_calls = 0
+      keep = c.on_event { |e| kept << e }
+      removed = c.on_event { |_e| removed_calls += 1 }
+      removed.remove
+      at_removal = removed_calls
+      SHARED.cmd('add-sentinel')
+      c.refresh
+      seen = []
+      wait_until(20, 'sentinels_changed at the listener still installed') do
+        seen << kept.pop until kept.empty?
+        seen.any? { |e| e.kind == 'sentinels_changed' }
+      end
+      keep.remove
+      assert_equal at_removal, removed_calls
+    end
+  end
+
+  def test_events_through_a_kill9_failover
+    t = TestTopology.new
+    begin
+      SentinelRecovery::Client.open(t.url, command_timeout_ms: 3000) do |c|
+        c.ready
+        events = Queue.new
+        threads = Queue.new
+        listener = c.on_event do |e|
+          threads << Thread.current
+          events << e
+        end
+        seen = []
+        acked = 0
+        errors = Hash.new(0)
+        stop = false
+        writers = Array.new(4) do
+          Thread.new do
+            until stop
+              begin
+                c.execute('INCR', 'rb:counter')
+                acked += 1
+              rescue SentinelRecovery::Error => e
+                errors[e.code] += 1
+                sleep 0.005
+              end
+            end
+          end
+        end
+        wait_until(10, 'writes before the kill') { acked > 100 }
+        t.cmd("kill9 #{t.primary_port}")
+        new_port = t.cmd("wait-primary-not #{t.primary_port} 30000", 40).fetch('port')
+        wait_until(30, 'primary_changed to the new primary') do
+          seen << events.pop until events.empty?
+          seen.any? { |e| e.kind == 'primary_changed' && e.detail.new.port == new_port }
+        end
+        after_switch = acked
+        wait_until(20, 'writes after the switch') { acked > after_switch + 100 }
+        stop = true
+        writers.each(&:join)
+        listener.remove
+        assert_equal new_port, c.topology.primary.port
+        kinds = seen.map(&:kind)
+        assert_includes kinds, 'connection_lost'
+        assert_operator kinds.index('connection_lost'), :<, kinds.index('primary_changed')
+        assert_empty errors.keys - %w[timeout connection_lost]
+        refute_includes [Thread.main], threads.pop
+      end
+    ensure
+      t.close
+    end
+  end
+end
