@@ -11,6 +11,7 @@
 mod client;
 mod codes;
 mod completion;
+mod doctor;
 mod errors;
 mod events;
 mod model;
@@ -18,6 +19,7 @@ mod reply;
 
 pub use client::Client;
 pub use codes::SentinelError;
+pub use doctor::{doctor, DoctorReport};
 pub use events::{EventListener, Subscription};
 pub use model::{Address, Event, EventDetail, SentinelInfo, Topology};
 pub use reply::{MapEntry, Reply};

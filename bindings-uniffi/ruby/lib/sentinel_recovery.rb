@@ -26,6 +26,14 @@ module SentinelRecovery
     [name.to_s.gsub(/([a-z])([A-Z])/, '\1_\2').downcase, klass]
   end.freeze
 
+  # Diagnoses the deployment of a redis+sentinel:// URL with a client's options, on the core's
+  # threads (the GVL is released while it runs). Returns the report: #json (the documented
+  # schema), #text, #status ("healthy", "warning", "failure") and #exit_code (0, 1, 2). Raises
+  # only for an unusable URL or option (code "config").
+  def self.doctor(url, **options)
+    Native.doctor(url, options.to_h { |k, v| [k.to_s, v.to_s] })
+  end
+
   # A client following one service's primary through Sentinel.
   class Client
     # Opens a client from a redis+sentinel:// URL and options (the URL's query keys); returns at

@@ -64,6 +64,15 @@ class TestClient < Minitest::Test
     %w[no_healthy_primary queue_full closed internal].each { |code| assert SentinelRecovery::ERRORS.key?(code), code }
   end
 
+  def test_doctor_of_a_healthy_topology
+    report = SentinelRecovery.doctor(SHARED.url)
+    assert_equal 'healthy', report.status, report.text
+    assert_equal 0, report.exit_code
+    assert_includes report.json, '"schema"'
+    e = assert_raises(SentinelRecovery::Error) { SentinelRecovery.doctor('redis://not-sentinel/x') }
+    assert_equal 'config', e.code
+  end
+
   def test_a_blocking_call_releases_the_gvl
     SentinelRecovery::Client.open(SHARED.url) do |c|
       c.ready

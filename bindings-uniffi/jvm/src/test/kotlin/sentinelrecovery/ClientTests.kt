@@ -206,6 +206,15 @@ private fun noCallAfterRemoval() = runBlocking {
     }
 }
 
+private fun doctorOfAHealthyTopology() = runBlocking {
+    val report = SentinelDoctor.run(shared.url)
+    expectEqual("healthy", report.status, "doctor status (${report.text})")
+    expectEqual(0.toUByte(), report.exitCode, "doctor exit code")
+    expect(report.json.contains("\"schema\"")) { "doctor JSON: ${report.json.take(200)}" }
+    val bad = failure { SentinelDoctor.run("redis://not-sentinel/x") }
+    expectEqual("config", bad.errorCode, "doctor with a bad URL")
+}
+
 fun main() {
     shared = TestTopology()
     try {
@@ -218,6 +227,7 @@ fun main() {
                 "close completes in-flight with closed" to ::closeCompletesInFlightWithClosed,
                 "operations after close fail with closed" to ::operationsAfterCloseFailWithClosed,
                 "no call after removal" to ::noCallAfterRemoval,
+                "doctor of a healthy topology" to ::doctorOfAHealthyTopology,
                 "events through a kill -9 failover" to ::eventsThroughKill9Failover,
             ),
         )
