@@ -28,8 +28,8 @@ pub enum Fault {
     SentinelTilt,
     /// `DEBUG SLEEP` of the primary (shorter or a little longer than down-after).
     DebugSleep,
-    /// A replica's link to its primary cut (`CLIENT KILL TYPE master`): it resyncs and answers
-    /// MASTERDOWN meanwhile.
+    /// A replica's link to its primary down for 1-2.5 s (`REPLICAOF` a closed port, then the
+    /// primary again): it answers MASTERDOWN meanwhile, then resyncs.
     ReplicaResync,
     /// Added latency on the client's connections to one data node.
     Latency,
@@ -162,8 +162,20 @@ impl Fault {
                     nodes[i].port(),
                     c.proxies[i].port()
                 );
-                let r = nodes[i].cmd_with_timeout(&["CLIENT", "KILL", "TYPE", "master"], POLL);
-                format!("replication link cut: {}", r.is_ok())
+                // Its link down for a while (it answers MASTERDOWN meanwhile), then a resync
+                // with the primary.
+                let ms = rng.range(1000, 2500);
+                nodes[i].replicaof("127.0.0.1", sentinel_recovery_testkit::refusing_port());
+                // What a reader gets from it meanwhile (the record shows the fault took).
+                let answer = match nodes[i].cmd_with_timeout(&["GET", "soak:probe"], POLL) {
+                    Ok(r) => format!("{r:?}"),
+                    Err(e) => e.to_string(),
+                };
+                std::thread::sleep(Duration::from_millis(ms));
+                nodes[i].replicaof("127.0.0.1", c.proxies[primary].port());
+                format!(
+                    "replicating from a closed port for {ms} ms (a GET there: {answer}), then from the primary again"
+                )
             }
             Fault::Latency => {
                 let i = rng.index(nodes.len());

@@ -31,20 +31,26 @@ pub struct Input<'a> {
 }
 
 const LEFT: f64 = 110.0;
-const WIDTH: f64 = 1400.0;
+/// Narrowest picture; longer runs get [`PX_PER_S`] so their labels do not overlap (scroll it).
+const MIN_WIDTH: f64 = 1400.0;
+/// Horizontal scale of long runs.
+const PX_PER_S: f64 = 8.0;
 const LANE: f64 = 60.0;
 
 /// The SVG document.
 pub fn timeline(i: &Input) -> String {
     let span = (i.end.saturating_sub(i.start)).max(1) as f64;
+    let width = MIN_WIDTH
+        .max(LEFT + 20.0 + span / 1000.0 * PX_PER_S)
+        .round();
     let x =
-        |t: u64| LEFT + (t.saturating_sub(i.start) as f64).min(span) / span * (WIDTH - LEFT - 20.0);
+        |t: u64| LEFT + (t.saturating_sub(i.start) as f64).min(span) / span * (width - LEFT - 20.0);
     let lanes = 2 + i.calls.len() + 1;
     let height = 60.0 + lanes as f64 * LANE + 40.0;
     let mut s = String::new();
     let _ = writeln!(
         s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="11">
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" font-size="11">
 <rect width="100%" height="100%" fill="white"/>
 <text x="10" y="20" font-size="14" font-weight="bold">{}</text>"#,
         esc(&i.title)
@@ -80,7 +86,7 @@ pub fn timeline(i: &Input) -> String {
         );
     }
     // Lane 1: faults.
-    lane_label(&mut s, y, "faults");
+    lane_label(&mut s, width, y, "faults");
     for (k, f) in i.faults.iter().enumerate() {
         let (t0, t1) = (f["t0"].as_u64().unwrap_or(0), f["t1"].as_u64().unwrap_or(0));
         let row = y + 8.0 + (k % 3) as f64 * 16.0;
@@ -101,7 +107,7 @@ pub fn timeline(i: &Input) -> String {
     }
     y += LANE;
     // Lane 2: failovers, labelled.
-    lane_label(&mut s, y, "switches");
+    lane_label(&mut s, width, y, "switches");
     for f in i.failovers {
         let _ = writeln!(
             s,
@@ -115,7 +121,7 @@ pub fn timeline(i: &Input) -> String {
     y += LANE;
     // One lane per writer: calls per second, errors in red.
     for (w, log) in i.calls {
-        lane_label(&mut s, y, w);
+        lane_label(&mut s, width, y, w);
         let mut ok: BTreeMap<u64, u64> = BTreeMap::new();
         let mut bad: BTreeMap<u64, u64> = BTreeMap::new();
         for c in log {
@@ -163,7 +169,7 @@ pub fn timeline(i: &Input) -> String {
         y += LANE;
     }
     // Last lane: sentinel commands per second.
-    lane_label(&mut s, y, "sentinel cmd/s");
+    lane_label(&mut s, width, y, "sentinel cmd/s");
     let _ = writeln!(
         s,
         r##"<text x="8" y="{:.1}" font-size="9" fill="#2563eb">{}</text><text x="8" y="{:.1}" font-size="9" fill="#2563eb">max {:.0}/s</text>"##,
@@ -193,11 +199,11 @@ pub fn timeline(i: &Input) -> String {
     s
 }
 
-fn lane_label(s: &mut String, y: f64, text: &str) {
+fn lane_label(s: &mut String, width: f64, y: f64, text: &str) {
     let _ = writeln!(
         s,
         r##"<line x1="{LEFT}" y1="{y}" x2="{}" y2="{y}" stroke="#ccc"/><text x="8" y="{:.1}">{}</text>"##,
-        WIDTH - 20.0,
+        width - 20.0,
         y + LANE / 2.0,
         esc(text)
     );
