@@ -3,10 +3,13 @@
 # against real topologies started by the testkit's sr-topology.
 TEST_TARGETS += test-node
 
-.PHONY: test-node
+.PHONY: test-node node-build
 
-test-node: deps
-	cargo build -p sentinel-recovery-testkit --bins
-	@command -v node >/dev/null 2>&1 || { echo "test-node: node (>= 18) and npm are required" >&2; exit 1; }
+# The addon alone (also used by the soak's Node writer, mk/soak.mk).
+node-build: deps
+	@command -v node >/dev/null 2>&1 || { echo "node-build: node (>= 18) and npm are required" >&2; exit 1; }
 	cd bindings-node && if [ -d node_modules/@napi-rs/cli ]; then npm run build; else npm ci; fi
+
+test-node: deps node-build
+	cargo build -p sentinel-recovery-testkit --bins
 	cd bindings-node && npm test

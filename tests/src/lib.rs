@@ -5,6 +5,7 @@
 //!   restart on the same or a new port, `CLIENT KILL`, `DEBUG SLEEP`, `REPLICAOF`).
 //! - [`SlowDns`]: a DNS server with a per-name answer delay and a query log.
 //! - [`FakeSentinel`]: a scriptable RESP2 server for replies real servers cannot be made to send.
+//! - [`FaultProxy`]: a loopback TCP proxy with run-time latency, blackhole and reset faults.
 //! - [`resp`]: the tiny synchronous RESP2 client used by all of the above.
 //!
 //! Every process a fixture starts is killed (SIGKILL + waitpid) when the fixture is dropped, also
@@ -15,6 +16,7 @@
 
 pub mod dns;
 mod fake;
+pub mod proxy;
 pub mod resp;
 pub mod security;
 mod topology;
@@ -27,6 +29,7 @@ pub use dns::SlowDns;
 pub use fake::{
     master_reply, master_reply_named, replica_reply, sentinel_reply, FakeReply, FakeSentinel,
 };
+pub use proxy::{Affects, FaultProxy, LinkFaults};
 pub use resp::{Conn, Reply};
 pub use security::{AclSpec, AclUser, TlsFiles, TlsSpec};
 pub use topology::{
