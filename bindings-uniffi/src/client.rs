@@ -11,6 +11,7 @@ use crate::codes::SentinelError;
 use crate::completion::Completion;
 use crate::events::{EventListener, Subscription};
 use crate::model::{Event, Topology};
+use crate::pubsub::PubSub;
 use crate::reply::Reply;
 
 /// A client following one service's primary through Sentinel.
@@ -102,6 +103,23 @@ impl Client {
             .subscribe_events(Box::new(move |event| listener.on_event(Event::from(event))))
             .map_err(|e| SentinelError::from(&e))?;
         Ok(Subscription::new(subscription))
+    }
+
+    /// Subscribes to `channels` and `patterns` (at least one name in all) on a connection of
+    /// the core's own that follows failovers; completes once the node confirmed them. `buffer`
+    /// messages wait at most (default 4096).
+    pub async fn pubsub(
+        &self,
+        channels: Vec<Vec<u8>>,
+        patterns: Vec<Vec<u8>>,
+        buffer: Option<u32>,
+    ) -> Outcome<Arc<PubSub>> {
+        let buffer = buffer.map(|b| b as usize);
+        let subscriber =
+            Completion::start(|done| self.handle.subscribe(&channels, &patterns, buffer, done))
+                .await
+                .map_err(|e| SentinelError::from(&e))?;
+        Ok(PubSub::new(subscriber))
     }
 
     /// Asks for a discovery round now.

@@ -15,6 +15,7 @@ mod doctor;
 mod errors;
 mod events;
 mod model;
+mod pubsub;
 mod reply;
 
 pub use client::Client;
@@ -22,6 +23,7 @@ pub use codes::SentinelError;
 pub use doctor::{doctor, DoctorReport};
 pub use events::{EventListener, Subscription};
 pub use model::{Address, Event, EventDetail, SentinelInfo, Topology};
+pub use pubsub::{Message, PubSub};
 pub use reply::{MapEntry, Reply};
 
 uniffi::setup_scaffolding!();

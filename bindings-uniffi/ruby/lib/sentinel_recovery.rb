@@ -60,6 +60,20 @@ module SentinelRecovery
       Client.value(@native.execute(Client.args(args)))
     end
 
+    # Subscribes to channels (and patterns:) on a connection of the core's own that follows
+    # failovers (subscription_lost / subscription_restored events); messages are at-most-once.
+    # Returns a PubSub; with a block, yields it and closes it afterwards.
+    def subscribe(*channels, patterns: [])
+      sub = PubSub.new(@native.pubsub(Client.args(channels), Client.args(patterns), nil))
+      return sub unless block_given?
+
+      begin
+        yield sub
+      ensure
+        sub.close
+      end
+    end
+
     # Sends commands back to back; a failed command's error object (not raised) in its place.
     def pipeline(*commands)
       @native.pipeline(commands.map { |c| Client.args(c) }).map { |r| Client.value(r, raise_errors: false) }
@@ -175,6 +189,47 @@ module SentinelRecovery
       @stopped = true
       @queue.close
       @thread.join unless Thread.current == @thread
+    end
+  end
+
+  # A pub/sub subscription. #next waits for a message (the GVL released meanwhile) and returns
+  # [channel, payload, pattern] as binary strings (pattern nil for channels), or nil once closed.
+  class PubSub
+    def initialize(native)
+      @native = native
+    end
+
+    def next
+      m = @native.next
+      m && [m.channel.b, m.payload.b, m.pattern&.b]
+    end
+
+    # Yields every message until the subscription is closed.
+    def each
+      while (m = self.next)
+        yield(*m)
+      end
+    end
+
+    def subscribe(*channels)
+      @native.subscribe(Client.args(channels))
+    end
+
+    def unsubscribe(*channels)
+      @native.unsubscribe(Client.args(channels))
+    end
+
+    # Messages dropped because the buffer was full.
+    def dropped
+      @native.dropped
+    end
+
+    def close
+      @native.unsubscribe_all
+    end
+
+    def closed?
+      @native.is_closed
     end
   end
 

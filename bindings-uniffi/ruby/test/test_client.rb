@@ -126,6 +126,47 @@ class TestClient < Minitest::Test
     end
   end
 
+  def test_pubsub_through_a_kill9_failover
+    t = TestTopology.new
+    begin
+      SentinelRecovery::Client.open(t.url, command_timeout_ms: 3000) do |c|
+        c.ready
+        kinds = Queue.new
+        listener = c.on_event { |e| kinds << e.kind }
+        got = Queue.new
+        reader = nil
+        c.subscribe('rb:news') do |sub|
+          # One reader for the whole test (#next releases the GVL while it waits).
+          reader = Thread.new { while (m = sub.next) do got << m end }
+          c.execute('PUBLISH', 'rb:news', 'before')
+          wait_until(10, 'the message published before the failover') { !got.empty? }
+          assert_equal ['rb:news', 'before', nil], got.pop
+          t.cmd("kill9 #{t.primary_port}")
+          seen = []
+          wait_until(40, 'subscription_restored after the kill') do
+            seen << kinds.pop until kinds.empty?
+            seen.include?('subscription_restored')
+          end
+          assert_operator seen.index('subscription_lost'), :<, seen.index('subscription_restored')
+          # At-most-once: publish until one arrives from the new primary.
+          published = 0
+          while got.empty? && published < 50
+            c.execute('PUBLISH', 'rb:news', "after-#{published}")
+            published += 1
+            deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + 0.5
+            sleep 0.02 while got.empty? && Process.clock_gettime(Process::CLOCK_MONOTONIC) < deadline
+          end
+          refute got.empty?, 'a message after the failover'
+          assert_match(/\Aafter-/, got.pop[1])
+        end
+        assert reader.join(10), 'the reader ends when the subscription closes'
+        listener.remove
+      end
+    ensure
+      t.close
+    end
+  end
+
   def test_events_through_a_kill9_failover
     t = TestTopology.new
     begin

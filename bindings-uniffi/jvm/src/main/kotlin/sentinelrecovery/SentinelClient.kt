@@ -46,6 +46,18 @@ class SentinelClient private constructor(private val native: Client) : AutoClose
             SentinelClient(Client.connect(url, options))
     }
 
+    /**
+     * Subscribes to `channels` (and `patterns`) on a connection of the core's own that follows
+     * failovers; completes once the node confirmed them.
+     */
+    suspend fun subscribe(channels: List<String>, patterns: List<String> = emptyList()): PubSubscription =
+        PubSubscription(native.pubsub(channels.map { it.toByteArray() }, patterns.map { it.toByteArray() }, null))
+
+    /** [subscribe] for Java. */
+    @JvmOverloads
+    fun subscribeAsync(channels: List<String>, patterns: List<String> = emptyList()): CompletableFuture<PubSubscription> =
+        scope.future { subscribe(channels, patterns) }
+
     /** The topology once a verified primary is known (waits up to `command_timeout_ms`). */
     suspend fun ready(): Topology = native.ready()
 
