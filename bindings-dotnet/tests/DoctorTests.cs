@@ -48,6 +48,43 @@ namespace SentinelRecovery.Tests
             Assert.That(calls, Is.GreaterThan(0));
         }
 
+        /// <summary>Replicas announce 127.0.0.99 (nothing answered there before the data nodes bound
+        /// it too; the testkit checks); the map sends the client to 127.0.0.1, and the promotion
+        /// after a kill -9 is followed under the mapped address, the announced one kept beside it.</summary>
+        [Test]
+        public async Task AMappedTopologyIsFollowedThroughAKill9Failover()
+        {
+            const string announced = "127.0.0.99";
+            using (var topo = new TopologyProcess())
+            {
+                topo.Command("announce-replicas " + announced);
+                Func<NodeAddress, NodeAddress> map = a => a.Host == announced ? new NodeAddress("127.0.0.1", a.Port) : null;
+                var options = new Dictionary<string, string> { { "command_timeout_ms", "5000" } };
+                using (var c = await Wait.Within(SentinelClient.ConnectAsync(topo.Url, options, map), 15000, "ConnectAsync"))
+                {
+                    Wait.Until(() =>
+                    {
+                        var replicas = c.GetTopology().Replicas;
+                        return replicas.Count == topo.ReplicaPorts.Count
+                            && replicas.All(r => r.Host == "127.0.0.1" && r.Announced != null && r.Announced.Host == announced);
+                    }, 30000, "the replicas under their mapped addresses");
+                    int old = topo.PrimaryPort;
+                    topo.Command("kill9 " + old);
+                    var promoted = topo.Command("wait-primary-not " + old + " 40000");
+                    Assert.That(promoted["host"], Is.EqualTo(announced), "what the sentinels report");
+                    int port = (int)(double)promoted["port"];
+                    Wait.Until(() =>
+                    {
+                        var p = c.GetTopology().Primary;
+                        return p != null && p.Port == port && p.Host == "127.0.0.1";
+                    }, 40000, "the mapped new primary");
+                    Assert.That(c.GetTopology().Primary.Announced, Is.EqualTo(new NodeAddress(announced, port)));
+                    Assert.That((await Wait.Within(c.ExecuteAsync("SET", "dotnet:mapped:after", "1"), 10000, "SET")).AsString(),
+                        Is.EqualTo("OK"));
+                }
+            }
+        }
+
         [Test]
         public async Task TheDoctorReportsAHealthyTopologyAndAnUnreachableSentinel()
         {

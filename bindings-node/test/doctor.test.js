@@ -71,3 +71,36 @@ test('doctor reports a healthy topology, and names an unreachable sentinel', asy
   assert.ok(failed.findings.some((f) => f.code === 'sentinel_unreachable' && f.subject === `127.0.0.1:${port}`))
   await assert.rejects(doctor(topo.url, { noSuchOption: 1 }), ConfigError)
 })
+
+test('a mapped topology (replicas announcing 127.0.0.99) is followed through a kill -9 failover', async () => {
+  // Nothing answered on 127.0.0.99 before the data nodes bound it too (the testkit checks); the
+  // map sends the client to 127.0.0.1 and the topology keeps the announced address beside it.
+  const announced = '127.0.0.99'
+  const own = await startTopology()
+  try {
+    const { replicas } = await own.cmd(`announce-replicas ${announced}`)
+    const addressMap = (a) => (a.host === announced ? { host: '127.0.0.1', port: a.port } : null)
+    const mapped = (port) => ({ host: '127.0.0.1', port, announced: { host: announced, port } })
+    const client = await Client.connect(own.url, { addressMap, commandTimeoutMs: 5000 })
+    try {
+      await waitFor(() => {
+        const now = client.topology().replicas
+        return now.length === replicas.length && now.every((r) => replicas.includes(r.port) && r.announced?.host === announced)
+      }, 30000, 'the replicas under their mapped addresses')
+      const old = own.info.primary.port
+      await own.cmd(`kill9 ${old}`)
+      const promoted = await own.cmd(`wait-primary-not ${old} 40000`)
+      assert.equal(promoted.host, announced) // what the sentinels report
+      await waitFor(() => {
+        const p = client.topology().primary
+        return p && p.port === promoted.port && p.host === '127.0.0.1' && p.announced?.host === announced
+      }, 40000, 'the mapped new primary')
+      assert.deepEqual(client.topology().primary, mapped(promoted.port))
+      assert.equal(await client.execute(['SET', 'node:mapped:after', '1']), 'OK')
+    } finally {
+      await client.close()
+    }
+  } finally {
+    await own.down()
+  }
+})

@@ -8,7 +8,7 @@ from typing import Any, List
 import pytest
 
 import sentinel_recovery as sr
-from conftest import Topology, async_wait_until
+from conftest import Topology, async_wait_until, wait_until
 
 
 async def test_an_address_map_function_maps_what_sentinels_report(topology: Topology, caplog: Any) -> None:
@@ -61,3 +61,32 @@ async def test_doctor_names_unreachable_sentinels_and_refuses_bad_options(refusi
     assert report.finding("sentinel_unreachable", f"127.0.0.1:{refusing_port}") is not None, report.text
     with pytest.raises(sr.ConfigError, match="no_such_option"):
         await sr.doctor(url, no_such_option=1)
+
+
+ANNOUNCED = "127.0.0.99"
+
+
+def test_a_mapped_topology_is_followed_through_a_kill9_failover(fresh_topology: Any) -> None:
+    """Replicas announce 127.0.0.99 (nothing answered there before the data nodes bound it, the
+    testkit checks); the client maps it to 127.0.0.1 and follows the promotion under the mapped
+    address, with the announced one kept beside it."""
+    topo = fresh_topology()
+    replicas = set(topo.cmd(f"announce-replicas {ANNOUNCED}")["replicas"])
+
+    def nat(address: sr.Address) -> Any:
+        return ("127.0.0.1", address["port"]) if address["host"] == ANNOUNCED else None
+
+    with sr.BlockingClient.connect(topo.url, address_map=nat, command_timeout_ms=5000) as client:
+        mapped = lambda port: {"host": "127.0.0.1", "port": port, "announced": {"host": ANNOUNCED, "port": port}}
+        wait_until(
+            lambda: sorted(map(lambda r: r["port"], client.topology()["replicas"])) == sorted(replicas)
+            and all(r == mapped(r["port"]) for r in client.topology()["replicas"]),
+            30,
+            "the replicas under their mapped addresses",
+        )
+        old = topo.primary_port
+        topo.cmd(f"kill9 {old}")
+        promoted = topo.cmd(f"wait-primary-not {old} 40000", 60)
+        assert promoted["host"] == ANNOUNCED, promoted  # what the sentinels report
+        wait_until(lambda: client.topology()["primary"] == mapped(promoted["port"]), 40, "the mapped new primary")
+        assert client.execute("SET", "py:mapped:after", "1") == b"OK"

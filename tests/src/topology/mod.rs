@@ -21,6 +21,7 @@ const POLL_TIMEOUT: Duration = Duration::from_millis(400);
 /// How long a freshly spawned process gets to answer.
 const START_TIMEOUT: Duration = Duration::from_secs(15);
 
+mod announce;
 mod conf;
 mod node;
 mod server;
