@@ -7,7 +7,7 @@ use std::time::Duration;
 use sr::host::{Handle, Operation};
 use sr::Value;
 
-use crate::client::{acquire, arguments, deliver, UserData};
+use crate::client::{acquire, arguments, reply_to, UserData};
 use crate::*;
 
 /// Options of one call, all optional: pass NULL for the defaults, or a zeroed struct with the
@@ -180,12 +180,7 @@ pub unsafe extern "C" fn sr_client_execute_with(
         if h.handle().is_closed() {
             return SR_ERR_CLOSED;
         }
-        let user_data = UserData(user_data);
-        let operation = h.handle().execute(
-            &args,
-            timeout,
-            Box::new(move |result: sr::Result<Value>| deliver(cb, user_data.get(), result)),
-        );
+        let operation = h.handle().execute(&args, timeout, reply_to(cb, user_data));
         give_operation(operation_out, operation);
         SR_OK
     })

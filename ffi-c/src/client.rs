@@ -319,21 +319,22 @@ pub unsafe extern "C" fn sr_client_execute(
         if h.handle.is_closed() {
             return SR_ERR_CLOSED;
         }
-        let user_data = UserData(user_data);
-        h.handle.execute(
-            &args,
-            None,
-            Box::new(move |result: sr::Result<Value>| deliver(cb, user_data.get(), result)),
-        );
+        h.handle.execute(&args, None, reply_to(cb, user_data));
         SR_OK
     })
 }
 
-pub(crate) fn deliver(
-    cb: unsafe extern "C" fn(*mut c_void, *const sr_reply_t, *const sr_error_t),
-    user_data: *mut c_void,
-    result: sr::Result<Value>,
-) {
+/// The completion that hands a reply (or error) to a host's `sr_reply_cb`, with its
+/// `user_data` passed back untouched: the one way every reply-returning call of the ABI ends.
+pub(crate) fn reply_to(cb: ReplyFn, user_data: *mut c_void) -> sr::host::Done<Value> {
+    let user_data = UserData(user_data);
+    Box::new(move |result: sr::Result<Value>| deliver(cb, user_data.get(), result))
+}
+
+/// What `sr_reply_cb` holds when it is not NULL.
+pub(crate) type ReplyFn = unsafe extern "C" fn(*mut c_void, *const sr_reply_t, *const sr_error_t);
+
+pub(crate) fn deliver(cb: ReplyFn, user_data: *mut c_void, result: sr::Result<Value>) {
     let converted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
         result.map_err(sr_error_t::from)
     }));

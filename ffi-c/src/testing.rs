@@ -2,9 +2,8 @@
 
 use std::ffi::{c_int, c_void};
 
-use crate::client::{acquire, deliver, UserData};
+use crate::client::{acquire, reply_to};
 use crate::*;
-use sr::Value;
 
 /// For test suites only: starts an operation whose work panics on a core thread, so a suite can
 /// show that a panic inside the library reaches it as SR_ERR_INTERNAL, exactly once, through
@@ -29,11 +28,7 @@ pub unsafe extern "C" fn sr_client_panic_for_test(
         let Some(cb) = callback else {
             return SR_ERR_INVALID_ARGUMENT;
         };
-        let user_data = UserData(user_data);
-        h.handle
-            .panic_for_test(Box::new(move |result: sr::Result<Value>| {
-                deliver(cb, user_data.get(), result)
-            }));
+        h.handle.panic_for_test(reply_to(cb, user_data));
         SR_OK
     })
 }

@@ -12,7 +12,7 @@ use crate::calls::{
     call_options, clear_operation, commands, deliver_results, give_operation, sr_call_options_t,
     sr_command_t, sr_results_cb, sr_results_t,
 };
-use crate::client::{acquire, arguments, deliver, UserData};
+use crate::client::{acquire, arguments, reply_to, UserData};
 use crate::*;
 
 /// How the C API is named in error hints (MULTI refused on the shared connection, ...).
@@ -123,15 +123,11 @@ pub unsafe extern "C" fn sr_transaction_watch(
             Ok(k) => k,
             Err(e) => return e.code(),
         };
-        let user_data = UserData(user_data);
+        let done = reply_to(cb, user_data);
         t.tx.watch(
             &keys,
             Box::new(move |result: sr::Result<()>| {
-                deliver(
-                    cb,
-                    user_data.get(),
-                    result.map(|()| Value::Simple("OK".into())),
-                )
+                done(result.map(|()| Value::Simple("OK".into())))
             }),
         );
         SR_OK
@@ -163,11 +159,7 @@ pub unsafe extern "C" fn sr_transaction_execute(
             Ok(a) => a,
             Err(e) => return e.code(),
         };
-        let user_data = UserData(user_data);
-        t.tx.execute(
-            &args,
-            Box::new(move |result: sr::Result<Value>| deliver(cb, user_data.get(), result)),
-        );
+        t.tx.execute(&args, reply_to(cb, user_data));
         SR_OK
     })
 }
