@@ -95,3 +95,65 @@ fn close_racing_with_a_failover_completes_everything_once_and_nothing_after() {
             .collect::<Vec<_>>()
     );
 }
+
+/// Commands the calling thread sent itself (the connection was open and idle) are operations like
+/// any other: a cancel completes one with `cancelled`, once; close completes the rest with
+/// `closed`, once each, before it returns; nothing runs afterwards, not even when their replies
+/// come.
+#[test]
+fn commands_sent_by_the_calling_thread_cancel_and_close_like_any_other() {
+    let topo = Topology::start(TopologySpec {
+        replicas: 0,
+        ..TopologySpec::default()
+    })
+    .unwrap();
+    let handle = Handle::open_url(&topo.url(), &[("command_timeout_ms", "20000")]).unwrap();
+    // Opens the data connection: the next commands go out on it from this thread.
+    Handle::block(|done| handle.execute(&["SET", "host:k", "v"], None, done)).unwrap();
+    topo.primary().stop();
+
+    let n = 10;
+    let counts: Arc<Mutex<Vec<u32>>> = Arc::new(Mutex::new(vec![0; n]));
+    let (tx, rx) = mpsc::channel();
+    let operations: Vec<_> = (0..n)
+        .map(|i| {
+            let counts = counts.clone();
+            let tx = tx.clone();
+            handle.execute(
+                &["GET", "host:k"],
+                None,
+                Box::new(move |r| {
+                    counts.lock().unwrap()[i] += 1;
+                    let _ = tx.send((i, r.map_err(|e| (e.code(), e.message().to_string()))));
+                }),
+            )
+        })
+        .collect();
+    operations[3].cancel();
+    let (i, result) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        i, 3,
+        "only the cancelled one completes while the primary is stopped"
+    );
+    let (code, message) = result.unwrap_err();
+    assert_eq!(code, ErrorCode::Closed);
+    assert!(message.contains("cancelled"), "{message}");
+
+    handle.close_blocking();
+    let rest: Vec<_> = rx.try_iter().collect();
+    assert_eq!(
+        rest.len(),
+        n - 1,
+        "close returned before completing them all"
+    );
+    assert!(
+        rest.iter()
+            .all(|(_, r)| matches!(r, Err((ErrorCode::Closed, _)))),
+        "{rest:?}"
+    );
+    // The replies come now; nothing more may run.
+    topo.primary().cont();
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(rx.try_recv().is_err());
+    assert!(counts.lock().unwrap().iter().all(|c| *c == 1));
+}

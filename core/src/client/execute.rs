@@ -8,6 +8,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use tokio_util::sync::CancellationToken;
+
+use super::call::Encoded;
 use super::command::{self, Kind};
 use super::{Client, Inner};
 use crate::config::{Address, ReadFrom};
@@ -17,7 +20,7 @@ use crate::node::Expect;
 use crate::resp::Value;
 
 /// Server errors that mean "not executed here, and this node is not (or not yet) the one to use".
-const RE_RESOLVE: &[&str] = &["READONLY", "LOADING", "MASTERDOWN"];
+pub(super) const RE_RESOLVE: &[&str] = &["READONLY", "LOADING", "MASTERDOWN"];
 
 /// Server errors during a connection's handshake that another attempt may not get.
 const HANDSHAKE_TRANSIENT: &[&str] = &["LOADING", "MASTERDOWN", "BUSY", "TRYAGAIN"];
@@ -50,24 +53,21 @@ impl Client {
         args: &[A],
         timeout: Duration,
     ) -> Result<Value> {
-        on_core(self.command_work(args, timeout)?).await
-    }
-
-    /// One command's work, checked and copied but not started; the deadline counts from now.
-    /// The future must run on the core runtime.
-    pub(crate) fn command_work<A: AsRef<[u8]>>(
-        &self,
-        args: &[A],
-        timeout: Duration,
-    ) -> Result<impl Future<Output = Result<Value>> + Send + 'static> {
-        let kind = command::classify(args)?;
-        Ok(run_command(
-            self.inner.clone(),
-            self.monitor()?,
-            kind,
-            super::owned(args),
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let cancel = CancellationToken::new();
+        // Dropping this future stops a command not sent yet; an interrupted `BLPOP k 0` closes
+        // its dedicated connection instead of staying blocked on the server.
+        let _stop = cancel.clone().drop_guard();
+        self.call(
+            args,
             timeout,
-        ))
+            cancel,
+            Box::new(move |result| {
+                let _ = tx.send(result);
+            }),
+        )
+        .map_err(|(e, _)| e)?;
+        rx.await.unwrap_or_else(|_| Err(Error::closed()))
     }
 
     /// Sends several commands back to back on one connection and returns one result per command.
@@ -98,15 +98,15 @@ impl Client {
                 Kind::Read => {}
             }
         }
-        let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(|c| super::owned(c)).collect();
+        let encoded = Encoded::many(commands);
         let inner = self.inner.clone();
         let monitor = self.monitor()?;
         let deadline = Instant::now() + timeout;
         Ok(async move {
-            if commands.is_empty() {
+            if encoded.count == 0 {
                 return Ok(Vec::new());
             }
-            run_shared(&inner, &monitor, commands, kind, deadline).await
+            run_shared(&inner, &monitor, &encoded, kind, deadline, 0, None).await
         })
     }
 
@@ -124,36 +124,22 @@ impl Client {
         args: &[A],
         timeout: Duration,
     ) -> Result<Value> {
-        let client = self.clone();
-        let args = super::owned(args);
-        crate::runtime::block_on(async move { client.execute_timeout(&args, timeout).await })?
-    }
-}
-
-/// One command, start to finish; the future must run on the core runtime. The deadline counts
-/// from this call, not from when a core thread first polls the future: a busy runtime must not
-/// stretch it.
-pub(super) fn run_command(
-    inner: Arc<Inner>,
-    monitor: Arc<Monitor>,
-    kind: Kind,
-    args: Vec<Vec<u8>>,
-    timeout: Duration,
-) -> impl Future<Output = Result<Value>> + Send + 'static {
-    let deadline = Instant::now() + timeout;
-    async move {
-        match kind {
-            Kind::Blocking(block) => {
-                let reply_by = block.map(|b| deadline + b);
-                run_dedicated(&inner, &monitor, args, deadline, reply_by).await
-            }
-            kind => {
-                let mut results = run_shared(&inner, &monitor, vec![args], kind, deadline).await?;
-                results
-                    .pop()
-                    .unwrap_or_else(|| Err(Error::protocol("no reply")))
-            }
+        if crate::runtime::on_core_thread() {
+            return Err(Error::config(
+                "a blocking call was made on a core runtime thread; use the async API there",
+            ));
         }
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.call(
+            args,
+            timeout,
+            CancellationToken::new(),
+            Box::new(move |result| {
+                let _ = tx.send(result);
+            }),
+        )
+        .map_err(|(e, _)| e)?;
+        rx.recv().unwrap_or_else(|_| Err(Error::closed()))
     }
 }
 
@@ -250,7 +236,13 @@ pub(super) fn pick(inner: &Inner, status: &Status, kind: Kind) -> Option<(Addres
 
 /// The round to wait for before the next attempt after `failed` failed in round `round`: none
 /// when another node can take the command now, else the next one.
-fn next_attempt(inner: &Inner, monitor: &Monitor, kind: Kind, failed: &Address, round: u64) -> u64 {
+pub(super) fn next_attempt(
+    inner: &Inner,
+    monitor: &Monitor,
+    kind: Kind,
+    failed: &Address,
+    round: u64,
+) -> u64 {
     let status = monitor.status();
     match pick(inner, &status, kind) {
         Some((other, _)) if other != *failed && status.rounds >= round => round,
@@ -278,30 +270,37 @@ pub(super) fn distrust_late_writes(
     kind: Kind,
     results: Vec<Result<Value>>,
 ) -> Vec<Result<Value>> {
-    if kind == Kind::Read {
-        return results;
+    results
+        .into_iter()
+        .map(|r| distrust_late_write(monitor, address, kind, r))
+        .collect()
+}
+
+/// [`distrust_late_writes`] for one reply.
+pub(super) fn distrust_late_write(
+    monitor: &Monitor,
+    address: &Address,
+    kind: Kind,
+    result: Result<Value>,
+) -> Result<Value> {
+    if kind == Kind::Read || result.is_err() {
+        return result;
     }
     let Some(since) = monitor.fenced_since(address) else {
-        return results;
+        return result;
     };
     let late = Instant::now().saturating_duration_since(since);
     if late <= FENCE_GRACE {
-        return results;
+        return result;
     }
-    results
-        .into_iter()
-        .map(|r| match r {
-            Ok(_) => Err(Error::new(
-                ErrorCode::ConnectionLost,
-                format!(
-                    "{address} answered {} ms after a failover began demoting it; the write may be \
-                     discarded with its data set",
-                    late.as_millis()
-                ),
-            )),
-            other => other,
-        })
-        .collect()
+    Err(Error::new(
+        ErrorCode::ConnectionLost,
+        format!(
+            "{address} answered {} ms after a failover began demoting it; the write may be \
+             discarded with its data set",
+            late.as_millis()
+        ),
+    ))
 }
 
 /// Waits until [`pick`] finds a node in a status from round `min_round` or later.
@@ -347,19 +346,23 @@ pub(super) async fn wait_for_node(
     }
 }
 
-/// Sends `commands` back to back on the shared connection of the right node, retrying while
-/// nothing has run.
-async fn run_shared(
+/// Sends the `commands` back to back on the shared connection of the right node, from discovery
+/// round `min_round` on, retrying while nothing has run. The first attempt goes to `first`
+/// (node, role, round) when the caller already picked one.
+pub(super) async fn run_shared(
     inner: &Arc<Inner>,
     monitor: &Monitor,
-    commands: Vec<Vec<Vec<u8>>>,
+    commands: &Encoded,
     kind: Kind,
     deadline: Instant,
+    mut min_round: u64,
+    mut first: Option<(Address, Expect, u64)>,
 ) -> Result<Vec<Result<Value>>> {
-    let mut min_round = 0;
     loop {
-        let (address, expect, round) =
-            wait_for_node(inner, monitor, kind, min_round, deadline).await?;
+        let (address, expect, round) = match first.take() {
+            Some(picked) => picked,
+            None => wait_for_node(inner, monitor, kind, min_round, deadline).await?,
+        };
         let retry_after = |reason: &'static str| {
             monitor.report(reason, round);
             round + 1
@@ -380,7 +383,11 @@ async fn run_shared(
                 continue;
             }
         };
-        let sent = tokio::time::timeout_at(deadline, conn.pipeline(&commands)).await;
+        let sent = tokio::time::timeout_at(
+            deadline,
+            conn.pipeline_encoded(&commands.bytes, commands.count),
+        )
+        .await;
         let results = match sent {
             Err(_) => {
                 monitor.report("command timed out", round);
@@ -435,10 +442,10 @@ async fn run_shared(
 }
 
 /// A blocking command on a connection of its own, closed afterwards.
-async fn run_dedicated(
+pub(super) async fn run_dedicated(
     inner: &Arc<Inner>,
     monitor: &Monitor,
-    args: Vec<Vec<u8>>,
+    command: &Encoded,
     connect_by: Instant,
     deadline: Option<Instant>,
 ) -> Result<Value> {
@@ -461,8 +468,10 @@ async fn run_dedicated(
         };
         let reply = tokio::select! {
             _ = inner.closed.cancelled() => Err(Error::closed()),
-            r = tokio::time::timeout_at(deadline.unwrap_or(far), conn.request(&args)) => {
-                r.unwrap_or_else(|_| Err(Error::timeout(format!("no reply from {address} within the command deadline"))))
+            r = tokio::time::timeout_at(deadline.unwrap_or(far), conn.pipeline_encoded(&command.bytes, 1)) => match r {
+                Err(_) => Err(Error::timeout(format!("no reply from {address} within the command deadline"))),
+                Ok(Err(e)) => Err(e),
+                Ok(Ok(mut results)) => results.pop().unwrap_or_else(|| Err(Error::protocol("no reply"))),
             }
         };
         conn.close();

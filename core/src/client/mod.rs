@@ -5,6 +5,7 @@
 //! calling thread on network work. Commands run as tasks on the core runtime and the async
 //! methods only wait for their completion, so they can be awaited from any executor.
 
+mod call;
 mod command;
 mod execute;
 mod nodes;
@@ -17,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use call::Done;
 #[cfg(test)]
 pub(crate) use command::classify as classify_for_tests;
 pub use subscriber::{Subscription, SubscriptionControl, DEFAULT_BUFFER};

@@ -20,11 +20,20 @@ type Slot = Arc<tokio::sync::Mutex<Option<Connection>>>;
 const AVOID_BASE: Duration = Duration::from_millis(500);
 const AVOID_MAX: Duration = Duration::from_secs(10);
 
+/// The index of `expect`'s slot.
+fn role(expect: Expect) -> usize {
+    match expect {
+        Expect::Primary => 0,
+        Expect::Replica => 1,
+    }
+}
+
 /// The data connections of one client.
 pub struct Nodes {
     options: ConnectOptions,
     resolver: Resolver,
-    slots: Mutex<HashMap<(Address, Expect), Slot>>,
+    /// One slot per address and expected role: `[primary, replica]`.
+    slots: Mutex<HashMap<Address, [Slot; 2]>>,
     /// Nodes that failed a command or a connect: until when they are passed over, and how many
     /// times in a row they failed.
     failed: Mutex<HashMap<Address, (Instant, u32)>>,
@@ -66,6 +75,14 @@ impl Nodes {
             .is_some_and(|(until, _)| *until > Instant::now())
     }
 
+    /// The open connection to `address` in the role `expect`, if there is one and no one is
+    /// (re)connecting it. Never waits.
+    pub fn ready(&self, address: &Address, expect: Expect) -> Option<Connection> {
+        let slot = self.slots.locked().get(address)?[role(expect)].clone();
+        let guard = slot.try_lock().ok()?;
+        guard.as_ref().filter(|c| !c.is_closed()).cloned()
+    }
+
     /// The open connection to `address`, or a new one. Concurrent callers share one connect.
     ///
     /// Every error here means nothing was sent to the node: the caller may retry elsewhere.
@@ -77,7 +94,7 @@ impl Nodes {
     ) -> Result<Connection> {
         let slot = {
             let mut slots = self.slots.locked();
-            slots.entry((address.clone(), expect)).or_default().clone()
+            slots.entry(address.clone()).or_default()[role(expect)].clone()
         };
         let mut guard = tokio::time::timeout_at(deadline, slot.lock())
             .await
@@ -131,7 +148,7 @@ impl Nodes {
     pub fn forget_inherited(&self) {
         let slots: Vec<Slot> = {
             let mut slots = self.slots.locked();
-            slots.drain().map(|(_, s)| s).collect()
+            slots.drain().flat_map(|(_, s)| s).collect()
         };
         std::mem::forget(slots);
     }
@@ -140,7 +157,7 @@ impl Nodes {
     pub fn close_all(&self) {
         let slots: Vec<Slot> = {
             let mut slots = self.slots.locked();
-            slots.drain().map(|(_, s)| s).collect()
+            slots.drain().flat_map(|(_, s)| s).collect()
         };
         for slot in slots {
             if let Ok(guard) = slot.try_lock() {

@@ -7,9 +7,10 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use futures_util::FutureExt;
+use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
 use crate::sync::Locked;
@@ -59,31 +60,22 @@ impl Registry {
         T: Send + 'static,
         F: Future<Output = Result<T>> + Send + 'static,
     {
+        self.begin(done).run(work)
+    }
+
+    /// Registers `done` as pending and returns what completes it: exactly once, through
+    /// [`Completer::complete`], [`Registry::fail_all`], a cancel, or (dropped unused) with
+    /// `closed`.
+    pub(crate) fn begin<T: Send + 'static>(self: &Arc<Self>, done: Done<T>) -> Completer<T> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let slot = Arc::new(Slot(Mutex::new(Some(done))));
         self.pending.locked().insert(id, slot.clone());
-        let cancelled = Arc::new(AtomicBool::new(false));
-        let guard = Completer {
+        Completer {
             registry: self.clone(),
             id,
             slot,
-            cancelled: cancelled.clone(),
-        };
-        let handle = match crate::runtime::handle() {
-            Ok(handle) => handle,
-            Err(e) => {
-                guard.complete(Err(e));
-                return Operation(None);
-            }
-        };
-        let task = handle.spawn(async move {
-            let result = AssertUnwindSafe(work)
-                .catch_unwind()
-                .await
-                .unwrap_or_else(|panic| Err(Error::internal(&*panic)));
-            guard.complete(result);
-        });
-        Operation(Some((task.abort_handle(), cancelled)))
+            cancelled: Arc::new(AtomicBool::new(false)),
+        }
     }
 
     /// Fails every pending completion with `error`, on this thread.
@@ -138,9 +130,9 @@ impl Registry {
     }
 }
 
-/// Owned by an operation's task: completes its slot once, and with `closed` if the task is
+/// Owned by an operation's work: completes its slot once, and with `closed` if the work is
 /// dropped before it could.
-struct Completer<T: Send + 'static> {
+pub(crate) struct Completer<T: Send + 'static> {
     registry: Arc<Registry>,
     id: u64,
     slot: Arc<Slot<T>>,
@@ -149,8 +141,45 @@ struct Completer<T: Send + 'static> {
 }
 
 impl<T: Send + 'static> Completer<T> {
-    fn complete(self, result: Result<T>) {
+    /// Completes the operation with `result` (nothing happens if it completed already).
+    pub(crate) fn complete(self, result: Result<T>) {
         self.finish(result);
+    }
+
+    /// Runs `work` as a task on the core runtime and completes with its result (see
+    /// [`Registry::spawn`]).
+    pub(crate) fn run<F>(self, work: F) -> Operation
+    where
+        F: Future<Output = Result<T>> + Send + 'static,
+    {
+        let cancelled = self.cancelled.clone();
+        let handle = match crate::runtime::handle() {
+            Ok(handle) => handle,
+            Err(e) => {
+                self.complete(Err(e));
+                return Operation(Cancel::Nothing);
+            }
+        };
+        let task = handle.spawn(async move {
+            let result = AssertUnwindSafe(work)
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|panic| Err(Error::internal(&*panic)));
+            self.complete(result);
+        });
+        Operation(Cancel::Task(task.abort_handle(), cancelled))
+    }
+
+    /// The operation of work that runs without a task of its own (a command written by the
+    /// calling thread): cancelling it cancels `token` for the work, and completes the operation
+    /// with `cancelled` at once (on a core thread) unless it completed first.
+    pub(crate) fn cancelled_by(&self, token: CancellationToken) -> Operation {
+        Operation(Cancel::Token {
+            token,
+            slot: self.slot.clone(),
+            registry: Arc::downgrade(&self.registry),
+            id: self.id,
+        })
     }
 
     fn finish(&self, result: Result<T>) {
@@ -172,6 +201,11 @@ impl<T: Send + 'static> Drop for Completer<T> {
         // After `complete` the slot is empty and this does nothing.
         let error = if self.cancelled.load(Ordering::SeqCst) {
             Error::cancelled()
+        } else if std::thread::panicking() {
+            Error::new(
+                crate::error::ErrorCode::Internal,
+                "internal error (a bug in sentinel-recovery): a panic abandoned the operation",
+            )
         } else {
             Error::new(
                 crate::error::ErrorCode::Closed,
@@ -184,16 +218,55 @@ impl<T: Send + 'static> Drop for Completer<T> {
 
 /// A started operation. [`Operation::cancel`] stops it; its completion then runs with `closed`
 /// and the message of [`Error::cancelled`].
-pub struct Operation(Option<(tokio::task::AbortHandle, Arc<AtomicBool>)>);
+pub struct Operation(Cancel);
+
+enum Cancel {
+    /// Completed before it started.
+    Nothing,
+    /// A task of its own, aborted on cancel.
+    Task(tokio::task::AbortHandle, Arc<AtomicBool>),
+    /// Work without a task of its own: told through `token`, and completed here.
+    Token {
+        token: CancellationToken,
+        slot: Arc<dyn Pending>,
+        registry: Weak<Registry>,
+        id: u64,
+    },
+}
 
 impl Operation {
     /// Stops the operation if it is still running. A command already sent may still have run
     /// on the server; one not sent yet will not be; neither is ever retried. Does nothing once
     /// the operation completed.
     pub fn cancel(&self) {
-        if let Some((task, cancelled)) = &self.0 {
-            cancelled.store(true, Ordering::SeqCst);
-            task.abort();
+        match &self.0 {
+            Cancel::Nothing => {}
+            Cancel::Task(task, cancelled) => {
+                cancelled.store(true, Ordering::SeqCst);
+                task.abort();
+            }
+            Cancel::Token {
+                token,
+                slot,
+                registry,
+                id,
+            } => {
+                token.cancel();
+                let (Some(registry), Ok(handle)) = (registry.upgrade(), crate::runtime::handle())
+                else {
+                    return;
+                };
+                let (slot, id) = (slot.clone(), *id);
+                // Completions run on core threads, never on the canceller's.
+                handle.spawn(async move {
+                    registry.running.fetch_add(1, Ordering::SeqCst);
+                    registry.pending.locked().remove(&id);
+                    slot.fail(&registry, Error::cancelled());
+                    if registry.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+                        registry.idle.notify_waiters();
+                    }
+                });
+            }
         }
     }
 }

@@ -28,6 +28,8 @@ mod transaction;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio_util::sync::CancellationToken;
+
 pub use doctor::{config_from_url, doctor, doctor_blocking, Diagnosis};
 pub use events::{EventHandler, EventSubscription};
 pub use hints::{ApiNames, RUST};
@@ -146,19 +148,34 @@ impl Handle {
     }
 
     /// Runs one command (see [`Client::execute`]); `timeout` replaces `command_timeout_ms`.
+    /// On an open connection the calling thread sends it (one non-blocking write) and no other
+    /// thread wakes until the reply comes; otherwise it runs as a task.
     pub fn execute<A: AsRef<[u8]>>(
         &self,
         args: &[A],
         timeout: Option<Duration>,
         done: Done<Value>,
     ) -> Operation {
-        self.start(
-            |c| {
-                let timeout = timeout.unwrap_or(c.config().command_timeout());
-                c.command_work(args, timeout)
-            },
-            self.localized(done),
-        )
+        let completer = self.shared.registry.begin(self.localized(done));
+        let client = match self.client() {
+            Ok(client) => client,
+            Err(e) => return completer.run(async move { Err(e) }),
+        };
+        let timeout = timeout.unwrap_or(client.config().command_timeout());
+        let cancel = CancellationToken::new();
+        let operation = completer.cancelled_by(cancel.clone());
+        let finish: crate::client::Done = Box::new(move |result| completer.complete(result));
+        // A panic in here drops `finish`, which completes the operation as `internal`.
+        if let Ok(Err((e, finish))) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            client.call(args, timeout, cancel, finish)
+        })) {
+            // Completions run on core threads, never on the caller's.
+            match crate::runtime::handle() {
+                Ok(handle) => drop(handle.spawn(async move { finish(Err(e)) })),
+                Err(_) => finish(Err(e)),
+            }
+        }
+        operation
     }
 
     /// For the bindings' own suites: an operation whose work panics on a core thread, so each

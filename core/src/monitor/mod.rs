@@ -164,6 +164,11 @@ impl Monitor {
         self.status.borrow().clone()
     }
 
+    /// `f` of the latest published status, without copying it; `f` must not wait.
+    pub fn with_status<R>(&self, f: impl FnOnce(&Status) -> R) -> R {
+        f(&self.status.borrow())
+    }
+
     /// Since when writes to `address` have been fenced (a failover demotes it), if they are.
     pub fn fenced_since(&self, address: &Address) -> Option<tokio::time::Instant> {
         self.status.borrow().fenced_since(address)

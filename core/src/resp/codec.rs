@@ -36,8 +36,20 @@ pub(crate) fn encode_command<A: AsRef<[u8]>>(args: &[A], out: &mut BytesMut) {
 }
 
 fn put_header(out: &mut BytesMut, kind: u8, len: usize) {
+    // Digits written backwards into a stack buffer: no allocation per header.
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = len;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
     out.put_u8(kind);
-    out.put_slice(len.to_string().as_bytes());
+    out.put_slice(&digits[at..]);
     out.put_slice(b"\r\n");
 }
 
@@ -256,6 +268,11 @@ mod tests {
         let mut out = BytesMut::new();
         encode_command(&["SET", "k", ""], &mut out);
         assert_eq!(&out[..], b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$0\r\n\r\n");
+        for len in [9, 10, 99, 100, 12345, usize::MAX] {
+            let mut out = BytesMut::new();
+            put_header(&mut out, b'$', len);
+            assert_eq!(&out[..], format!("${len}\r\n").as_bytes());
+        }
     }
 
     #[test]

@@ -18,5 +18,6 @@ mod real_server_tests;
 #[cfg(test)]
 pub(crate) mod test_server;
 
-pub use connection::{ConnectOptions, Connection, Frame, Subscription};
+pub(crate) use codec::encode_command;
+pub use connection::{ConnectOptions, Connection, Frame, Reply, Subscription};
 pub use value::Value;

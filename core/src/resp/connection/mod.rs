@@ -1,23 +1,27 @@
 //! The multiplexed connection: cheap handles in front of one task that owns the socket.
 //!
-//! Callers encode their command, hand it to the task over a channel and wait on a oneshot. The task
-//! appends everything queued to one write buffer (so concurrent callers share writes), reads and
-//! decodes replies, and completes waiters in FIFO order: Redis answers in request order. Because a
-//! request is queued synchronously, a caller that stops waiting never desynchronises the stream:
-//! its reply is still read and matched, then discarded.
+//! Callers encode their command straight into the connection's outbox and queue who waits for
+//! the reply, both under one lock, so bytes and waiters stay in the same order. When nothing is
+//! waiting to be written, the caller then sends its bytes itself with one non-blocking write: a
+//! command on an idle connection needs no other thread to wake (what the socket does not take at
+//! once is left to the task, which is woken for it). The task reads and decodes replies and
+//! completes waiters in FIFO order: Redis answers in request order. Because a request is queued
+//! synchronously, a caller that stops waiting never desynchronises the stream: its reply is still
+//! read and matched, then discarded.
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Credentials, Protocol};
@@ -74,8 +78,26 @@ impl Default for ConnectOptions {
 /// peer or the network ends it, a reply cannot be decoded, or the last clone is dropped.
 #[derive(Clone)]
 pub struct Connection {
-    tx: mpsc::UnboundedSender<Msg>,
     shared: Arc<Shared>,
+    /// Dropped with the last handle, which ends the task.
+    _handles: Arc<Handles>,
+}
+
+/// Called once with a command's reply (or its error), on the connection's core thread.
+type Callback = Box<dyn FnOnce(Result<Value>) + Send + 'static>;
+
+/// Who gets the reply of a command sent with [`Connection::call`]: called once, on the
+/// connection's core thread, with the reply, a timeout, or the connection's end.
+pub trait Reply: Send + 'static {
+    /// Takes the result; must be quick and must not wait (the connection reads no further
+    /// replies meanwhile).
+    fn reply(self, result: Result<Value>);
+}
+
+impl<F: FnOnce(Result<Value>) + Send + 'static> Reply for F {
+    fn reply(self, result: Result<Value>) {
+        self(result)
+    }
 }
 
 /// State visible to both the handles and the task.
@@ -86,23 +108,52 @@ struct Shared {
     done: CancellationToken,
     /// Why the connection ended, for errors returned to later requests.
     end_reason: Mutex<Option<String>>,
+    outbox: Mutex<Outbox>,
+    /// Wakes the task: bytes it must write, an earlier deadline to watch, or no handle left.
+    wake: Notify,
+    handles_gone: AtomicBool,
 }
 
-enum Msg {
-    Request {
-        bytes: Bytes,
-        reply: oneshot::Sender<Result<Value>>,
+/// Marks the last handle's drop, so the task can end.
+struct Handles(Arc<Shared>);
+
+impl Drop for Handles {
+    fn drop(&mut self) {
+        self.0.handles_gone.store(true, Ordering::SeqCst);
+        self.0.wake.notify_one();
+    }
+}
+
+/// What the handles hand to the task, under one lock so bytes and waiters keep one order.
+struct Outbox {
+    /// Encoded commands not yet written nor taken by the task.
+    bytes: BytesMut,
+    /// Who waits for each reply still to come, in request order.
+    waiters: VecDeque<Waiter>,
+    /// The task holds bytes it has not finished writing: later bytes must queue behind them.
+    task_writing: bool,
+    /// The socket for writes by the submitting thread (plain TCP); `None` under TLS, whose
+    /// records only the task can write, and once the connection ended.
+    inline: Option<Arc<TcpStream>>,
+    /// Set when the connection ended: nothing more is accepted.
+    closed: bool,
+    /// The earliest deadline of a waiting [`Waiter::Call`] the task knows of (it may have been
+    /// answered since: the task then finds nothing to expire and looks again).
+    next_deadline: Option<Instant>,
+    /// Where pub/sub frames go once a SUBSCRIBE was sent.
+    push: Option<mpsc::UnboundedSender<Value>>,
+}
+
+/// Who is waiting for the next reply in line.
+enum Waiter {
+    Reply(oneshot::Sender<Result<Value>>),
+    /// A callback with a deadline the task enforces; `None` once it was called (timed out).
+    Call {
+        done: Option<Callback>,
+        deadline: Instant,
     },
-    /// Several commands written back to back, one reply each, in order.
-    Batch {
-        bytes: Bytes,
-        replies: Vec<oneshot::Sender<Result<Value>>>,
-    },
-    /// A SUBSCRIBE: it has no ordinary reply; confirmations and messages go to `push`.
-    Subscribe {
-        bytes: Bytes,
-        push: mpsc::UnboundedSender<Value>,
-    },
+    /// A SUBSCRIBE: its first confirmation, or its error reply, takes this place in the FIFO.
+    Subscribe,
 }
 
 impl Connection {
@@ -138,7 +189,7 @@ impl Connection {
                 .set_nodelay(true)
                 .map_err(|e| Error::from(e).context(format_args!("cannot connect to {addr}")))?;
             let transport = match &opts.tls {
-                None => Transport::Plain(stream),
+                None => Transport::Plain(Arc::new(stream)),
                 Some(tls) => {
                     let name = tls.server_name_for(host)?;
                     let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
@@ -175,15 +226,28 @@ impl Connection {
 
     /// Starts the task that owns `stream`; no handshake.
     fn spawn(stream: Transport, peer: SocketAddr) -> Connection {
-        let (tx, rx) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             peer,
             protocol: AtomicU8::new(encode_protocol(Protocol::Resp2)),
             done: CancellationToken::new(),
             end_reason: Mutex::new(None),
+            outbox: Mutex::new(Outbox {
+                bytes: BytesMut::new(),
+                waiters: VecDeque::new(),
+                task_writing: false,
+                inline: stream.inline(),
+                closed: false,
+                next_deadline: None,
+                push: None,
+            }),
+            wake: Notify::new(),
+            handles_gone: AtomicBool::new(false),
         });
-        tokio::spawn(run(stream, rx, shared.clone()));
-        Connection { tx, shared }
+        tokio::spawn(run(stream, shared.clone()));
+        Connection {
+            _handles: Arc::new(Handles(shared.clone())),
+            shared,
+        }
     }
 
     /// Sends one command (an array of bulk strings) and returns its reply.
@@ -198,13 +262,12 @@ impl Connection {
         if args.is_empty() {
             return Err(Error::config("a command needs at least one argument"));
         }
-        let mut bytes = BytesMut::new();
-        codec::encode_command(args, &mut bytes);
         let (reply, rx) = oneshot::channel();
-        self.send(Msg::Request {
-            bytes: bytes.freeze(),
-            reply,
-        })?;
+        self.submit(|out| {
+            codec::encode_command(args, &mut out.bytes);
+            out.waiters.push_back(Waiter::Reply(reply));
+        })
+        .map_err(|_| self.lost())?;
         match rx.await {
             Ok(result) => result,
             Err(_) => Err(self.lost()),
@@ -230,23 +293,10 @@ impl Connection {
             return Err(Error::config("a command needs at least one argument"));
         }
         let mut bytes = BytesMut::new();
-        let mut replies = Vec::with_capacity(commands.len());
-        let mut receivers = Vec::with_capacity(commands.len());
         for command in commands {
             codec::encode_command(command, &mut bytes);
-            let (tx, rx) = oneshot::channel();
-            replies.push(tx);
-            receivers.push(rx);
         }
-        self.send(Msg::Batch {
-            bytes: bytes.freeze(),
-            replies,
-        })?;
-        let mut results = Vec::with_capacity(receivers.len());
-        for rx in receivers {
-            results.push(rx.await.unwrap_or_else(|_| Err(self.lost())));
-        }
-        Ok(results)
+        self.pipeline_encoded(&bytes, commands.len()).await
     }
 
     /// [`Connection::request`] with a deadline: past it, `Err(`[`ErrorCode::Timeout`](crate::ErrorCode::Timeout)`)`.
@@ -305,13 +355,8 @@ impl Connection {
         }
         let mut args: Vec<&[u8]> = vec![b"SUBSCRIBE"];
         args.extend(channels.iter().map(|c| c.as_bytes()));
-        let mut bytes = BytesMut::new();
-        codec::encode_command(&args, &mut bytes);
         let (push, rx) = mpsc::unbounded_channel();
-        self.send(Msg::Subscribe {
-            bytes: bytes.freeze(),
-            push,
-        })?;
+        self.queue_pubsub(&args, &push)?;
 
         let mut sub = Subscription {
             conn: self,
@@ -358,11 +403,99 @@ impl Connection {
             .store(encode_protocol(protocol), Ordering::SeqCst);
     }
 
-    fn send(&self, msg: Msg) -> Result<()> {
-        if self.is_closed() {
-            return Err(self.lost());
+    /// Sends one command, encoded by `encode` into the buffer it is given, without waiting;
+    /// `reply` gets its reply. Past `deadline` it gets a timeout instead (the reply is discarded
+    /// when it comes). Gives `reply` back when the connection had already ended: then nothing
+    /// was sent.
+    ///
+    /// `reply` runs on the connection's core thread, in the middle of its reading: it must be
+    /// quick and must not wait.
+    pub fn call<R: Reply>(
+        &self,
+        encode: impl FnOnce(&mut BytesMut),
+        deadline: Instant,
+        reply: R,
+    ) -> std::result::Result<(), R> {
+        let mut reply = Some(reply);
+        let queued = self.submit(|out| {
+            encode(&mut out.bytes);
+            out.waiters.push_back(Waiter::Call {
+                done: reply
+                    .take()
+                    .map(|r| -> Callback { Box::new(move |result| r.reply(result)) }),
+                deadline,
+            });
+            if out.next_deadline.map_or(true, |d| deadline < d) {
+                out.next_deadline = Some(deadline);
+            }
+        });
+        match queued {
+            Ok(()) => Ok(()),
+            // Not run: `reply` is still here.
+            Err(_) => reply.take().map_or(Ok(()), Err),
         }
-        self.tx.send(msg).map_err(|_| self.lost())
+    }
+
+    /// [`Connection::pipeline`] for `count` commands already encoded in `bytes`.
+    pub async fn pipeline_encoded(&self, bytes: &[u8], count: usize) -> Result<Vec<Result<Value>>> {
+        let mut receivers = Vec::with_capacity(count);
+        self.submit(|out| {
+            out.bytes.extend_from_slice(bytes);
+            for _ in 0..count {
+                let (tx, rx) = oneshot::channel();
+                out.waiters.push_back(Waiter::Reply(tx));
+                receivers.push(rx);
+            }
+        })
+        .map_err(|_| self.lost())?;
+        let mut results = Vec::with_capacity(receivers.len());
+        for rx in receivers {
+            results.push(rx.await.unwrap_or_else(|_| Err(self.lost())));
+        }
+        Ok(results)
+    }
+
+    /// Queues a pub/sub command whose confirmations and messages go to `push`.
+    fn queue_pubsub(&self, args: &[&[u8]], push: &mpsc::UnboundedSender<Value>) -> Result<()> {
+        let push = push.clone();
+        self.submit(move |out| {
+            codec::encode_command(args, &mut out.bytes);
+            out.waiters.push_back(Waiter::Subscribe);
+            out.push = Some(push);
+        })
+        .map_err(|_| self.lost())
+    }
+
+    /// Runs `queue` on the outbox (appending bytes and their waiters) and gets the bytes on their
+    /// way: written here with one non-blocking write when nothing else waits to be written,
+    /// otherwise (and for what the socket did not take) by the task. Gives `queue` back,
+    /// unrun, when the connection has ended.
+    fn submit<Q: FnOnce(&mut Outbox)>(&self, queue: Q) -> std::result::Result<(), Q> {
+        let shared = &self.shared;
+        let mut guard = shared.outbox.locked();
+        let out = &mut *guard;
+        if out.closed || shared.done.is_cancelled() {
+            return Err(queue);
+        }
+        let idle = out.bytes.is_empty() && !out.task_writing;
+        let deadline_before = out.next_deadline;
+        queue(out);
+        if idle {
+            if let Some(stream) = &out.inline {
+                // Never waits: on WouldBlock or an error the bytes stay for the task, which
+                // waits for the socket or ends the connection with the error.
+                if let Ok(n) = stream.try_write(&out.bytes) {
+                    out.bytes.advance(n);
+                }
+            }
+        }
+        let earlier_deadline = out.next_deadline != deadline_before;
+        let unsent = idle && !out.bytes.is_empty();
+        drop(guard);
+        if unsent || earlier_deadline {
+            shared.wake.notify_one();
+        }
+        Ok(())
     }
 
     /// The error for a request that cannot get a reply because the connection ended.

@@ -189,11 +189,6 @@ impl Connection {
         let mut args: Vec<&[u8]> = Vec::with_capacity(names.len() + 1);
         args.push(command.as_bytes());
         args.extend(names.iter().map(|n| n.as_ref()));
-        let mut bytes = BytesMut::new();
-        codec::encode_command(&args, &mut bytes);
-        self.send(Msg::Subscribe {
-            bytes: bytes.freeze(),
-            push: push.clone(),
-        })
+        self.queue_pubsub(&args, push)
     }
 }

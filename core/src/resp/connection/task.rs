@@ -6,13 +6,6 @@ use super::*;
 
 // The connection task.
 
-/// Who is waiting for the next reply in line.
-enum Waiter {
-    Reply(oneshot::Sender<Result<Value>>),
-    /// A SUBSCRIBE: its first confirmation, or its error reply, takes this place in the FIFO.
-    Subscribe,
-}
-
 /// Why the task stopped.
 enum End {
     ClosedByClient,
@@ -26,18 +19,49 @@ enum End {
 
 enum Event {
     Shutdown,
-    Msg(Option<Msg>),
+    Wake,
+    Deadline,
     Wrote(io::Result<usize>),
     Flushed(io::Result<()>),
     Read(io::Result<usize>),
 }
 
-/// Marks the connection done however the task ends, panics included, so `closed()` never hangs.
+/// Ends the connection however the task ends, panics included: `closed()` never hangs and no
+/// waiter is left without an answer.
 struct DoneGuard(Arc<Shared>);
 
 impl Drop for DoneGuard {
     fn drop(&mut self) {
         self.0.done.cancel();
+        let peer = self.0.peer;
+        end_outbox(
+            &self.0,
+            &Error::connection_lost(format!("connection to {peer} ended")),
+        );
+    }
+}
+
+/// Closes the outbox and fails every waiter still in it with `error` (once: later calls find
+/// it empty).
+fn end_outbox(shared: &Shared, error: &Error) {
+    let waiters = {
+        let mut out = shared.outbox.locked();
+        out.closed = true;
+        out.inline = None;
+        out.bytes.clear();
+        out.push = None;
+        std::mem::take(&mut out.waiters)
+    };
+    for waiter in waiters {
+        match waiter {
+            Waiter::Reply(reply) => {
+                let _ = reply.send(Err(error.clone()));
+            }
+            Waiter::Call {
+                done: Some(done), ..
+            } => done(Err(error.clone())),
+            Waiter::Call { done: None, .. } | Waiter::Subscribe => {}
+        }
     }
 }
 
@@ -51,42 +75,130 @@ async fn write_or_flush<W: AsyncWrite + Unpin>(wr: &mut W, buf: &mut BytesMut) -
     }
 }
 
-/// The socket a connection task owns: plain TCP, or TLS over TCP.
+/// The socket a connection task owns: plain TCP (shared with the handles, which may write to
+/// it directly), or TLS over TCP.
 pub(super) enum Transport {
-    Plain(TcpStream),
+    Plain(Arc<TcpStream>),
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
 }
 
-struct Task {
-    waiters: VecDeque<Waiter>,
-    push: Option<mpsc::UnboundedSender<Value>>,
-    rbuf: BytesMut,
-    wbuf: BytesMut,
-    scanner: FrameScanner,
+impl Transport {
+    /// The socket other threads may write to directly: plain TCP only (TLS records are the
+    /// task's to write).
+    pub(super) fn inline(&self) -> Option<Arc<TcpStream>> {
+        match self {
+            Transport::Plain(stream) => Some(stream.clone()),
+            Transport::Tls(_) => None,
+        }
+    }
 }
 
-pub(super) async fn run(
-    stream: Transport,
-    mut rx: mpsc::UnboundedReceiver<Msg>,
-    shared: Arc<Shared>,
-) {
+/// One side of a plain TCP stream that handles share: reads and writes go through tokio's
+/// readiness API, which needs only `&TcpStream`.
+struct SharedTcp(Arc<TcpStream>);
+
+impl AsyncRead for SharedTcp {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        loop {
+            std::task::ready!(self.0.poll_read_ready(cx))?;
+            // SAFETY: try_read only writes initialised bytes into the slice and reports how
+            // many; `assume_init` then covers exactly those.
+            let unfilled = unsafe {
+                &mut *(buf.unfilled_mut() as *mut [std::mem::MaybeUninit<u8>] as *mut [u8])
+            };
+            match self.0.try_read(unfilled) {
+                Ok(n) => {
+                    unsafe { buf.assume_init(n) };
+                    buf.advance(n);
+                    return std::task::Poll::Ready(Ok(()));
+                }
+                // Readiness was cleared: the next poll registers for the next wake-up.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) => return std::task::Poll::Ready(Err(e)),
+            }
+        }
+    }
+}
+
+impl AsyncWrite for SharedTcp {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        loop {
+            std::task::ready!(self.0.poll_write_ready(cx))?;
+            match self.0.try_write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                other => return std::task::Poll::Ready(other),
+            }
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+/// A reply (or error) and who gets it, taken from the outbox under its lock and delivered after.
+enum Delivery {
+    Reply(oneshot::Sender<Result<Value>>, Result<Value>),
+    Call(Callback, Result<Value>),
+}
+
+impl Delivery {
+    fn deliver(self) {
+        match self {
+            // The caller may have stopped waiting; the reply is simply discarded then.
+            Delivery::Reply(reply, result) => {
+                let _ = reply.send(result);
+            }
+            Delivery::Call(done, result) => done(result),
+        }
+    }
+}
+
+struct Task {
+    rbuf: BytesMut,
+    /// Bytes taken from the outbox that the task is writing.
+    wbuf: BytesMut,
+    scanner: FrameScanner,
+    /// Frames decoded from one read, before they are matched to waiters.
+    frames: Vec<(Value, Protocol)>,
+    deliveries: Vec<Delivery>,
+}
+
+pub(super) async fn run(stream: Transport, shared: Arc<Shared>) {
     let _done = DoneGuard(shared.clone());
     let mut task = Task {
-        waiters: VecDeque::new(),
-        push: None,
         rbuf: BytesMut::with_capacity(READ_CHUNK),
         wbuf: BytesMut::new(),
         scanner: FrameScanner::default(),
+        frames: Vec::new(),
+        deliveries: Vec::new(),
     };
     let end = match stream {
-        // TcpStream splits into borrowed halves without a lock: the plain path pays nothing.
-        Transport::Plain(mut stream) => {
-            let (mut rd, mut wr) = stream.split();
-            task.drive(&mut rd, &mut wr, false, &mut rx, &shared).await
+        Transport::Plain(stream) => {
+            let (mut rd, mut wr) = (SharedTcp(stream.clone()), SharedTcp(stream));
+            task.drive(&mut rd, &mut wr, false, &shared).await
         }
         Transport::Tls(stream) => {
             let (mut rd, mut wr) = tokio::io::split(*stream);
-            task.drive(&mut rd, &mut wr, true, &mut rx, &shared).await
+            task.drive(&mut rd, &mut wr, true, &shared).await
         }
     };
 
@@ -128,27 +240,10 @@ pub(super) async fn run(
             )
         }
     };
-    // Record the reason before the queue closes so late requests report it.
+    // Record the reason before the outbox closes so late requests report it.
     *shared.end_reason.locked() = Some(reason);
-    rx.close();
-    while let Ok(msg) = rx.try_recv() {
-        match msg {
-            Msg::Request { reply, .. } => {
-                let _ = reply.send(Err(error.clone()));
-            }
-            Msg::Batch { replies, .. } => {
-                for reply in replies {
-                    let _ = reply.send(Err(error.clone()));
-                }
-            }
-            Msg::Subscribe { .. } => {}
-        }
-    }
-    for waiter in task.waiters.drain(..) {
-        if let Waiter::Reply(reply) = waiter {
-            let _ = reply.send(Err(error.clone()));
-        }
-    }
+    shared.done.cancel();
+    end_outbox(&shared, &error);
 }
 
 impl Task {
@@ -160,7 +255,6 @@ impl Task {
         rd: &mut R,
         wr: &mut W,
         needs_flush: bool,
-        rx: &mut mpsc::UnboundedReceiver<Msg>,
         shared: &Shared,
     ) -> End
     where
@@ -168,7 +262,14 @@ impl Task {
         W: AsyncWrite + Unpin,
     {
         let mut unflushed = false;
+        let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
+        let mut armed: Option<Instant> = None;
+        let timer = tokio::time::sleep_until(far);
+        tokio::pin!(timer);
         loop {
+            if shared.handles_gone.load(Ordering::SeqCst) {
+                return End::HandlesDropped;
+            }
             if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
                 self.rbuf.reserve(READ_CHUNK);
             }
@@ -176,19 +277,15 @@ impl Task {
             // flood of replies starve writes.
             let event = tokio::select! {
                 _ = shared.done.cancelled() => Event::Shutdown,
-                msg = rx.recv() => Event::Msg(msg),
+                _ = shared.wake.notified() => Event::Wake,
                 event = write_or_flush(wr, &mut self.wbuf), if !self.wbuf.is_empty() || unflushed => event,
                 res = rd.read_buf(&mut self.rbuf) => Event::Read(res),
+                _ = &mut timer, if armed.is_some() => Event::Deadline,
             };
             match event {
                 Event::Shutdown => return End::ClosedByClient,
-                Event::Msg(None) => return End::HandlesDropped,
-                Event::Msg(Some(msg)) => {
-                    self.accept(msg);
-                    while let Ok(msg) = rx.try_recv() {
-                        self.accept(msg);
-                    }
-                }
+                Event::Wake => {}
+                Event::Deadline => self.expire(shared),
                 Event::Wrote(Ok(0)) => return End::Lost("socket refused further writes".into()),
                 Event::Wrote(Ok(_)) => {
                     unflushed = needs_flush;
@@ -219,28 +316,63 @@ impl Task {
                     }
                 }
             }
+            // Take what the handles queued once the task's own bytes are out, and follow the
+            // earliest deadline they asked for.
+            let next = {
+                let mut out = shared.outbox.locked();
+                if self.wbuf.is_empty() {
+                    if out.bytes.is_empty() {
+                        out.task_writing = false;
+                    } else {
+                        std::mem::swap(&mut self.wbuf, &mut out.bytes);
+                        out.task_writing = true;
+                    }
+                }
+                out.next_deadline
+            };
+            if next != armed {
+                armed = next;
+                timer.as_mut().reset(next.unwrap_or(far));
+            }
         }
     }
 
-    fn accept(&mut self, msg: Msg) {
-        match msg {
-            Msg::Request { bytes, reply } => {
-                self.wbuf.extend_from_slice(&bytes);
-                self.waiters.push_back(Waiter::Reply(reply));
+    /// Completes every call whose deadline passed with a timeout (their replies, when they come,
+    /// are discarded) and notes the next deadline.
+    fn expire(&mut self, shared: &Shared) {
+        let now = Instant::now();
+        let peer = shared.peer;
+        {
+            let mut out = shared.outbox.locked();
+            let mut next: Option<Instant> = None;
+            for waiter in out.waiters.iter_mut() {
+                if let Waiter::Call { done, deadline } = waiter {
+                    if done.is_none() {
+                        continue;
+                    }
+                    if *deadline <= now {
+                        if let Some(done) = done.take() {
+                            self.deliveries.push(Delivery::Call(
+                                done,
+                                Err(Error::timeout(format!(
+                                    "no reply from {peer} within the command deadline"
+                                ))),
+                            ));
+                        }
+                    } else if next.map_or(true, |n| *deadline < n) {
+                        next = Some(*deadline);
+                    }
+                }
             }
-            Msg::Batch { bytes, replies } => {
-                self.wbuf.extend_from_slice(&bytes);
-                self.waiters.extend(replies.into_iter().map(Waiter::Reply));
-            }
-            Msg::Subscribe { bytes, push } => {
-                self.wbuf.extend_from_slice(&bytes);
-                self.waiters.push_back(Waiter::Subscribe);
-                self.push = Some(push);
-            }
+            out.next_deadline = next;
+        }
+        for delivery in self.deliveries.drain(..) {
+            delivery.deliver();
         }
     }
 
-    /// Decodes and dispatches every complete frame in the read buffer.
+    /// Decodes every complete frame in the read buffer, then matches them to their waiters
+    /// under one lock and delivers them after it.
     fn process(&mut self, shared: &Shared) -> std::result::Result<(), String> {
         loop {
             // Read per frame: the handshake switches protocols between replies.
@@ -248,57 +380,81 @@ impl Task {
             match self.scanner.scan(&self.rbuf, protocol)? {
                 Some(len) => {
                     let frame = self.rbuf.split_to(len).freeze();
-                    let value = codec::decode(frame, protocol)?;
-                    self.dispatch(value, protocol);
+                    self.frames
+                        .push((codec::decode(frame, protocol)?, protocol));
                 }
                 None if self.rbuf.len() > MAX_BUFFER => {
                     return Err(format!("reply larger than {MAX_BUFFER} bytes"));
                 }
-                None => return Ok(()),
+                None => break,
             }
         }
-    }
-
-    fn dispatch(&mut self, value: Value, protocol: Protocol) {
-        let out_of_band = match &value {
-            Value::Push(_) => true,
-            Value::Array(_) => {
-                protocol == Protocol::Resp2 && self.push.is_some() && is_resp2_pubsub_frame(&value)
-            }
-            _ => false,
-        };
-        if out_of_band {
-            if matches!(self.waiters.front(), Some(Waiter::Subscribe))
-                && is_subscribe_confirmation(&value)
-            {
-                self.waiters.pop_front();
-            }
-            self.push_value(value);
-            return;
+        if self.frames.is_empty() {
+            return Ok(());
         }
-        match self.waiters.pop_front() {
-            Some(Waiter::Reply(reply)) => {
-                let result = match value {
-                    Value::Error(text) => Err(Error::server(&text)),
-                    other => Ok(other),
-                };
-                // The caller may have stopped waiting; the reply is simply discarded then.
-                let _ = reply.send(result);
-            }
-            // Only an error can answer SUBSCRIBE in band; the subscriber reports it.
-            Some(Waiter::Subscribe) => self.push_value(value),
-            None => tracing::debug!("discarding a reply nobody asked for"),
-        }
-    }
-
-    fn push_value(&mut self, value: Value) {
-        match &self.push {
-            Some(push) => {
-                if push.send(value).is_err() {
-                    self.push = None;
+        {
+            let mut out = shared.outbox.locked();
+            for (value, protocol) in self.frames.drain(..) {
+                if let Some(delivery) = dispatch(&mut out, value, protocol) {
+                    self.deliveries.push(delivery);
                 }
             }
-            None => tracing::debug!("discarding a push message outside pub/sub"),
         }
+        for delivery in self.deliveries.drain(..) {
+            delivery.deliver();
+        }
+        Ok(())
+    }
+}
+
+/// Where one frame goes: to the next waiter in line, or (pub/sub) to the push channel.
+fn dispatch(out: &mut Outbox, value: Value, protocol: Protocol) -> Option<Delivery> {
+    let out_of_band = match &value {
+        Value::Push(_) => true,
+        Value::Array(_) => {
+            protocol == Protocol::Resp2 && out.push.is_some() && is_resp2_pubsub_frame(&value)
+        }
+        _ => false,
+    };
+    if out_of_band {
+        if matches!(out.waiters.front(), Some(Waiter::Subscribe))
+            && is_subscribe_confirmation(&value)
+        {
+            out.waiters.pop_front();
+        }
+        push_value(out, value);
+        return None;
+    }
+    let result = |value| match value {
+        Value::Error(text) => Err(Error::server(&text)),
+        other => Ok(other),
+    };
+    match out.waiters.pop_front() {
+        Some(Waiter::Reply(reply)) => Some(Delivery::Reply(reply, result(value))),
+        Some(Waiter::Call {
+            done: Some(done), ..
+        }) => Some(Delivery::Call(done, result(value))),
+        // Timed out already: the late reply is discarded.
+        Some(Waiter::Call { done: None, .. }) => None,
+        // Only an error can answer SUBSCRIBE in band; the subscriber reports it.
+        Some(Waiter::Subscribe) => {
+            push_value(out, value);
+            None
+        }
+        None => {
+            tracing::debug!("discarding a reply nobody asked for");
+            None
+        }
+    }
+}
+
+fn push_value(out: &mut Outbox, value: Value) {
+    match &out.push {
+        Some(push) => {
+            if push.send(value).is_err() {
+                out.push = None;
+            }
+        }
+        None => tracing::debug!("discarding a push message outside pub/sub"),
     }
 }

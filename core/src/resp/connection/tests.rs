@@ -310,3 +310,190 @@ async fn random_bytes_never_panic() {
         }
     }
 }
+
+/// A reply channel for [`Connection::call`] that a plain thread can wait on.
+fn replies() -> (
+    impl FnOnce(Result<Value>) + Send + 'static,
+    std::sync::mpsc::Receiver<Result<Value>>,
+) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    (
+        move |result| {
+            let _ = tx.send(result);
+        },
+        rx,
+    )
+}
+
+fn encoded<'a>(args: &'a [&'a str]) -> impl FnOnce(&mut BytesMut) + 'a {
+    move |out| codec::encode_command(args, out)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_from_plain_threads_are_written_by_them_and_answered_in_order() {
+    let server = MockServer::start(|cmd| {
+        Action::Reply(bulk(&String::from_utf8_lossy(&cmd[1])).into_bytes())
+    })
+    .await;
+    let conn = Connection::connect(server.addr, &resp2()).await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    // Threads that are not the runtime's, each sending and waiting in turn, interleaved with
+    // each other: every reply must reach the call it answers.
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let conn = conn.clone();
+            std::thread::spawn(move || {
+                for i in 0..200 {
+                    let payload = format!("t{t}-{i}");
+                    let (reply, rx) = replies();
+                    let args = ["ECHO", payload.as_str()];
+                    assert!(conn.call(encoded(&args), deadline, reply).is_ok());
+                    let value = rx.recv().unwrap().unwrap();
+                    assert_eq!(value.as_str(), Some(payload.as_str()));
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    drop(conn);
+    assert_eq!(server.finish().await.commands.len(), 800);
+}
+
+#[tokio::test]
+async fn a_call_past_its_deadline_times_out_and_its_late_reply_is_dropped() {
+    let server = MockServer::start(|cmd| match cmd[0].as_slice() {
+        b"SLOW" => Action::Silent,
+        _ => Action::reply("+slow\r\n+PONG\r\n"),
+    })
+    .await;
+    let conn = Connection::connect(server.addr, &resp2()).await.unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let started = Instant::now();
+    let queued = conn.call(
+        encoded(&["SLOW"]),
+        Instant::now() + Duration::from_millis(100),
+        move |result| {
+            let _ = tx.send(result);
+        },
+    );
+    assert!(queued.is_ok());
+    let e = rx.await.unwrap().unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Timeout, "{e}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    assert!(!conn.is_closed());
+    let v = conn.request(&["PING"]).await.unwrap();
+    assert_eq!(
+        v,
+        Value::Simple("PONG".into()),
+        "late reply was matched to the timed-out call"
+    );
+}
+
+#[tokio::test]
+async fn an_earlier_deadline_is_watched_even_behind_a_later_one() {
+    let server = MockServer::start(|_| Action::Silent).await;
+    let conn = Connection::connect(server.addr, &resp2()).await.unwrap();
+    let (late, _late_rx) = replies();
+    assert!(conn
+        .call(
+            encoded(&["A"]),
+            Instant::now() + Duration::from_secs(60),
+            late
+        )
+        .is_ok());
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    assert!(conn
+        .call(
+            encoded(&["B"]),
+            Instant::now() + Duration::from_millis(50),
+            move |r| {
+                let _ = tx.send(r);
+            }
+        )
+        .is_ok());
+    let e = tokio::time::timeout(Duration::from_secs(5), rx)
+        .await
+        .expect("the earlier deadline was not watched")
+        .unwrap()
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::Timeout);
+}
+
+#[tokio::test]
+async fn a_call_on_an_ended_connection_is_given_back_unsent() {
+    let server = MockServer::start(|_| Action::reply("+OK\r\n")).await;
+    let conn = Connection::connect(server.addr, &resp2()).await.unwrap();
+    conn.close();
+    conn.closed().await;
+    let (reply, rx) = replies();
+    let back = conn.call(encoded(&["SET", "k", "v"]), Instant::now(), reply);
+    assert!(back.is_err(), "an ended connection accepted a call");
+    assert!(
+        rx.try_recv().is_err(),
+        "the call was answered although given back"
+    );
+    let log = server.finish().await;
+    assert!(log.commands.is_empty(), "{:?}", log.commands);
+}
+
+#[tokio::test]
+async fn calls_in_flight_when_the_connection_ends_get_connection_lost_once() {
+    let server = MockServer::start(|_| Action::Close(Vec::new())).await;
+    let conn = Connection::connect(server.addr, &resp2()).await.unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    for _ in 0..3 {
+        let tx = tx.clone();
+        let queued = conn.call(
+            encoded(&["SET", "k", "v"]),
+            Instant::now() + Duration::from_secs(10),
+            move |r: Result<Value>| {
+                let _ = tx.send(r);
+            },
+        );
+        assert!(queued.is_ok());
+    }
+    drop(tx);
+    let mut errors = Vec::new();
+    while let Some(r) = rx.recv().await {
+        errors.push(r.unwrap_err().code());
+    }
+    assert_eq!(errors, vec![ErrorCode::ConnectionLost; 3]);
+}
+
+#[test]
+fn the_calling_thread_writes_to_an_idle_connection_itself() {
+    use std::io::Read;
+    // A server on a plain thread, and a runtime that runs only while connecting: afterwards no
+    // runtime thread exists that could write, so the command reaches the server only if the
+    // calling thread sent it.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut socket, _) = listener.accept().unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 256];
+        while !seen.ends_with(b"PING\r\n") {
+            match socket.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+        seen
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let conn = rt.block_on(Connection::connect(addr, &resp2())).unwrap();
+    let (reply, _rx) = replies();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    assert!(conn.call(encoded(&["PING"]), deadline, reply).is_ok());
+    assert_eq!(server.join().unwrap(), b"*1\r\n$4\r\nPING\r\n");
+    drop(conn);
+    drop(rt);
+}

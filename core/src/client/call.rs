@@ -1,0 +1,256 @@
+//! One command handed over without a task: when the client already holds an open connection to
+//! the node the command goes to, the calling thread routes it, queues it and (the writer being
+//! idle) writes it itself; the connection's task completes it when the reply comes. Only what
+//! needs waiting — no usable node yet, a connection to open, a retry — runs as a task, the same
+//! one [`Client::execute`] always ran.
+//!
+//! The result is the same either way: the same routing ([`pick`]), the same fencing of late
+//! writes, the same retries (only when the command provably did not run), the same deadline.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use futures_util::FutureExt;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::command::{self, Kind};
+use super::execute::{
+    distrust_late_write, next_attempt, pick, run_dedicated, run_shared, RE_RESOLVE,
+};
+use super::{Client, Inner};
+use crate::config::Address;
+use crate::error::{Error, ErrorCode, Result};
+use crate::monitor::Monitor;
+use crate::node::Expect;
+use crate::resp::{Reply, Value};
+
+/// Called once with a command's result, on a core thread.
+pub type Done = Box<dyn FnOnce(Result<Value>) + Send + 'static>;
+
+/// Commands encoded once, as they go on the wire: retries send the same bytes again.
+#[derive(Clone, Debug)]
+pub(crate) struct Encoded {
+    pub(crate) bytes: Bytes,
+    pub(crate) count: usize,
+}
+
+impl Encoded {
+    pub(crate) fn one<A: AsRef<[u8]>>(args: &[A]) -> Encoded {
+        let mut bytes = BytesMut::new();
+        crate::resp::encode_command(args, &mut bytes);
+        Encoded {
+            bytes: bytes.freeze(),
+            count: 1,
+        }
+    }
+
+    pub(crate) fn many<A: AsRef<[u8]>>(commands: &[Vec<A>]) -> Encoded {
+        let mut bytes = BytesMut::new();
+        for command in commands {
+            crate::resp::encode_command(command, &mut bytes);
+        }
+        Encoded {
+            bytes: bytes.freeze(),
+            count: commands.len(),
+        }
+    }
+}
+
+/// A command on its way, with everything a retry needs.
+struct Pending {
+    inner: Arc<Inner>,
+    monitor: Arc<Monitor>,
+    kind: Kind,
+    encoded: Encoded,
+    deadline: Instant,
+    cancel: CancellationToken,
+    done: Done,
+}
+
+impl Client {
+    /// Starts one command as [`Client::execute`] runs it and hands the result to `done`, once,
+    /// on a core thread. Never waits. When the client already has an open connection to the node
+    /// the command goes to, the calling thread sends it right away; otherwise it runs as a task.
+    ///
+    /// Cancelling `cancel` stops a command not sent yet (`done` then gets
+    /// [`Error::cancelled`]); one already sent completes as usual. An error the command cannot
+    /// start with (a malformed or refused command, a closed client) is returned with `done`,
+    /// which was not called.
+    pub(crate) fn call<A: AsRef<[u8]>>(
+        &self,
+        args: &[A],
+        timeout: Duration,
+        cancel: CancellationToken,
+        done: Done,
+    ) -> std::result::Result<(), (Error, Done)> {
+        let prepared = command::classify(args).and_then(|kind| Ok((kind, self.monitor()?)));
+        let (kind, monitor) = match prepared {
+            Ok(prepared) => prepared,
+            Err(e) => return Err((e, done)),
+        };
+        Pending {
+            inner: self.inner.clone(),
+            monitor,
+            kind,
+            encoded: Encoded::one(args),
+            deadline: Instant::now() + timeout,
+            cancel,
+            done,
+        }
+        .start();
+        Ok(())
+    }
+}
+
+impl Pending {
+    fn start(self) {
+        let Some(target) = self.route() else {
+            return self.run_as_task(0, None);
+        };
+        let Some(conn) = self.inner.nodes.ready(&target.address, target.expect) else {
+            // The node is picked (a replica read advanced the round robin): the task connects
+            // to it rather than picking again.
+            return self.run_as_task(0, Some(target));
+        };
+        let bytes = self.encoded.bytes.clone();
+        let deadline = self.deadline;
+        let reply = Finish {
+            pending: self,
+            target,
+        };
+        if let Err(reply) = conn.call(|out| out.extend_from_slice(&bytes), deadline, reply) {
+            // The connection ended before anything was queued: nothing ran.
+            reply.pending.run_as_task(0, None);
+        }
+    }
+
+    /// The node to send to now, when there is one and the command may go without waiting.
+    fn route(&self) -> Option<Target> {
+        if matches!(self.kind, Kind::Blocking(_))
+            || self.cancel.is_cancelled()
+            || self.inner.closed.is_cancelled()
+        {
+            return None;
+        }
+        self.monitor.with_status(|status| {
+            pick(&self.inner, status, self.kind).map(|(address, expect)| Target {
+                address,
+                expect,
+                round: status.rounds,
+            })
+        })
+    }
+
+    /// Runs the command as a task from round `min_round` on (waiting for a node, connecting,
+    /// retrying), as [`Client::execute`] does; its first attempt goes to `first` when given.
+    fn run_as_task(self, min_round: u64, first: Option<Target>) {
+        let Pending {
+            inner,
+            monitor,
+            kind,
+            encoded,
+            deadline,
+            cancel,
+            done,
+        } = self;
+        let work = async move {
+            match kind {
+                Kind::Blocking(block) => {
+                    let reply_by = block.map(|b| deadline + b);
+                    run_dedicated(&inner, &monitor, &encoded, deadline, reply_by).await
+                }
+                kind => run_shared(
+                    &inner,
+                    &monitor,
+                    &encoded,
+                    kind,
+                    deadline,
+                    min_round,
+                    first.map(|t| (t.address, t.expect, t.round)),
+                )
+                .await
+                .and_then(|mut results| {
+                    results
+                        .pop()
+                        .unwrap_or_else(|| Err(Error::protocol("no reply")))
+                }),
+            }
+        };
+        let task = async move {
+            let result = tokio::select! {
+                _ = cancel.cancelled() => Err(Error::cancelled()),
+                result = AssertUnwindSafe(work).catch_unwind() => {
+                    result.unwrap_or_else(|panic| Err(Error::internal(&*panic)))
+                }
+            };
+            done(result);
+        };
+        match crate::runtime::handle() {
+            Ok(handle) => {
+                handle.spawn(task);
+            }
+            // Dropping the task drops `done`, whose owner completes it with `closed`.
+            Err(_) => drop(task),
+        }
+    }
+}
+
+/// Where a command was sent.
+struct Target {
+    address: Address,
+    expect: Expect,
+    /// The discovery round the node was picked in.
+    round: u64,
+}
+
+/// Handles the reply of a command sent without a task, as `run_shared` handles one.
+struct Finish {
+    pending: Pending,
+    target: Target,
+}
+
+impl Reply for Finish {
+    fn reply(self, result: Result<Value>) {
+        let Finish { pending, target } = self;
+        let Target {
+            address,
+            expect,
+            round,
+        } = target;
+        let monitor = &pending.monitor;
+        match result {
+            Err(e) if e.server_code().is_some_and(|c| RE_RESOLVE.contains(&c)) => {
+                // Refused before running (READONLY: demoted behind the sentinels' back; LOADING;
+                // MASTERDOWN): nothing ran, so find the right node and try again.
+                tracing::info!(node = %address, "node refused the command; re-resolving");
+                pending.inner.nodes.mark_failed(&address);
+                monitor.report("node refused command (READONLY/LOADING/MASTERDOWN)", round);
+                let min_round =
+                    next_attempt(&pending.inner, monitor, pending.kind, &address, round);
+                pending.run_as_task(min_round, None);
+            }
+            Err(e) if e.code() == ErrorCode::Timeout => {
+                monitor.report("command timed out", round);
+                (pending.done)(Err(Error::timeout(format!(
+                    "no reply from {address} within the command deadline"
+                ))));
+            }
+            Err(e) if e.code() == ErrorCode::ConnectionLost => {
+                monitor.report("data connection lost", round);
+                (pending.done)(Err(e.context("the command may or may not have run")));
+            }
+            result => {
+                pending.inner.nodes.mark_ok(&address);
+                let result = if expect == Expect::Primary {
+                    distrust_late_write(monitor, &address, pending.kind, result)
+                } else {
+                    result
+                };
+                (pending.done)(result);
+            }
+        }
+    }
+}
