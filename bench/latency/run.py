@@ -18,7 +18,9 @@ every client sees the same machine (2 shared cores here) on average.
 Reported per client: the median over rounds of the per-op mean (round time / N), the spread
 (min–max over rounds), and p50/p99 of the per-op latencies pooled over all rounds
 (redis-benchmark: the median over rounds of its own p50/p99). Per pair: ours / peer as the ratio
-of those medians, and the median of the per-round ratios (same round, adjacent in time).
+of those medians, the median of the per-round ratios (same round, adjacent in time), and the
+ratio of the p50s (on a loaded machine the steadiest of the three: a round that coincides with a
+burst of other work moves the mean of every op in it, the pooled p50 hardly).
 
 Artifacts are looked up under $CARGO_TARGET_DIR (default target/); nothing is built here: a
 missing one stops the run with the command that makes it (all of them: `make bench-latency`).
@@ -287,7 +289,8 @@ def main() -> None:
             per_round = [a / b for a, b in zip(summary[ours]["means_us"], summary[peer]["means_us"])]
             pairs.append({"ours": ours, "peer": peer,
                           "ratio": summary[ours]["median_mean_us"] / summary[peer]["median_mean_us"],
-                          "median_round_ratio": statistics.median(per_round)})
+                          "median_round_ratio": statistics.median(per_round),
+                          "p50_ratio": summary[ours]["p50_us"] / summary[peer]["p50_us"]})
 
     meta = {"started": started, "commit": git_commit(), "n": args.n, "rounds": args.rounds, "warmup": args.warmup,
             "loadavg_before": load_before, "loadavg_after": load_after, "python_workers": str(PY),
@@ -309,10 +312,11 @@ def main() -> None:
               f"| {s['p50_us']:.0f}{star} | {s['p99_us']:.0f}{star} |")
     print()
     if pairs:
-        print("| ours / peer | ratio of medians | median of per-round ratios |")
-        print("|---|---|---|")
+        print("| ours / peer | ratio of mean medians | median of per-round ratios | ratio of p50 |")
+        print("|---|---|---|---|")
         for p in pairs:
-            print(f"| {LABEL[p['ours']]} / {LABEL[p['peer']]} | {p['ratio']:.2f}× | {p['median_round_ratio']:.2f}× |")
+            print(f"| {LABEL[p['ours']]} / {LABEL[p['peer']]} | {p['ratio']:.2f}× | {p['median_round_ratio']:.2f}× "
+                  f"| {p['p50_ratio']:.2f}× |")
         print()
     if "redis-benchmark" in summary:
         print("¹ redis-benchmark: the median over rounds of its own p50/p99 (its histogram), not pooled per-op.")
