@@ -5,7 +5,10 @@
 # first discovery, and prints (Ir(N2) - Ir(N1)) / (N2 - N1) for the whole process (all threads)
 # and split by thread name: the calling thread (main), the core's sr-worker-* threads, others.
 # Everything else a run does (start, discovery, connect, close) is the same in both and cancels.
-# Does it REPEAT times (default 2) and fails if the figures differ by more than 1 %.
+# Does it REPEAT times (default 3) and prints the median; fails unless most runs are within 1 %
+# of it. On an idle machine the runs agree within 0.3 %; under load (other builds on the 2 cores)
+# one run in a few is off by several % (timer-wheel turns and lock contention on the workers follow
+# wall-clock time, which callgrind slows unevenly), which the median and the majority rule absorb.
 #
 #   bench/latency/callgrind.sh [N1 [N2]]      (make bench-callgrind builds c_loop first)
 #
@@ -15,7 +18,7 @@ set -euo pipefail
 
 N1=${1:-1000}
 N2=${2:-6000}
-REPEAT=${REPEAT:-2}
+REPEAT=${REPEAT:-3}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
@@ -74,12 +77,15 @@ for rep in $(seq "$REPEAT"); do
       r, a / d, m / d, 100 * m / a, w / d, 100 * w / a, o / d }'
   per_get+=("$(awk -v a="$((a2 - a1))" -v d="$d" 'BEGIN { printf "%.1f", a / d }')")
 done
-echo "threads seen: $(awk '/^thread / {print $3}' "$out"/cg.1."$N2".stderr | sort | uniq -c | awk '{printf "%s×%s ", $1, $2}')"
+echo "threads seen (the calling thread shows under valgrind's name): $(awk '/^thread / {print $3}' "$out"/cg.1."$N2".stderr | sort | uniq -c | awk '{printf "%s×%s ", $1, $2}')"
 echo "files: $out"
 awk -v list="${per_get[*]}" 'BEGIN {
-  n = split(list, v, " "); lo = v[1]; hi = v[1]
-  for (i = 2; i <= n; i++) { if (v[i] < lo) lo = v[i]; if (v[i] > hi) hi = v[i] }
-  spread = 100 * (hi - lo) / lo
-  printf "instructions per GET over %d runs: %s (spread %.2f %%)\n", n, list, spread
-  if (spread > 1) { print "NOT repeatable within 1 %" > "/dev/stderr"; exit 1 }
+  n = split(list, v, " ")
+  for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (v[j] < v[i]) { t = v[i]; v[i] = v[j]; v[j] = t }
+  med = (n % 2) ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
+  agree = 0
+  for (i = 1; i <= n; i++) if (v[i] >= med * 0.99 && v[i] <= med * 1.01) agree++
+  printf "instructions per GET over %d runs: %s; median %.0f, %d of %d runs within 1 %% of it, spread %.2f %%\n",
+    n, list, med, agree, n, 100 * (v[n] - v[1]) / v[1]
+  if (2 * agree <= n) { print "NOT repeatable: most runs are not within 1 % of the median" > "/dev/stderr"; exit 1 }
 }'

@@ -207,7 +207,9 @@ def start(name: str, url: str, host: str, port: int) -> Any:
 
 def git_commit() -> str:
     try:
-        head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+        # The last commit that changed what is measured (bench/ changes don't).
+        head = subprocess.run(["git", "-C", str(REPO), "log", "-1", "--format=%h", "--", "core", "ffi-c",
+                               "bindings-python", "bindings-node", "Cargo.lock"], capture_output=True,
                               text=True, check=True).stdout.strip()
         dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "core", "ffi-c",
                                 "bindings-python", "bindings-node"], capture_output=True, text=True).stdout.strip()
