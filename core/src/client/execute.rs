@@ -129,17 +129,18 @@ impl Client {
                 "a blocking call was made on a core runtime thread; use the async API there",
             ));
         }
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let rendezvous = crate::host::wait::Rendezvous::new();
         self.call(
             args,
             timeout,
             CancellationToken::new(),
-            Box::new(move |result| {
-                let _ = tx.send(result);
-            }),
+            Box::new(rendezvous.completer()),
         )
         .map_err(|(e, _)| e)?;
-        rx.recv().unwrap_or_else(|_| Err(Error::closed()))
+        // The command's own deadline ends the wait; nothing else interrupts it.
+        rendezvous
+            .wait(Duration::from_secs(3600), || false)
+            .unwrap_or_else(|| Err(Error::closed()))
     }
 }
 

@@ -24,6 +24,7 @@ mod inflight;
 pub mod log;
 mod subscriptions;
 mod transaction;
+pub(crate) mod wait;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -349,34 +350,20 @@ impl Handle {
     pub fn wait<T: Send + 'static>(
         start: impl FnOnce(Done<T>) -> Operation,
         poll: Duration,
-        mut interrupted: impl FnMut() -> bool,
+        interrupted: impl FnMut() -> bool,
     ) -> Option<Result<T>> {
         if crate::runtime::on_core_thread() {
             return Some(Err(Error::config(
                 "a blocking call was made on a core runtime thread; use the callback or async form",
             )));
         }
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let operation = start(Box::new(move |result| {
-            let _ = tx.send(result);
-        }));
-        loop {
-            match rx.recv_timeout(poll) {
-                Ok(result) => return Some(result),
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
-                    if interrupted() {
-                        operation.cancel();
-                        return None;
-                    }
-                }
-                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    return Some(Err(Error::new(
-                        ErrorCode::Internal,
-                        "internal error: an operation ended without completing",
-                    )))
-                }
-            }
+        let rendezvous = wait::Rendezvous::new();
+        let operation = start(Box::new(rendezvous.completer()));
+        let got = rendezvous.wait(poll, interrupted);
+        if got.is_none() {
+            operation.cancel();
         }
+        got
     }
 
     /// [`Handle::wait`] without interruption.
