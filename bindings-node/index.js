@@ -409,15 +409,14 @@ class Client extends EventEmitter {
     // collected (and is then closed by the native side); only clients with pending operations
     // are kept reachable, in `busy`.
     const self = new WeakRef(this)
-    // Every wake must reach `drain`, also one that arrives when no operation is pending (the
-    // completion that scheduled it may already have been taken by an earlier drain): a wake that
-    // is skipped would leave the client's completions waiting for a wake that never comes.
-    const onWake = () => {
+    // The native side calls this with what finished (already taken from its queue): a batch of
+    // a collected client has no one left to settle.
+    const onWake = (done) => {
       const client = self.deref()
-      if (client && client._native) client._drain()
+      if (client && client._native) client._settle(done)
     }
     try {
-      this._native = native.open(url, coreOptions(options), decode, onWake, mapFunction(options))
+      this._native = native.open(url, coreOptions(options), decode, onWake, makeError, mapFunction(options))
     } catch (e) {
       throw fromNative(e)
     }
@@ -630,11 +629,10 @@ class Client extends EventEmitter {
   }
 
   /**
-   * Settles every finished operation and emits every event, in the order the core produced
-   * them. Runs on the event loop, woken by the core.
+   * Settles every finished operation and emits every event of `done` (`[id, ok, value, ...]`),
+   * in the order the core produced them. Runs on the event loop, woken by the core.
    */
-  _drain() {
-    const done = this._native.drain(makeError)
+  _settle(done) {
     for (let i = 0; i < done.length; i += 3) {
       const id = done[i]
       if (id === 0) {

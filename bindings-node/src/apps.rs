@@ -13,13 +13,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::{Either, Function};
-use napi::threadsafe_function::ThreadsafeFunctionCallMode;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
 use sentinel_recovery::host::{log, ApiNames, HostTransaction};
 use sentinel_recovery::{Error as SrError, Value};
 
-use crate::{deadline, napi_failure, Item, NativeClient, NativeOperation, WakeFn};
+use crate::{deadline, napi_failure, Item, NativeClient, NativeOperation};
 
 /// How the Node API is named in error hints (MULTI refused on the shared connection, ...).
 pub static NODE_API: ApiNames = ApiNames {
@@ -183,8 +183,11 @@ pub struct LogRecord {
 
 /// Records waiting for the JavaScript thread (bounded: beyond it they are counted and dropped).
 static RECORDS: Mutex<Vec<LogRecord>> = Mutex::new(Vec::new());
+/// The log wake function: called with no arguments when records wait for [`drain_logs`].
+type LogWakeFn = ThreadsafeFunction<(), (), (), Status, false, true>;
+
 /// The installed logger's wake function.
-static WAKE: Mutex<Option<WakeFn>> = Mutex::new(None);
+static WAKE: Mutex<Option<LogWakeFn>> = Mutex::new(None);
 /// As a client's: set from the push that scheduled a wake-up until it is dispatched.
 static WAKE_PENDING: AtomicBool = AtomicBool::new(false);
 static DROPPED: AtomicU64 = AtomicU64::new(0);
@@ -226,7 +229,7 @@ pub fn set_logger(wake: Option<Function<(), ()>>, level: i32) -> napi::Result<bo
         RECORDS.lock().unwrap_or_else(|e| e.into_inner()).clear();
         return Ok(installed);
     };
-    let wake: WakeFn = wake
+    let wake: LogWakeFn = wake
         .build_threadsafe_function::<()>()
         .weak::<true>()
         .build_callback(|_| {

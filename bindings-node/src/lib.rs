@@ -14,12 +14,13 @@
 //! threadsafe function (non-blocking). Events take the same queue (as id 0 with the event as
 //! JSON), so JavaScript sees events and completions in the order the core produced them: every
 //! event the core delivered before `close` completed is emitted before `close()` resolves, and
-//! none after. On the JavaScript thread, `drain` converts every queued item to JavaScript values
-//! at once, so a burst costs one crossing into JavaScript. A wake-up counts as scheduled until it
-//! is dispatched on the JavaScript thread, where it is re-armed just before the JavaScript
-//! function runs: an item is never left waiting on a wake-up that already happened, even when a
-//! drain took it early or JavaScript had nothing to drain (and JavaScript drains on every wake-up,
-//! pending operations or not). The wake function is unreferenced (it does not keep the process
+//! none after. When the wake-up is dispatched on the JavaScript thread, its native callback
+//! re-arms it, takes the whole queue and converts every item straight into the JavaScript values
+//! it calls the wake function with, so a burst costs one crossing into JavaScript and a single
+//! completion no more (no second call back into native code to fetch the batch). Re-arming before
+//! taking means an item is never left waiting on a wake-up that already happened: one pushed
+//! after the re-arm schedules a wake-up of its own (which may then find the queue empty: an empty
+//! batch). The wake function is unreferenced (it does not keep the process
 //! alive); JavaScript references it through [`NativeClient::hold`] while at least one operation is
 //! pending, so a pending command keeps the process alive until it settles and nothing else does.
 //!
@@ -82,8 +83,13 @@ fn guarded<T>(f: impl FnOnce() -> JsResult<T>) -> JsResult<T> {
         .unwrap_or_else(|panic| Err(js_error(&SrError::internal(&*panic))))
 }
 
-/// The wake function: called with no arguments when completions or events are waiting.
-type WakeFn = ThreadsafeFunction<(), (), (), Status, false, true>;
+/// The wake function: called on the JavaScript thread with a [`Batch`] of what was waiting.
+type WakeFn = ThreadsafeFunction<(), (), Batch, Status, false, true>;
+
+/// The items waiting for the JavaScript thread. Shared by the core threads that push and the wake
+/// function's callback that takes them (not with [`Shared`], which owns the wake function: that
+/// would be a reference cycle).
+type Queue = Arc<Mutex<Vec<Item>>>;
 
 /// Something waiting for the JavaScript thread.
 pub(crate) enum Item {
@@ -101,14 +107,11 @@ pub(crate) enum Item {
 
 /// The queue of one client's items waiting for the JavaScript thread.
 pub(crate) struct Shared {
-    queue: Mutex<Vec<Item>>,
+    queue: Queue,
     /// True from the push that scheduled a wake-up until that wake-up is dispatched on the
-    /// JavaScript thread (the wake function's callback resets it there, before `drain` can run).
-    /// It is deliberately not reset by `drain`: an item pushed after the reset schedules a
-    /// wake-up of its own, and one a drain already took only costs an empty drain.
-    /// (Resetting it in `drain` alone made every wake-up that JavaScript did not answer with a
-    /// drain a lost wake-up: the flag stayed set, and no later completion of the client was ever
-    /// delivered, not even a command's deadline.)
+    /// JavaScript thread (the wake function's callback resets it there, before it takes the
+    /// queue): an item pushed after the reset schedules a wake-up of its own, and one the
+    /// callback already took only costs an empty batch.
     wake_pending: Arc<AtomicBool>,
     wake: WakeFn,
 }
@@ -189,19 +192,26 @@ pub fn panic_for_test() -> napi::Result<(), Code> {
 /// Parses `url`, applies `options` (a flat `[key, value, key, value, ...]` list of core
 /// option keys and their string values, each passed through the core's `Config::set`) and
 /// opens the client; returns at once, discovery runs on the core's threads. `wake` is called
-/// (with no arguments) when completions or events wait for [`NativeClient::drain`], and must
-/// call it. It does not keep the process alive (see [`NativeClient::hold`]).
+/// with the flat array `[id, ok, value, id, ok, value, ...]` of what finished: for a completion,
+/// `ok` true means `value` is the reply, false that it is an error made by
+/// `makeError(code, message, serverCode)`; id 0 is an event, `value` its JSON. It does not keep
+/// the process alive (see [`NativeClient::hold`]).
 /// `address_map` is the function form of that option (see `address_map.rs`).
-#[napi(catch_unwind)]
+#[napi(
+    catch_unwind,
+    ts_args_type = "url: string, options: Array<string>, decode: boolean, wake: (batch: Array<unknown>) => void, makeError: (code: string, message: string, serverCode: string | null) => Error, addressMap?: ((arg: string) => string | null) | undefined | null"
+)]
 pub fn open(
     url: String,
     options: Vec<String>,
     decode: bool,
     wake: Function<(), ()>,
+    make_error: Function<(String, String, Option<String>), ()>,
     address_map: Option<Function<String, Option<String>>>,
 ) -> napi::Result<NativeClient, Code> {
     guarded(|| {
-        NativeClient::open_inner(url, options, decode, wake, address_map).map_err(|e| js_error(&e))
+        NativeClient::open_inner(url, options, decode, wake, make_error, address_map)
+            .map_err(|e| js_error(&e))
     })
 }
 
@@ -238,7 +248,6 @@ impl NativeOperation {
 pub struct NativeClient {
     pub(crate) handle: Handle,
     pub(crate) shared: Arc<Shared>,
-    decode: bool,
     /// Transactions begun and not ended, by the id JavaScript gave them.
     transactions: apps::Transactions,
 }
@@ -249,6 +258,7 @@ impl NativeClient {
         options: Vec<String>,
         decode: bool,
         wake: Function<(), ()>,
+        make_error: Function<(String, String, Option<String>), ()>,
         address_map: Option<Function<String, Option<String>>>,
     ) -> sentinel_recovery::Result<NativeClient> {
         let mut config = sentinel_recovery::host::config_from_url(&url, &pairs(&options)?)?;
@@ -261,18 +271,30 @@ impl NativeClient {
         handle.set_api_names(&apps::NODE_API);
         let wake_pending = Arc::new(AtomicBool::new(false));
         let rearm = wake_pending.clone();
+        let queue: Queue = Arc::new(Mutex::new(Vec::new()));
+        let taken = queue.clone();
+        let make_error = make_error
+            .create_ref()
+            .map_err(|e| napi_failure("referencing makeError", e))?;
         let wake: WakeFn = wake
             .build_threadsafe_function::<()>()
             .weak::<true>()
-            .build_callback(move |_| {
-                // On the JavaScript thread, as this wake-up is dispatched and before the JavaScript
-                // function (and so `drain`) runs: from here on a push schedules a new wake-up.
+            .build_callback(move |ctx| {
+                // On the JavaScript thread, as this wake-up is dispatched: from here on a push
+                // schedules a new wake-up, so nothing pushed after the take below is stranded.
                 rearm.store(false, Ordering::SeqCst);
-                Ok(())
+                // Before the take: should it fail, the items stay queued for the next wake-up.
+                let make_error = make_error.borrow_back(&ctx.env)?.raw();
+                let items = std::mem::take(&mut *taken.lock().unwrap_or_else(|e| e.into_inner()));
+                Ok(Batch {
+                    items,
+                    decode,
+                    make_error,
+                })
             })
             .map_err(|e| napi_failure("creating the wake function", e))?;
         let shared = Arc::new(Shared {
-            queue: Mutex::new(Vec::new()),
+            queue,
             wake_pending,
             wake,
         });
@@ -290,7 +312,6 @@ impl NativeClient {
         Ok(NativeClient {
             handle,
             shared,
-            decode,
             transactions: apps::Transactions::default(),
         })
     }
@@ -439,31 +460,9 @@ impl NativeClient {
             )))
         }
     }
-
-    /// Takes every waiting item, as a flat array `[id, ok, value, id, ok, value, ...]`: for a
-    /// completion, `ok` true means `value` is the reply, false that it is an error made by
-    /// `make_error(code, message, serverCode)`; id 0 is an event, `value` its JSON.
-    #[napi(
-        catch_unwind,
-        ts_args_type = "makeError: (code: string, message: string, serverCode: string | null) => Error",
-        ts_return_type = "Array<unknown>"
-    )]
-    pub fn drain(
-        &self,
-        make_error: Function<'_, (String, String, Option<String>), ()>,
-    ) -> napi::Result<Batch> {
-        let make_error = make_error.raw();
-        let items =
-            std::mem::take(&mut *self.shared.queue.lock().unwrap_or_else(|e| e.into_inner()));
-        Ok(Batch {
-            items,
-            decode: self.decode,
-            make_error,
-        })
-    }
 }
 
-/// Items converted to JavaScript in [`NativeClient::drain`].
+/// Items converted to JavaScript by the wake function's callback (see the module documentation).
 #[doc(hidden)]
 pub struct Batch {
     items: Vec<Item>,

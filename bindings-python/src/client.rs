@@ -5,8 +5,8 @@
 //! exactly once, `closed` for what is in flight at close, nothing after close or removal, panics
 //! as `internal`) are the host layer's. Async operations take an event loop and a future, start
 //! the core's callback form and return an [`Operation`] (what `asyncio` cancellation cancels);
-//! the completion is pushed to the dispatcher of the process it runs in, which completes the
-//! future on its loop. Blocking operations wait with [`Handle::wait`], the GIL released, waking
+//! the completion goes to the loop's waker (or, where there is none, to the dispatcher of the
+//! process it runs in), which completes the future on its loop. Blocking operations wait with [`Handle::wait`], the GIL released, waking
 //! every [`SIGNAL_CHECK_INTERVAL`] to run Python's signal handlers.
 
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
@@ -20,6 +20,7 @@ use sentinel_recovery::Event;
 
 use crate::dispatch::{self, CallbackTarget, Job, Outcome, QueueTarget};
 use crate::errors::to_pyerr;
+use crate::waker::{self, Pending};
 use crate::{convert, logging};
 
 /// How often a blocking wait wakes up to run Python's signal handlers (Ctrl-C).
@@ -51,9 +52,30 @@ impl Operation {
     }
 }
 
-/// The completion of an asyncio operation: hands `wrap(result)` to the dispatcher of the process
-/// it runs in, which sets `future`'s result or exception on `event_loop`.
+/// The completion of an asyncio operation: `wrap(result)` sets `future`'s result or exception on
+/// `event_loop`, exactly once. Straight through the loop's waker (see [`crate::waker`]) when the
+/// loop can watch one, otherwise through the dispatcher of the process it runs in. Call it on
+/// the loop's thread.
 pub(crate) fn complete<T: Send + 'static>(
+    event_loop: Py<PyAny>,
+    future: Py<PyAny>,
+    wrap: impl FnOnce(sentinel_recovery::Result<T>) -> Outcome + Send + 'static,
+) -> PyResult<Done<T>> {
+    let Some(waker) = Python::attach(|py| waker::for_loop(py, &event_loop)) else {
+        return complete_via_dispatcher(event_loop, future, wrap);
+    };
+    Ok(Box::new(move |result| {
+        waker.push(Pending {
+            event_loop,
+            future,
+            outcome: wrap(result),
+        })
+    }))
+}
+
+/// [`complete`] through the dispatcher thread, in order with the events and queue items it
+/// delivers (`close` uses it, so an event iterator has its end before `close()` returns).
+pub(crate) fn complete_via_dispatcher<T: Send + 'static>(
     event_loop: Py<PyAny>,
     future: Py<PyAny>,
     wrap: impl FnOnce(sentinel_recovery::Result<T>) -> Outcome + Send + 'static,
@@ -262,7 +284,7 @@ impl NativeClient {
     /// Closes the client; every operation in flight completes with `ClosedError`, then `future`
     /// completes. Idempotent.
     fn close_async(&self, event_loop: Py<PyAny>, future: Py<PyAny>) -> PyResult<()> {
-        let done = complete(event_loop, future, Outcome::Unit)?;
+        let done = complete_via_dispatcher(event_loop, future, Outcome::Unit)?;
         self.callback
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -1,8 +1,9 @@
 //! The hand-off between core threads and Python: this binding's scheduler.
 //!
-//! Core threads never take the GIL: a completion, an event or a log record is pushed onto the
-//! queue of one process-wide thread, `sr-py-dispatch`, which is not a core thread and may wait
-//! for the GIL as long as it takes. With the GIL it builds the Python objects and hands them to
+//! Core threads never take the GIL: an event, a log record, or a completion that can't go
+//! straight to its loop (see [`crate::waker`]: most asyncio completions do, `close` and loops
+//! without a waker don't) is pushed onto the queue of one process-wide thread, `sr-py-dispatch`,
+//! which is not a core thread and may wait for the GIL as long as it takes. With the GIL it builds the Python objects and hands them to
 //! their owner: asyncio futures and queues through `loop.call_soon_threadsafe` (one call per loop
 //! per batch), event callbacks of `BlockingClient` by calling them, and log records through
 //! Python's `logging`. Work that piles up while it waits for the GIL goes out as one batch, in
@@ -400,8 +401,8 @@ fn batch_for<'a, 'py>(
     &mut batches[i].1
 }
 
-/// The result object, or the exception object to set.
-fn outcome_to_py<'py>(
+/// The result object, or the exception object to set (with the GIL, on any thread).
+pub(crate) fn outcome_to_py<'py>(
     py: Python<'py>,
     outcome: Outcome,
 ) -> Result<Bound<'py, PyAny>, Bound<'py, PyAny>> {

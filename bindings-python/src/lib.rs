@@ -2,9 +2,10 @@
 //!
 //! It converts values, owns host-side lifetimes and schedules completions on the host; every
 //! behaviour, and every guarantee about completions, lives in the core crate's host layer
-//! (`sentinel_recovery::host`). Core threads never take the GIL: completions, events and log
-//! records reach Python through one dispatcher thread (see [`dispatch`]). The public API is the
-//! Python layer in `python/sentinel_recovery/`.
+//! (`sentinel_recovery::host`). Core threads never take the GIL: asyncio completions wake their
+//! loop through its own eventfd (see [`waker`]); events, log records, event callbacks and the
+//! completions a loop can't take that way reach Python through one dispatcher thread (see
+//! [`dispatch`]). The public API is the Python layer in `python/sentinel_recovery/`.
 
 mod address_map;
 mod apps;
@@ -15,6 +16,7 @@ mod doctor;
 mod errors;
 mod logging;
 mod pubsub;
+mod waker;
 
 use std::time::Duration;
 
@@ -128,6 +130,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(doctor::doctor_blocking, m)?)?;
     m.add_class::<client::NativeClient>()?;
     m.add_class::<client::Operation>()?;
+    m.add_class::<waker::LoopWaker>()?;
     m.add_class::<apps::NativeTransaction>()?;
     m.add_class::<client::Subscription>()?;
     m.add_class::<client::EventIter>()?;

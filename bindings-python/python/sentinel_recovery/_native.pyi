@@ -27,6 +27,11 @@ class Operation:
 
     def cancel(self) -> None: ...
 
+class LoopWaker:
+    """The reader callback an event loop runs when asyncio completions wait (internal)."""
+
+    def __call__(self) -> None: ...
+
 class Subscription:
     def cancel(self) -> None: ...
 

@@ -1,0 +1,328 @@
+//! Completions of asyncio operations, from a core thread straight to the loop that awaits them.
+//!
+//! Each event loop gets one eventfd (a pipe where eventfd is missing) that it watches with
+//! `loop.add_reader`. A core thread finishing an operation pushes the future and the Rust result
+//! onto that loop's queue, without the GIL and without touching a Python object (the queue owns
+//! the references; they are only released with the GIL held), and writes the eventfd only when
+//! the queue went from empty to non-empty, so a burst of completions costs one wake-up. The
+//! reader callback ([`LoopWaker`], on the loop thread, GIL held) takes the whole queue, converts
+//! each result and completes each future that is still pending. A sequential command thus wakes
+//! the loop directly instead of going through the dispatcher thread and `call_soon_threadsafe`.
+//!
+//! When the loop closes (or is collected) its selector drops the reader callback: the queue is
+//! closed then, and what it held, or what arrives later, takes the dispatcher's path
+//! ([`crate::dispatch`]), exactly as every completion did before this module existed (on a closed
+//! loop that means the result is discarded with the GIL held, because no one can await it). A
+//! loop that can't watch a file descriptor, a call from a thread the loop doesn't run on, and a
+//! loop registered by the parent of a forked process all use the dispatcher too.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::{Arc, Mutex};
+
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyWeakrefMethods, PyWeakrefReference};
+
+use crate::dispatch::{self, Job, Outcome};
+
+/// One completion waiting for its loop.
+pub(crate) struct Pending {
+    /// Kept so the completion can still take the dispatcher's path after the loop closed.
+    pub(crate) event_loop: Py<PyAny>,
+    pub(crate) future: Py<PyAny>,
+    pub(crate) outcome: Outcome,
+}
+
+impl Pending {
+    fn into_job(self) -> Job {
+        Job::Future {
+            event_loop: self.event_loop,
+            future: self.future,
+            outcome: self.outcome,
+        }
+    }
+}
+
+/// The file descriptor the loop watches: readable while completions wait.
+enum Signal {
+    EventFd(OwnedFd),
+    Pipe { read: OwnedFd, write: OwnedFd },
+}
+
+impl Signal {
+    fn new() -> io::Result<Signal> {
+        // SAFETY: plain system calls; each fd returned is owned by exactly one OwnedFd.
+        unsafe {
+            let fd = libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC);
+            if fd >= 0 {
+                return Ok(Signal::EventFd(OwnedFd::from_raw_fd(fd)));
+            }
+            let mut fds = [0; 2];
+            if libc::pipe2(fds.as_mut_ptr(), libc::O_NONBLOCK | libc::O_CLOEXEC) != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(Signal::Pipe {
+                read: OwnedFd::from_raw_fd(fds[0]),
+                write: OwnedFd::from_raw_fd(fds[1]),
+            })
+        }
+    }
+
+    fn watched(&self) -> RawFd {
+        match self {
+            Signal::EventFd(fd) => fd.as_raw_fd(),
+            Signal::Pipe { read, .. } => read.as_raw_fd(),
+        }
+    }
+
+    /// Makes the fd readable. Never blocks: a full pipe (or counter) is readable already.
+    fn notify(&self) {
+        let (fd, bytes): (RawFd, &[u8]) = match self {
+            Signal::EventFd(fd) => (fd.as_raw_fd(), &1u64.to_ne_bytes()),
+            Signal::Pipe { write, .. } => (write.as_raw_fd(), &[1u8]),
+        };
+        loop {
+            // SAFETY: `bytes` is valid for its length; the fd lives as long as `self`.
+            let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+            if n >= 0 || io::Error::last_os_error().kind() != io::ErrorKind::Interrupted {
+                return;
+            }
+        }
+    }
+
+    /// Makes the fd unreadable again (until the next `notify`).
+    fn clear(&self) {
+        let fd = self.watched();
+        let mut buf = [0u8; 64];
+        loop {
+            // SAFETY: `buf` is valid for its length; the fd lives as long as `self`.
+            let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+            let more = match self {
+                // One read resets an eventfd's counter.
+                Signal::EventFd(_) => false,
+                Signal::Pipe { .. } => n == buf.len() as isize,
+            };
+            if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            if !more {
+                return;
+            }
+        }
+    }
+}
+
+struct Queue {
+    items: Vec<Pending>,
+    /// False once the loop's reader is gone: completions take the dispatcher's path then.
+    open: bool,
+}
+
+/// The part of a loop's waker that core threads hold: no Python object in it, so it may be
+/// dropped anywhere (its fds close when the last completion holding it has run).
+pub(crate) struct Shared {
+    pid: u32,
+    signal: Signal,
+    queue: Mutex<Queue>,
+}
+
+impl Shared {
+    /// Queues a completion for the loop (any thread, never takes the GIL, never blocks on
+    /// Python); wakes the loop when the queue was empty. After the loop's reader is gone the
+    /// completion goes to the dispatcher instead.
+    pub(crate) fn push(&self, pending: Pending) {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if !q.open {
+            drop(q);
+            dispatch::push(pending.into_job());
+            return;
+        }
+        let was_empty = q.items.is_empty();
+        q.items.push(pending);
+        drop(q);
+        if was_empty {
+            self.signal.notify();
+        }
+    }
+}
+
+/// The reader callback of one event loop (called by the loop when its fd is readable): completes
+/// the futures whose results wait in the queue. Not meant to be used directly.
+#[pyclass(frozen, module = "sentinel_recovery._native")]
+pub struct LoopWaker {
+    shared: Arc<Shared>,
+    /// The loop's address, its key in [`LOOPS`].
+    key: usize,
+    /// The vector of the previous batch, reused so a steady trickle of completions allocates
+    /// nothing.
+    spare: Mutex<Vec<Pending>>,
+}
+
+#[pymethods]
+impl LoopWaker {
+    /// Completes every future whose result is queued, skipping those already done (cancelled).
+    fn __call__(&self, py: Python<'_>) {
+        // A forked child must not consume the parent's wake-ups (the fd is shared with it).
+        if self.shared.pid != std::process::id() {
+            return;
+        }
+        self.shared.signal.clear();
+        let mut batch = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
+        {
+            let mut q = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+            std::mem::swap(&mut q.items, &mut batch);
+        }
+        for pending in batch.drain(..) {
+            deliver(py, pending);
+        }
+        *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = batch;
+    }
+}
+
+impl Drop for LoopWaker {
+    // Runs with the GIL held (Python deallocates the object): when the loop closes, its selector
+    // lets go of the reader callback.
+    fn drop(&mut self) {
+        let left = {
+            let mut q = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
+            q.open = false;
+            std::mem::take(&mut q.items)
+        };
+        let entry = {
+            let mut guard = LOOPS.lock().unwrap_or_else(|e| e.into_inner());
+            let loops = guard.get_or_insert_with(HashMap::new);
+            let ours = loops.get(&self.key).is_some_and(|e| {
+                e.shared
+                    .as_ref()
+                    .is_some_and(|s| Arc::ptr_eq(s, &self.shared))
+            });
+            if ours {
+                loops.remove(&self.key)
+            } else {
+                None
+            }
+        };
+        drop(entry);
+        if self.shared.pid == std::process::id() {
+            for pending in left {
+                dispatch::push(pending.into_job());
+            }
+        }
+    }
+}
+
+/// Sets the future's result or exception unless it is done already.
+fn deliver(py: Python<'_>, pending: Pending) {
+    let future = pending.future.bind(py);
+    let result = (|| -> PyResult<()> {
+        if future.call_method0(intern!(py, "done"))?.is_truthy()? {
+            return Ok(());
+        }
+        match dispatch::outcome_to_py(py, pending.outcome) {
+            Ok(value) => future.call_method1(intern!(py, "set_result"), (value,))?,
+            Err(exc) => future.call_method1(intern!(py, "set_exception"), (exc,))?,
+        };
+        Ok(())
+    })();
+    if let Err(e) = result {
+        e.write_unraisable(py, Some(future));
+    }
+}
+
+struct Entry {
+    /// Tells a live loop from a new one at the address of a dead one.
+    event_loop: Py<PyWeakrefReference>,
+    /// `None`: this loop can't watch an fd; its completions use the dispatcher.
+    shared: Option<Arc<Shared>>,
+    pid: u32,
+}
+
+/// The waker of each loop, by the loop's address. Only locked with the GIL held, and never
+/// across a call into Python.
+static LOOPS: Mutex<Option<HashMap<usize, Entry>>> = Mutex::new(None);
+
+/// The queue of `event_loop`'s waker, set up on first use; `None` when its completions must
+/// take the dispatcher's path (see the module documentation). Call it on the loop's thread.
+pub(crate) fn for_loop(py: Python<'_>, event_loop: &Py<PyAny>) -> Option<Arc<Shared>> {
+    let key = event_loop.as_ptr() as usize;
+    let pid = std::process::id();
+    {
+        let loops = LOOPS.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = loops.as_ref().and_then(|m| m.get(&key)) {
+            let same = entry
+                .event_loop
+                .bind(py)
+                .upgrade()
+                .is_some_and(|l| l.as_ptr() == event_loop.as_ptr());
+            if same {
+                // Registered by our parent before fork(): its reader watches the parent's fd.
+                return if entry.pid == pid {
+                    entry.shared.clone()
+                } else {
+                    None
+                };
+            }
+        }
+    }
+    register(py, event_loop, key, pid)
+}
+
+fn register(py: Python<'_>, event_loop: &Py<PyAny>, key: usize, pid: u32) -> Option<Arc<Shared>> {
+    let loop_ = event_loop.bind(py);
+    // add_reader is only safe on the loop's own thread.
+    let running = py
+        .import(intern!(py, "asyncio"))
+        .and_then(|m| m.getattr(intern!(py, "_get_running_loop")))
+        .and_then(|f| f.call0())
+        .ok()?;
+    if running.as_ptr() != loop_.as_ptr() {
+        return None;
+    }
+    let weak = PyWeakrefReference::new(loop_).ok()?.unbind();
+    let shared = match Signal::new() {
+        Ok(signal) => Some(Arc::new(Shared {
+            pid,
+            signal,
+            queue: Mutex::new(Queue {
+                items: Vec::new(),
+                open: true,
+            }),
+        })),
+        Err(e) => {
+            tracing::warn!(target: "sentinel_recovery", "no eventfd or pipe for asyncio completions ({e}); using the dispatcher thread");
+            None
+        }
+    };
+    let shared = shared.and_then(|shared| {
+        let waker = Py::new(
+            py,
+            LoopWaker {
+                shared: shared.clone(),
+                key,
+                spare: Mutex::new(Vec::new()),
+            },
+        )
+        .ok()?;
+        // A loop without add_reader (or one refusing it) keeps the dispatcher's path.
+        loop_
+            .call_method1(intern!(py, "add_reader"), (shared.signal.watched(), waker))
+            .ok()?;
+        Some(shared)
+    });
+    let old = LOOPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashMap::new)
+        .insert(
+            key,
+            Entry {
+                event_loop: weak,
+                shared: shared.clone(),
+                pid,
+            },
+        );
+    drop(old);
+    shared
+}
