@@ -47,7 +47,9 @@ echo "valgrind $(valgrind --version | sed 's/valgrind-//'), c_loop: $c_loop -> $
 # run REP N: one callgrind run; prints "all main workers other" instruction totals.
 run() {
   local rep=$1 n=$2 prefix=$out/cg.$1.$2
+  # The blocking wait's brief spin (host/wait.rs) is busy waiting, not work: left out.
   valgrind --tool=callgrind --separate-threads=yes --callgrind-out-file="$prefix.out" \
+    --toggle-collect='*Rendezvous*spin*' \
     "$c_loop" --threads "$url" "$n" >"$prefix.stdout" 2>"$prefix.stderr"
   # c_loop --threads lists the threads (tid, name) at the end; valgrind numbers threads in order
   # of creation, so the k-th smallest tid is callgrind's thread k (no thread exits before then).

@@ -121,16 +121,15 @@ impl<T> Rendezvous<T> {
                 return self.take();
             }
             // Woken early (or spuriously): back to WAITING before sleeping again.
-            let _ = self.state.compare_exchange(
-                SLEEPING,
-                WAITING,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            );
+            let _ =
+                self.state
+                    .compare_exchange(SLEEPING, WAITING, Ordering::AcqRel, Ordering::Acquire);
         }
     }
 
-    /// Spins until done or the spin budget is spent; true when done.
+    /// Spins until done or the spin budget is spent; true when done. Never inlined, so that
+    /// instruction counts (bench/latency/callgrind.sh) can leave the busy wait out.
+    #[inline(never)]
     fn spin(&self, started: Instant) -> bool {
         if RECENT_MICROS.load(Ordering::Relaxed) as u128 > SPIN_LIMIT.as_micros() {
             return false;
@@ -196,7 +195,10 @@ mod tests {
         rendezvous.complete(Ok(1));
         rendezvous.complete(Ok(2));
         assert_eq!(
-            rendezvous.wait(Duration::from_secs(1), || false).unwrap().unwrap(),
+            rendezvous
+                .wait(Duration::from_secs(1), || false)
+                .unwrap()
+                .unwrap(),
             1
         );
 
