@@ -1,8 +1,9 @@
 """Sequential GET latency: where the asyncio Client's extra per-command time goes.
 
 Compares sentinel_recovery's BlockingClient (caller thread waits, GIL released) and asyncio Client
-(completion handed back through the dispatcher thread and call_soon_threadsafe) with redis-py sync
-and asyncio. One command:
+(completion handed to the loop through its eventfd reader) with redis-py sync and asyncio. The
+interleaved comparison with every peer is bench/latency/run.py; this is the quick Python-only
+check. One command:
 
     target/py-venv/bin/python bench/python/sequential_latency.py [N]
 """

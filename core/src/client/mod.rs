@@ -2,8 +2,11 @@
 //! topology, receive events, close.
 //!
 //! Opening returns at once; discovery runs on the core's own threads. No method here blocks the
-//! calling thread on network work. Commands run as tasks on the core runtime and the async
-//! methods only wait for their completion, so they can be awaited from any executor.
+//! calling thread on network work. A command whose node already has an open connection is
+//! queued on it by the calling thread, which also writes it when nothing else waits to be
+//! written (one non-blocking write, see `call`); anything that has to wait (for a primary, a
+//! connection, a retry) runs as a task on the core runtime. The async methods only wait for the
+//! completion, so they can be awaited from any executor.
 
 mod call;
 mod command;

@@ -1,10 +1,11 @@
 //! The multiplexed connection: cheap handles in front of one task that owns the socket.
 //!
 //! Callers encode their command straight into the connection's outbox and queue who waits for
-//! the reply, both under one lock, so bytes and waiters stay in the same order. When nothing is
-//! waiting to be written, the caller then sends its bytes itself with one non-blocking write: a
-//! command on an idle connection needs no other thread to wake (what the socket does not take at
-//! once is left to the task, which is woken for it). The task reads and decodes replies and
+//! the reply, both under one lock, so bytes and waiters stay in the same order. On an idle
+//! connection (nothing waiting to be written, no reply outstanding) the caller then sends its
+//! bytes itself with one non-blocking write: a command one at a time needs no other thread to wake
+//! (what the socket does not take at once is left to the task, which is woken for it). Bursts of
+//! commands from many callers are left to the task, which writes each burst with one call. The task reads and decodes replies and
 //! completes waiters in FIFO order: Redis answers in request order. Because a request is queued
 //! synchronously, a caller that stops waiting never desynchronises the stream: its reply is still
 //! read and matched, then discarded.
@@ -467,8 +468,9 @@ impl Connection {
     }
 
     /// Runs `queue` on the outbox (appending bytes and their waiters) and gets the bytes on their
-    /// way: written here with one non-blocking write when nothing else waits to be written,
-    /// otherwise (and for what the socket did not take) by the task. Gives `queue` back,
+    /// way: written here with one non-blocking write when the connection is idle (nothing waits
+    /// to be written, no reply is outstanding), otherwise (and for what the socket did not take)
+    /// by the task. Gives `queue` back,
     /// unrun, when the connection has ended.
     fn submit<Q: FnOnce(&mut Outbox)>(&self, queue: Q) -> std::result::Result<(), Q> {
         let shared = &self.shared;
@@ -477,7 +479,10 @@ impl Connection {
         if out.closed || shared.done.is_cancelled() {
             return Err(queue);
         }
-        let idle = out.bytes.is_empty() && !out.task_writing;
+        // Idle: nothing waits to be written and no reply is outstanding. With replies
+        // outstanding, commands come in bursts (many callers at once): they are left to the
+        // task, which writes a burst with one call, instead of one system call each here.
+        let idle = out.bytes.is_empty() && !out.task_writing && out.waiters.is_empty();
         let deadline_before = out.next_deadline;
         queue(out);
         if idle {
