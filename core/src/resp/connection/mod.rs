@@ -479,10 +479,13 @@ impl Connection {
         if out.closed || shared.done.is_cancelled() {
             return Err(queue);
         }
+        // The task knows of bytes in the outbox (whoever queued them first woke it), and of any
+        // queued while it writes (it looks again once its own bytes are out).
+        let task_knows = !out.bytes.is_empty() || out.task_writing;
         // Idle: nothing waits to be written and no reply is outstanding. With replies
         // outstanding, commands come in bursts (many callers at once): they are left to the
         // task, which writes a burst with one call, instead of one system call each here.
-        let idle = out.bytes.is_empty() && !out.task_writing && out.waiters.is_empty();
+        let idle = !task_knows && out.waiters.is_empty();
         let deadline_before = out.next_deadline;
         queue(out);
         if idle {
@@ -495,7 +498,7 @@ impl Connection {
             }
         }
         let earlier_deadline = out.next_deadline != deadline_before;
-        let unsent = idle && !out.bytes.is_empty();
+        let unsent = !task_knows && !out.bytes.is_empty();
         drop(guard);
         if unsent || earlier_deadline {
             shared.wake.notify_one();
