@@ -38,7 +38,7 @@ pub const DEFAULT_BUFFER: usize = 4096;
 impl Client {
     /// Subscribes to `channels` on a connection of its own and returns once the node confirmed
     /// them (within `command_timeout_ms`). The subscription follows failovers (see the module
-    /// docs) and buffers up to [`DEFAULT_BUFFER`] messages.
+    /// docs) and buffers up to 4096 messages (`DEFAULT_BUFFER`).
     pub async fn subscribe<A: AsRef<[u8]>>(&self, channels: &[A]) -> Result<Subscription> {
         self.subscription::<A>(channels, &[], DEFAULT_BUFFER).await
     }

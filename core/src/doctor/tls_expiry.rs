@@ -87,8 +87,10 @@ const GENERALIZED_TIME: u8 = 0x18;
 
 /// `notAfter` of an X.509 certificate, as unix seconds.
 ///
+/// ```text
 /// Certificate ::= SEQUENCE { tbsCertificate SEQUENCE { [0] version OPTIONAL, serialNumber,
 /// signature, issuer, validity SEQUENCE { notBefore, notAfter }, ... }, ... }
+/// ```
 pub fn not_after(der: &[u8]) -> Option<i64> {
     let (tag, cert, _) = element(der)?;
     if tag != SEQUENCE {

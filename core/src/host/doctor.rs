@@ -77,7 +77,7 @@ pub fn doctor(config: Config, options: doctor::Options, done: Done<Diagnosis>) -
     registry.spawn(work, done)
 }
 
-/// [`doctor`] for host threads: blocks the calling thread (and only it) until the report is
+/// [`doctor()`] for host threads: blocks the calling thread (and only it) until the report is
 /// ready. Refused (`config`) on a core thread.
 pub fn doctor_blocking(config: Config, options: doctor::Options) -> Result<Diagnosis> {
     Handle::block(|done| doctor(config, options, done))
