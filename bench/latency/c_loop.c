@@ -6,28 +6,20 @@
  *                         {"total_ns":T,"lat_ns":[...]}; "quit" (or EOF) closes and exits.
  *   c_loop --threads ...  as above, and prints the process's threads (tid, name) to stderr at the end
  *
- * The key is KEY below (run.py sets it to a 16-byte value first). Build: see mk/bench.mk. */
+ * The key is KEY (worker.h). Build: see mk/bench.mk. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "sentinel_recovery.h"
-
-#define KEY "key:__rand_int__"
+#include "worker.h"
 
 static sr_client_t *client;
 static const char *const argv_get[2] = {"GET", KEY};
 static const size_t argv_len[2] = {3, sizeof KEY - 1};
-
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 static void die(const char *what, int rc, sr_error_t *err) {
     fprintf(stderr, "c_loop: %s failed: %d %s\n", what, rc,
@@ -71,37 +63,10 @@ static void print_threads(void) {
 }
 
 static int serve(const char *url) {
-    char line[128];
-    uint64_t *lat = NULL;
-    size_t cap = 0;
     open_client(url);
-    printf("{\"ready\":true}\n");
-    fflush(stdout);
-    while (fgets(line, sizeof line, stdin)) {
-        unsigned long n = 0, warmup = 0;
-        if (sscanf(line, "run %lu %lu", &n, &warmup) != 2) break;
-        if (n > cap) {
-            free(lat);
-            lat = malloc(n * sizeof *lat);
-            if (!lat) return 1;
-            cap = n;
-        }
-        for (unsigned long i = 0; i < warmup; i++) get_once();
-        uint64_t t0 = now_ns();
-        for (unsigned long i = 0; i < n; i++) {
-            uint64_t s = now_ns();
-            get_once();
-            lat[i] = now_ns() - s;
-        }
-        uint64_t total = now_ns() - t0;
-        printf("{\"total_ns\":%llu,\"lat_ns\":[", (unsigned long long)total);
-        for (unsigned long i = 0; i < n; i++) printf(i ? ",%llu" : "%llu", (unsigned long long)lat[i]);
-        printf("]}\n");
-        fflush(stdout);
-    }
-    free(lat);
+    int rc = serve_rounds(get_once);
     sr_client_free(client);
-    return 0;
+    return rc;
 }
 
 int main(int argc, char **argv) {

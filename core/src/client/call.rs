@@ -17,9 +17,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::command::{self, Kind};
-use super::execute::{
-    distrust_late_write, next_attempt, pick, run_dedicated, run_shared, RE_RESOLVE,
-};
+use super::execute::{judge, pick, run_dedicated, run_shared, timed_out, Judged};
 use super::{Client, Inner};
 use crate::config::Address;
 use crate::error::{Error, ErrorCode, Result};
@@ -220,37 +218,26 @@ impl Reply for Finish {
             expect,
             round,
         } = target;
-        let monitor = &pending.monitor;
-        match result {
-            Err(e) if e.server_code().is_some_and(|c| RE_RESOLVE.contains(&c)) => {
-                // Refused before running (READONLY: demoted behind the sentinels' back; LOADING;
-                // MASTERDOWN): nothing ran, so find the right node and try again.
-                tracing::info!(node = %address, "node refused the command; re-resolving");
-                pending.inner.nodes.mark_failed(&address);
-                monitor.report("node refused command (READONLY/LOADING/MASTERDOWN)", round);
-                let min_round =
-                    next_attempt(&pending.inner, monitor, pending.kind, &address, round);
-                pending.run_as_task(min_round, None);
-            }
-            Err(e) if e.code() == ErrorCode::Timeout => {
-                monitor.report("command timed out", round);
-                (pending.done)(Err(Error::timeout(format!(
-                    "no reply from {address} within the command deadline"
-                ))));
-            }
-            Err(e) if e.code() == ErrorCode::ConnectionLost => {
-                monitor.report("data connection lost", round);
-                (pending.done)(Err(e.context("the command may or may not have run")));
-            }
-            result => {
-                pending.inner.nodes.mark_ok(&address);
-                let result = if expect == Expect::Primary {
-                    distrust_late_write(monitor, &address, pending.kind, result)
-                } else {
-                    result
-                };
-                (pending.done)(result);
-            }
+        if matches!(&result, Err(e) if e.code() == ErrorCode::Timeout) {
+            // The connection's deadline for this call passed.
+            return (pending.done)(Err(timed_out(&pending.monitor, &address, round)));
+        }
+        let judged = judge(
+            &pending.inner,
+            &pending.monitor,
+            &address,
+            expect,
+            pending.kind,
+            round,
+            vec![result],
+        );
+        match judged {
+            Judged::Retry { min_round } => pending.run_as_task(min_round, None),
+            Judged::Done(mut results) => (pending.done)(
+                results
+                    .pop()
+                    .unwrap_or_else(|| Err(Error::protocol("no reply"))),
+            ),
         }
     }
 }

@@ -20,7 +20,7 @@ use crate::node::Expect;
 use crate::resp::Value;
 
 /// Server errors that mean "not executed here, and this node is not (or not yet) the one to use".
-pub(super) const RE_RESOLVE: &[&str] = &["READONLY", "LOADING", "MASTERDOWN"];
+const RE_RESOLVE: &[&str] = &["READONLY", "LOADING", "MASTERDOWN"];
 
 /// Server errors during a connection's handshake that another attempt may not get.
 const HANDSHAKE_TRANSIENT: &[&str] = &["LOADING", "MASTERDOWN", "BUSY", "TRYAGAIN"];
@@ -237,13 +237,7 @@ pub(super) fn pick(inner: &Inner, status: &Status, kind: Kind) -> Option<(Addres
 
 /// The round to wait for before the next attempt after `failed` failed in round `round`: none
 /// when another node can take the command now, else the next one.
-pub(super) fn next_attempt(
-    inner: &Inner,
-    monitor: &Monitor,
-    kind: Kind,
-    failed: &Address,
-    round: u64,
-) -> u64 {
+fn next_attempt(inner: &Inner, monitor: &Monitor, kind: Kind, failed: &Address, round: u64) -> u64 {
     let status = monitor.status();
     match pick(inner, &status, kind) {
         Some((other, _)) if other != *failed && status.rounds >= round => round,
@@ -278,7 +272,7 @@ pub(super) fn distrust_late_writes(
 }
 
 /// [`distrust_late_writes`] for one reply.
-pub(super) fn distrust_late_write(
+fn distrust_late_write(
     monitor: &Monitor,
     address: &Address,
     kind: Kind,
@@ -390,12 +384,7 @@ pub(super) async fn run_shared(
         )
         .await;
         let results = match sent {
-            Err(_) => {
-                monitor.report("command timed out", round);
-                return Err(Error::timeout(format!(
-                    "no reply from {address} within the command deadline"
-                )));
-            }
+            Err(_) => return Err(timed_out(monitor, &address, round)),
             // The connection had ended before anything was handed to it: nothing ran.
             Ok(Err(_)) => {
                 min_round = retry_after("data connection lost");
@@ -403,31 +392,61 @@ pub(super) async fn run_shared(
             }
             Ok(Ok(results)) => results,
         };
-        let refused_here = results.iter().all(
-            |r| matches!(r, Err(e) if e.server_code().is_some_and(|c| RE_RESOLVE.contains(&c))),
-        );
-        if refused_here {
-            // Every command was refused before running (READONLY: demoted behind the sentinels'
-            // back; LOADING; MASTERDOWN): nothing ran, so find the right node and try again.
-            tracing::info!(node = %address, "node refused the command; re-resolving");
-            inner.nodes.mark_failed(&address);
-            monitor.report("node refused command (READONLY/LOADING/MASTERDOWN)", round);
-            min_round = next_attempt(inner, monitor, kind, &address, round);
-            continue;
+        match judge(inner, monitor, &address, expect, kind, round, results) {
+            Judged::Retry { min_round: next } => min_round = next,
+            Judged::Done(results) => return Ok(results),
         }
-        inner.nodes.mark_ok(&address);
-        let results = if expect == Expect::Primary {
-            distrust_late_writes(monitor, &address, kind, results)
-        } else {
-            results
+    }
+}
+
+/// What the replies of one attempt on one node mean.
+pub(super) enum Judged {
+    /// Every command was refused before running: try again from this discovery round on.
+    Retry { min_round: u64 },
+    /// The results to hand back.
+    Done(Vec<Result<Value>>),
+}
+
+/// Judges the replies `address` (picked as `expect` in round `round`) gave, the same way for
+/// every path a command takes: all refused with READONLY, LOADING or MASTERDOWN (nothing ran)
+/// means mark the node, re-resolve and retry; otherwise the node answered, late writes of a
+/// demoted primary become `connection_lost`, and a lost connection is reported and said to
+/// maybe have run the command.
+pub(super) fn judge(
+    inner: &Inner,
+    monitor: &Monitor,
+    address: &Address,
+    expect: Expect,
+    kind: Kind,
+    round: u64,
+    results: Vec<Result<Value>>,
+) -> Judged {
+    let refused_here = results
+        .iter()
+        .all(|r| matches!(r, Err(e) if e.server_code().is_some_and(|c| RE_RESOLVE.contains(&c))));
+    if refused_here {
+        // READONLY: demoted behind the sentinels' back; LOADING; MASTERDOWN.
+        tracing::info!(node = %address, "node refused the command; re-resolving");
+        inner.nodes.mark_failed(address);
+        monitor.report("node refused command (READONLY/LOADING/MASTERDOWN)", round);
+        return Judged::Retry {
+            min_round: next_attempt(inner, monitor, kind, address, round),
         };
-        if results
-            .iter()
-            .any(|r| matches!(r, Err(e) if e.code() == ErrorCode::ConnectionLost))
-        {
-            monitor.report("data connection lost", round);
-        }
-        return Ok(results
+    }
+    inner.nodes.mark_ok(address);
+    let results = if expect == Expect::Primary {
+        distrust_late_writes(monitor, address, kind, results)
+    } else {
+        results
+    };
+    if results
+        .iter()
+        .any(|r| matches!(r, Err(e) if e.code() == ErrorCode::ConnectionLost))
+    {
+        monitor.report("data connection lost", round);
+    }
+    Judged::Done(
+        results
             .into_iter()
             .map(|r| {
                 r.map_err(|e| {
@@ -438,8 +457,17 @@ pub(super) async fn run_shared(
                     }
                 })
             })
-            .collect());
-    }
+            .collect(),
+    )
+}
+
+/// The error of a command `address` did not answer within its deadline (reported, so the
+/// monitor checks the node).
+pub(super) fn timed_out(monitor: &Monitor, address: &Address, round: u64) -> Error {
+    monitor.report("command timed out", round);
+    Error::timeout(format!(
+        "no reply from {address} within the command deadline"
+    ))
 }
 
 /// A blocking command on a connection of its own, closed afterwards.

@@ -78,6 +78,18 @@ impl Registry {
         }
     }
 
+    /// Takes operation `id` out of `pending` and runs `complete` (which completes it if its slot
+    /// is still full). Counted as running before it leaves `pending`: a close in between must
+    /// not see it neither pending nor running, complete, and be followed by this completion.
+    fn settle(&self, id: u64, complete: impl FnOnce()) {
+        self.running.fetch_add(1, Ordering::SeqCst);
+        self.pending.locked().remove(&id);
+        complete();
+        if self.running.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.idle.notify_waiters();
+        }
+    }
+
     /// Fails every pending completion with `error`, on this thread.
     pub(crate) fn fail_all(&self, error: &Error) {
         let pending: Vec<Arc<dyn Pending>> =
@@ -183,16 +195,11 @@ impl<T: Send + 'static> Completer<T> {
     }
 
     fn finish(&self, result: Result<T>) {
-        // Counted as running before it leaves `pending`: a close in between must not see it
-        // neither pending nor running, complete, and be followed by this completion.
-        self.registry.running.fetch_add(1, Ordering::SeqCst);
-        self.registry.pending.locked().remove(&self.id);
-        if let Some(done) = self.slot.0.locked().take() {
-            self.registry.call(move || done(result));
-        }
-        if self.registry.running.fetch_sub(1, Ordering::SeqCst) == 1 {
-            self.registry.idle.notify_waiters();
-        }
+        self.registry.settle(self.id, || {
+            if let Some(done) = self.slot.0.locked().take() {
+                self.registry.call(move || done(result));
+            }
+        });
     }
 }
 
@@ -259,12 +266,7 @@ impl Operation {
                 let (slot, id) = (slot.clone(), *id);
                 // Completions run on core threads, never on the canceller's.
                 handle.spawn(async move {
-                    registry.running.fetch_add(1, Ordering::SeqCst);
-                    registry.pending.locked().remove(&id);
-                    slot.fail(&registry, Error::cancelled());
-                    if registry.running.fetch_sub(1, Ordering::SeqCst) == 1 {
-                        registry.idle.notify_waiters();
-                    }
+                    registry.settle(id, || slot.fail(&registry, Error::cancelled()));
                 });
             }
         }

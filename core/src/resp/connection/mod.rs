@@ -147,14 +147,27 @@ struct Outbox {
 
 /// Who is waiting for the next reply in line.
 enum Waiter {
-    Reply(oneshot::Sender<Result<Value>>),
-    /// A callback with a deadline the task enforces; `None` once it was called (timed out).
+    /// A callback, with the deadline the task enforces if it has one; `done` is `None` once it
+    /// was called (timed out: the late reply is discarded).
     Call {
         done: Option<Callback>,
-        deadline: Instant,
+        deadline: Option<Instant>,
     },
     /// A SUBSCRIBE: its first confirmation, or its error reply, takes this place in the FIFO.
     Subscribe,
+}
+
+impl Waiter {
+    /// A waiter whose reply goes to `tx` (no deadline: the caller keeps its own).
+    fn to(tx: oneshot::Sender<Result<Value>>) -> Waiter {
+        Waiter::Call {
+            done: Some(Box::new(move |result| {
+                // The caller may have stopped waiting; the reply is simply discarded then.
+                let _ = tx.send(result);
+            })),
+            deadline: None,
+        }
+    }
 }
 
 impl Connection {
@@ -266,7 +279,7 @@ impl Connection {
         let (reply, rx) = oneshot::channel();
         self.submit(|out| {
             codec::encode_command(args, &mut out.bytes);
-            out.waiters.push_back(Waiter::Reply(reply));
+            out.waiters.push_back(Waiter::to(reply));
         })
         .map_err(|_| self.lost())?;
         match rx.await {
@@ -424,7 +437,7 @@ impl Connection {
                 done: reply
                     .take()
                     .map(|r| -> Callback { Box::new(move |result| r.reply(result)) }),
-                deadline,
+                deadline: Some(deadline),
             });
             if out.next_deadline.map_or(true, |d| deadline < d) {
                 out.next_deadline = Some(deadline);
@@ -444,7 +457,7 @@ impl Connection {
             out.bytes.extend_from_slice(bytes);
             for _ in 0..count {
                 let (tx, rx) = oneshot::channel();
-                out.waiters.push_back(Waiter::Reply(tx));
+                out.waiters.push_back(Waiter::to(tx));
                 receivers.push(rx);
             }
         })

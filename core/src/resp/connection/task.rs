@@ -53,14 +53,11 @@ fn end_outbox(shared: &Shared, error: &Error) {
         std::mem::take(&mut out.waiters)
     };
     for waiter in waiters {
-        match waiter {
-            Waiter::Reply(reply) => {
-                let _ = reply.send(Err(error.clone()));
-            }
-            Waiter::Call {
-                done: Some(done), ..
-            } => done(Err(error.clone())),
-            Waiter::Call { done: None, .. } | Waiter::Subscribe => {}
+        if let Waiter::Call {
+            done: Some(done), ..
+        } = waiter
+        {
+            done(Err(error.clone()));
         }
     }
 }
@@ -155,22 +152,7 @@ impl AsyncWrite for SharedTcp {
 }
 
 /// A reply (or error) and who gets it, taken from the outbox under its lock and delivered after.
-enum Delivery {
-    Reply(oneshot::Sender<Result<Value>>, Result<Value>),
-    Call(Callback, Result<Value>),
-}
-
-impl Delivery {
-    fn deliver(self) {
-        match self {
-            // The caller may have stopped waiting; the reply is simply discarded then.
-            Delivery::Reply(reply, result) => {
-                let _ = reply.send(result);
-            }
-            Delivery::Call(done, result) => done(result),
-        }
-    }
-}
+type Delivery = (Callback, Result<Value>);
 
 struct Task {
     rbuf: BytesMut,
@@ -346,28 +328,28 @@ impl Task {
             let mut out = shared.outbox.locked();
             let mut next: Option<Instant> = None;
             for waiter in out.waiters.iter_mut() {
-                if let Waiter::Call { done, deadline } = waiter {
-                    if done.is_none() {
-                        continue;
-                    }
-                    if *deadline <= now {
-                        if let Some(done) = done.take() {
-                            self.deliveries.push(Delivery::Call(
-                                done,
-                                Err(Error::timeout(format!(
-                                    "no reply from {peer} within the command deadline"
-                                ))),
-                            ));
-                        }
-                    } else if next.map_or(true, |n| *deadline < n) {
-                        next = Some(*deadline);
-                    }
+                let Waiter::Call {
+                    done: done @ Some(_),
+                    deadline: Some(deadline),
+                } = waiter
+                else {
+                    continue;
+                };
+                if *deadline > now {
+                    next = Some(next.map_or(*deadline, |n| n.min(*deadline)));
+                } else if let Some(done) = done.take() {
+                    self.deliveries.push((
+                        done,
+                        Err(Error::timeout(format!(
+                            "no reply from {peer} within the command deadline"
+                        ))),
+                    ));
                 }
             }
             out.next_deadline = next;
         }
-        for delivery in self.deliveries.drain(..) {
-            delivery.deliver();
+        for (done, result) in self.deliveries.drain(..) {
+            done(result);
         }
     }
 
@@ -400,8 +382,8 @@ impl Task {
                 }
             }
         }
-        for delivery in self.deliveries.drain(..) {
-            delivery.deliver();
+        for (done, result) in self.deliveries.drain(..) {
+            done(result);
         }
         Ok(())
     }
@@ -430,10 +412,9 @@ fn dispatch(out: &mut Outbox, value: Value, protocol: Protocol) -> Option<Delive
         other => Ok(other),
     };
     match out.waiters.pop_front() {
-        Some(Waiter::Reply(reply)) => Some(Delivery::Reply(reply, result(value))),
         Some(Waiter::Call {
             done: Some(done), ..
-        }) => Some(Delivery::Call(done, result(value))),
+        }) => Some((done, result(value))),
         // Timed out already: the late reply is discarded.
         Some(Waiter::Call { done: None, .. }) => None,
         // Only an error can answer SUBSCRIBE in band; the subscriber reports it.
