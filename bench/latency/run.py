@@ -43,7 +43,7 @@ from typing import Any, Dict, List, Tuple
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 sys.path.insert(0, str(REPO / "bench" / "python"))
-from common import Topology, percentile  # noqa: E402
+from common import Topology, end_process, percentile  # noqa: E402
 
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
 BUILD = TARGET / "bench-latency"  # c_loop, hiredis_loop (mk/bench.mk)
@@ -143,17 +143,7 @@ class Worker:
         return {"mean_us": r["total_ns"] / n / 1e3, "lat_us": [x / 1e3 for x in lat]}
 
     def close(self) -> None:
-        try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.write("quit\n")
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        end_process(self.proc, "quit\n")
 
 
 class RedisBenchmark:

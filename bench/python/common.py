@@ -55,21 +55,30 @@ class Topology:
         return self.info["primary"]
 
     def close(self) -> None:
-        try:
-            assert self.proc.stdin is not None
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
+        end_process(self.proc)
 
     def __enter__(self) -> "Topology":
         return self
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def end_process(proc: "subprocess.Popen[str]", farewell: Optional[str] = None) -> None:
+    """Ends a child driven over stdin: sends `farewell` if given, closes stdin (EOF), waits up to
+    30 s, then kills it (by its own pid) and reaps it."""
+    try:
+        assert proc.stdin is not None
+        if farewell is not None:
+            proc.stdin.write(farewell)
+        proc.stdin.close()
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def percentile(values: List[float], p: float) -> float:
