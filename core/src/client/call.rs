@@ -68,38 +68,53 @@ struct Pending {
     done: Done,
 }
 
+/// One command, checked, encoded and given its deadline (counted from its making), not started.
+pub(crate) struct Command {
+    inner: Arc<Inner>,
+    monitor: Arc<Monitor>,
+    kind: Kind,
+    encoded: Encoded,
+    deadline: Instant,
+}
+
 impl Client {
-    /// Starts one command as [`Client::execute`] runs it and hands the result to `done`, once,
-    /// on a core thread. Never waits. When the client already has an open connection to the node
-    /// the command goes to, the calling thread sends it right away; otherwise it runs as a task.
-    ///
-    /// Cancelling `cancel` stops a command not sent yet (`done` then gets
-    /// [`Error::cancelled`]); one already sent completes as usual. An error the command cannot
-    /// start with (a malformed or refused command, a closed client) is returned with `done`,
-    /// which was not called.
-    pub(crate) fn call<A: AsRef<[u8]>>(
-        &self,
-        args: &[A],
-        timeout: Duration,
-        cancel: CancellationToken,
-        done: Done,
-    ) -> std::result::Result<(), (Error, Done)> {
-        let prepared = command::classify(args).and_then(|kind| Ok((kind, self.monitor()?)));
-        let (kind, monitor) = match prepared {
-            Ok(prepared) => prepared,
-            Err(e) => return Err((e, done)),
-        };
-        Pending {
+    /// Checks and encodes one command for [`Command::start`]. Fails on what it cannot start with:
+    /// a malformed or refused command (`config`), a closed client.
+    pub(crate) fn command<A: AsRef<[u8]>>(&self, args: &[A], timeout: Duration) -> Result<Command> {
+        Ok(Command {
+            kind: command::classify(args)?,
+            monitor: self.monitor()?,
             inner: self.inner.clone(),
-            monitor,
-            kind,
             encoded: Encoded::one(args),
             deadline: Instant::now() + timeout,
+        })
+    }
+}
+
+impl Command {
+    /// Starts the command as [`Client::execute`] runs it and hands the result to `done`, once,
+    /// on a core thread. Never waits. When the client already has an open connection to the
+    /// node the command goes to, the calling thread sends it right away; otherwise it runs as a
+    /// task. Cancelling `cancel` stops a command not sent yet (`done` then gets
+    /// [`Error::cancelled`]); one already sent completes as usual.
+    pub(crate) fn start(self, cancel: CancellationToken, done: Done) {
+        let Command {
+            inner,
+            monitor,
+            kind,
+            encoded,
+            deadline,
+        } = self;
+        Pending {
+            inner,
+            monitor,
+            kind,
+            encoded,
+            deadline,
             cancel,
             done,
         }
         .start();
-        Ok(())
     }
 }
 

@@ -58,15 +58,12 @@ impl Client {
         // Dropping this future stops a command not sent yet; an interrupted `BLPOP k 0` closes
         // its dedicated connection instead of staying blocked on the server.
         let _stop = cancel.clone().drop_guard();
-        self.call(
-            args,
-            timeout,
+        self.command(args, timeout)?.start(
             cancel,
             Box::new(move |result| {
                 let _ = tx.send(result);
             }),
-        )
-        .map_err(|(e, _)| e)?;
+        );
         rx.await.unwrap_or_else(|_| Err(Error::closed()))
     }
 
@@ -130,13 +127,8 @@ impl Client {
             ));
         }
         let rendezvous = crate::host::wait::Rendezvous::new();
-        self.call(
-            args,
-            timeout,
-            CancellationToken::new(),
-            Box::new(rendezvous.completer()),
-        )
-        .map_err(|(e, _)| e)?;
+        self.command(args, timeout)?
+            .start(CancellationToken::new(), Box::new(rendezvous.completer()));
         // The command's own deadline ends the wait; nothing else interrupts it.
         rendezvous
             .wait(Duration::from_secs(3600), || false)

@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use call::Done;
 #[cfg(test)]
 pub(crate) use command::classify as classify_for_tests;
 pub use subscriber::{Subscription, SubscriptionControl, DEFAULT_BUFFER};

@@ -158,24 +158,22 @@ impl Handle {
         done: Done<Value>,
     ) -> Operation {
         let completer = self.shared.registry.begin(self.localized(done));
-        let client = match self.client() {
-            Ok(client) => client,
+        let command = guarded(|| {
+            let client = self.client()?;
+            client.command(args, timeout.unwrap_or(client.config().command_timeout()))
+        });
+        let command = match command {
+            Ok(command) => command,
+            // Completed on a core thread, as every completion.
             Err(e) => return completer.run(async move { Err(e) }),
         };
-        let timeout = timeout.unwrap_or(client.config().command_timeout());
         let cancel = CancellationToken::new();
         let operation = completer.cancelled_by(cancel.clone());
-        let finish: crate::client::Done = Box::new(move |result| completer.complete(result));
-        // A panic in here drops `finish`, which completes the operation as `internal`.
-        if let Ok(Err((e, finish))) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            client.call(args, timeout, cancel, finish)
-        })) {
-            // Completions run on core threads, never on the caller's.
-            match crate::runtime::handle() {
-                Ok(handle) => drop(handle.spawn(async move { finish(Err(e)) })),
-                Err(_) => finish(Err(e)),
-            }
-        }
+        // A panic in here drops the completion, which completes the operation as `internal`.
+        let _ = guarded(|| {
+            command.start(cancel, Box::new(move |result| completer.complete(result)));
+            Ok(())
+        });
         operation
     }
 
