@@ -134,9 +134,12 @@ impl Pending {
             pending: self,
             target,
         };
-        if let Err(reply) = conn.call(|out| out.extend_from_slice(&bytes), deadline, reply) {
+        let own = crate::host::wait::will_wait();
+        match conn.call(|out| out.extend_from_slice(&bytes), deadline, reply, own) {
+            Ok(Some(own)) => crate::host::wait::offer(own),
+            Ok(None) => {}
             // The connection ended before anything was queued: nothing ran.
-            reply.pending.run_as_task(0, None);
+            Err(reply) => reply.pending.run_as_task(0, None),
         }
     }
 

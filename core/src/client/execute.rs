@@ -127,11 +127,13 @@ impl Client {
             ));
         }
         let rendezvous = crate::host::wait::Rendezvous::new();
-        self.command(args, timeout)?
-            .start(CancellationToken::new(), Box::new(rendezvous.completer()));
+        let command = self.command(args, timeout)?;
+        let ((), own) = crate::host::wait::starting(|| {
+            command.start(CancellationToken::new(), Box::new(rendezvous.completer()))
+        });
         // The command's own deadline ends the wait; nothing else interrupts it.
         rendezvous
-            .wait(Duration::from_secs(3600), || false)
+            .wait(own, Duration::from_secs(3600), || false)
             .unwrap_or_else(|| Err(Error::closed()))
     }
 }

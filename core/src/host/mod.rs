@@ -356,8 +356,8 @@ impl Handle {
             )));
         }
         let rendezvous = wait::Rendezvous::new();
-        let operation = start(Box::new(rendezvous.completer()));
-        let got = rendezvous.wait(poll, interrupted);
+        let (operation, own) = wait::starting(|| start(Box::new(rendezvous.completer())));
+        let got = rendezvous.wait(own, poll, interrupted);
         if got.is_none() {
             operation.cancel();
         }

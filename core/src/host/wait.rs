@@ -6,13 +6,21 @@
 //! spin is bounded three ways, so it never costs much where it cannot help: it lasts at most
 //! [`SPIN_LIMIT`]; it is skipped while recent waits took longer than that (a remote server);
 //! and only one thread per two cores spins at a time (many blocked threads sleep as before).
+//!
+//! Better still, a thread that blocks for the reply of a command it wrote itself to an idle
+//! connection reads that reply from the socket itself ([`OwnReply`]), as a synchronous client
+//! does: then only the waiting thread wakes when the reply comes. The command is started inside
+//! [`starting`], which lets the command path know the thread is about to wait ([`will_wait`])
+//! and collects the [`OwnReply`] it [`offer`]s.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
+use crate::resp::OwnReply;
 use crate::sync::Locked;
 
 /// The longest a waiter spins before it sleeps.
@@ -34,6 +42,65 @@ fn max_spinners() -> usize {
             .map(|n| (n.get() / 2).max(1))
             .unwrap_or(1)
     })
+}
+
+/// What a command started inside [`starting`] offered this thread to read.
+enum Offer {
+    /// Not inside [`starting`]: nothing is kept.
+    Closed,
+    /// Inside [`starting`], nothing offered yet.
+    Open,
+    /// The first command's offer (a later one is not taken: this thread reads one reply).
+    One(OwnReply),
+}
+
+thread_local! {
+    static OFFER: RefCell<Offer> = const { RefCell::new(Offer::Closed) };
+}
+
+/// Runs `start` (which starts the work this thread will then wait for) and returns its result
+/// with the reply a command in it offered to be read here.
+pub(crate) fn starting<T>(start: impl FnOnce() -> T) -> (T, Option<OwnReply>) {
+    /// Closes the offer however `start` ends (a panic included).
+    struct Close;
+    impl Drop for Close {
+        fn drop(&mut self) {
+            let offered = OFFER.with(|o| std::mem::replace(&mut *o.borrow_mut(), Offer::Closed));
+            drop(offered);
+        }
+    }
+    OFFER.with(|o| *o.borrow_mut() = Offer::Open);
+    let close = Close;
+    let started = start();
+    let offered = OFFER.with(|o| std::mem::replace(&mut *o.borrow_mut(), Offer::Closed));
+    drop(close);
+    match offered {
+        Offer::One(own) => (started, Some(own)),
+        Offer::Open | Offer::Closed => (started, None),
+    }
+}
+
+/// Whether this thread is starting work it will block for, and no command in it offered its
+/// reply yet (see [`starting`]).
+pub(crate) fn will_wait() -> bool {
+    OFFER.with(|o| matches!(*o.borrow(), Offer::Open))
+}
+
+/// Offers the calling thread the reply of a command it wrote; kept only when [`will_wait`]
+/// (dropped otherwise, which hands the connection's read side back).
+pub(crate) fn offer(own: OwnReply) {
+    let refused = OFFER.with(|o| {
+        let mut offer = o.borrow_mut();
+        match *offer {
+            Offer::Open => {
+                *offer = Offer::One(own);
+                None
+            }
+            Offer::Closed | Offer::One(_) => Some(own),
+        }
+    });
+    // Outside the thread-local's borrow: handing back takes locks.
+    drop(refused);
 }
 
 /// One result handed from the thread that completes to the thread that waits.
@@ -86,15 +153,26 @@ impl<T> Rendezvous<T> {
         }
     }
 
-    /// Waits for the result: spins briefly (see the module), then sleeps; every `poll` asks
-    /// `interrupted`, and gives up (`None`) when it says so.
+    /// Waits for the result: reads `own` reply for up to `poll` when given, else spins briefly
+    /// (see the module); then sleeps. Every `poll` it asks `interrupted`, and gives up (`None`)
+    /// when it says so.
     pub(crate) fn wait(
         &self,
+        own: Option<OwnReply>,
         poll: Duration,
         mut interrupted: impl FnMut() -> bool,
     ) -> Option<Result<T>> {
         let started = Instant::now();
-        if self.spin(started) {
+        if let Some(own) = own {
+            let spinner = Spinner::start();
+            let spin_until = spinner.as_ref().map(|_| started + SPIN_LIMIT);
+            let read_here = own.read(started + poll, spin_until);
+            drop(spinner);
+            if read_here {
+                note(started.elapsed());
+                return self.take();
+            }
+        } else if self.spin(started) {
             return self.take();
         }
         let mut next_poll = started + poll;
@@ -131,13 +209,9 @@ impl<T> Rendezvous<T> {
     /// instruction counts (bench/latency/callgrind.sh) can leave the busy wait out.
     #[inline(never)]
     fn spin(&self, started: Instant) -> bool {
-        if RECENT_MICROS.load(Ordering::Relaxed) as u128 > SPIN_LIMIT.as_micros() {
+        let Some(spinner) = Spinner::start() else {
             return false;
-        }
-        if SPINNING.fetch_add(1, Ordering::AcqRel) >= max_spinners() {
-            SPINNING.fetch_sub(1, Ordering::AcqRel);
-            return false;
-        }
+        };
         let mut done = false;
         'spin: while started.elapsed() < SPIN_LIMIT {
             for _ in 0..64 {
@@ -148,7 +222,7 @@ impl<T> Rendezvous<T> {
                 std::hint::spin_loop();
             }
         }
-        SPINNING.fetch_sub(1, Ordering::AcqRel);
+        drop(spinner);
         if done {
             note(started.elapsed());
         }
@@ -157,6 +231,29 @@ impl<T> Rendezvous<T> {
 
     fn take(&self) -> Option<Result<T>> {
         self.value.locked().take()
+    }
+}
+
+/// Leave to spin: given while recent waits were short and fewer threads than allowed spin;
+/// counted among the spinners until dropped.
+struct Spinner;
+
+impl Spinner {
+    fn start() -> Option<Spinner> {
+        if RECENT_MICROS.load(Ordering::Relaxed) as u128 > SPIN_LIMIT.as_micros() {
+            return None;
+        }
+        if SPINNING.fetch_add(1, Ordering::AcqRel) >= max_spinners() {
+            SPINNING.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Spinner)
+    }
+}
+
+impl Drop for Spinner {
+    fn drop(&mut self) {
+        SPINNING.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -183,7 +280,7 @@ mod tests {
                 }
                 completer.complete(Ok(delay));
             });
-            let got = rendezvous.wait(Duration::from_secs(10), || false);
+            let got = rendezvous.wait(None, Duration::from_secs(10), || false);
             assert_eq!(got.unwrap().unwrap(), delay);
             t.join().unwrap();
         }
@@ -196,7 +293,7 @@ mod tests {
         rendezvous.complete(Ok(2));
         assert_eq!(
             rendezvous
-                .wait(Duration::from_secs(1), || false)
+                .wait(None, Duration::from_secs(1), || false)
                 .unwrap()
                 .unwrap(),
             1
@@ -204,7 +301,7 @@ mod tests {
 
         let never = Rendezvous::<u32>::new();
         let mut asked = 0;
-        let got = never.wait(Duration::from_millis(5), || {
+        let got = never.wait(None, Duration::from_millis(5), || {
             asked += 1;
             asked == 3
         });

@@ -19,5 +19,5 @@ mod real_server_tests;
 pub(crate) mod test_server;
 
 pub(crate) use codec::encode_command;
-pub use connection::{ConnectOptions, Connection, Frame, Reply, Subscription};
+pub use connection::{ConnectOptions, Connection, Frame, OwnReply, Reply, Subscription};
 pub use value::Value;

@@ -110,6 +110,9 @@ struct Shared {
     /// Why the connection ended, for errors returned to later requests.
     end_reason: Mutex<Option<String>>,
     outbox: Mutex<Outbox>,
+    /// The read side of plain TCP, lent to a caller that reads its own reply (see `read`).
+    /// Lock order: `read`, then `outbox`.
+    read: Mutex<ReadState>,
     /// Wakes the task: bytes it must write, an earlier deadline to watch, or no handle left.
     wake: Notify,
     handles_gone: AtomicBool,
@@ -131,6 +134,8 @@ struct Outbox {
     bytes: BytesMut,
     /// Who waits for each reply still to come, in request order.
     waiters: VecDeque<Waiter>,
+    /// How many waiters have been matched to their reply (taken from the front of `waiters`).
+    answered: u64,
     /// The task holds bytes it has not finished writing: later bytes must queue behind them.
     task_writing: bool,
     /// The socket for writes by the submitting thread (plain TCP); `None` under TLS, whose
@@ -248,12 +253,16 @@ impl Connection {
             outbox: Mutex::new(Outbox {
                 bytes: BytesMut::new(),
                 waiters: VecDeque::new(),
+                answered: 0,
                 task_writing: false,
                 inline: stream.inline(),
                 closed: false,
                 next_deadline: None,
                 push: None,
             }),
+            read: Mutex::new(ReadState::new(
+                matches!(stream, Transport::Plain(_)).then(ReadSide::new),
+            )),
             wake: Notify::new(),
             handles_gone: AtomicBool::new(false),
         });
@@ -277,10 +286,13 @@ impl Connection {
             return Err(Error::config("a command needs at least one argument"));
         }
         let (reply, rx) = oneshot::channel();
-        self.submit(|out| {
-            codec::encode_command(args, &mut out.bytes);
-            out.waiters.push_back(Waiter::to(reply));
-        })
+        self.submit(
+            |out| {
+                codec::encode_command(args, &mut out.bytes);
+                out.waiters.push_back(Waiter::to(reply));
+            },
+            None,
+        )
         .map_err(|_| self.lost())?;
         match rx.await {
             Ok(result) => result,
@@ -423,44 +435,53 @@ impl Connection {
     /// was sent.
     ///
     /// `reply` runs on the connection's core thread, in the middle of its reading: it must be
-    /// quick and must not wait.
+    /// quick and must not wait. With `own` set, a calling thread that wrote the whole command to
+    /// an idle connection gets an [`OwnReply`]: if it is going to block until the reply comes
+    /// anyway, it may read the reply itself ([`OwnReply::read`]), and `reply` then runs there.
     pub fn call<R: Reply>(
         &self,
         encode: impl FnOnce(&mut BytesMut),
         deadline: Instant,
         reply: R,
-    ) -> std::result::Result<(), R> {
+        own: bool,
+    ) -> std::result::Result<Option<OwnReply>, R> {
         let mut reply = Some(reply);
-        let queued = self.submit(|out| {
-            encode(&mut out.bytes);
-            out.waiters.push_back(Waiter::Call {
-                done: reply
-                    .take()
-                    .map(|r| -> Callback { Box::new(move |result| r.reply(result)) }),
-                deadline: Some(deadline),
-            });
-            if out.next_deadline.map_or(true, |d| deadline < d) {
-                out.next_deadline = Some(deadline);
-            }
-        });
+        let queued = self.submit(
+            |out| {
+                encode(&mut out.bytes);
+                out.waiters.push_back(Waiter::Call {
+                    done: reply
+                        .take()
+                        .map(|r| -> Callback { Box::new(move |result| r.reply(result)) }),
+                    deadline: Some(deadline),
+                });
+                if out.next_deadline.map_or(true, |d| deadline < d) {
+                    out.next_deadline = Some(deadline);
+                }
+            },
+            own.then_some(deadline),
+        );
         match queued {
-            Ok(()) => Ok(()),
+            Ok(own) => Ok(own),
             // Not run: `reply` is still here.
-            Err(_) => reply.take().map_or(Ok(()), Err),
+            Err(_) => reply.take().map_or(Ok(None), Err),
         }
     }
 
     /// [`Connection::pipeline`] for `count` commands already encoded in `bytes`.
     pub async fn pipeline_encoded(&self, bytes: &[u8], count: usize) -> Result<Vec<Result<Value>>> {
         let mut receivers = Vec::with_capacity(count);
-        self.submit(|out| {
-            out.bytes.extend_from_slice(bytes);
-            for _ in 0..count {
-                let (tx, rx) = oneshot::channel();
-                out.waiters.push_back(Waiter::to(tx));
-                receivers.push(rx);
-            }
-        })
+        self.submit(
+            |out| {
+                out.bytes.extend_from_slice(bytes);
+                for _ in 0..count {
+                    let (tx, rx) = oneshot::channel();
+                    out.waiters.push_back(Waiter::to(tx));
+                    receivers.push(rx);
+                }
+            },
+            None,
+        )
         .map_err(|_| self.lost())?;
         let mut results = Vec::with_capacity(receivers.len());
         for rx in receivers {
@@ -472,24 +493,40 @@ impl Connection {
     /// Queues a pub/sub command whose confirmations and messages go to `push`.
     fn queue_pubsub(&self, args: &[&[u8]], push: &mpsc::UnboundedSender<Value>) -> Result<()> {
         let push = push.clone();
-        self.submit(move |out| {
-            codec::encode_command(args, &mut out.bytes);
-            out.waiters.push_back(Waiter::Subscribe);
-            out.push = Some(push);
-        })
+        self.submit(
+            move |out| {
+                codec::encode_command(args, &mut out.bytes);
+                out.waiters.push_back(Waiter::Subscribe);
+                out.push = Some(push);
+            },
+            None,
+        )
+        .map(|_| ())
         .map_err(|_| self.lost())
     }
 
     /// Runs `queue` on the outbox (appending bytes and their waiters) and gets the bytes on their
     /// way: written here with one non-blocking write when the connection is idle (nothing waits
     /// to be written, no reply is outstanding), otherwise (and for what the socket did not take)
-    /// by the task. Gives `queue` back,
-    /// unrun, when the connection has ended.
-    fn submit<Q: FnOnce(&mut Outbox)>(&self, queue: Q) -> std::result::Result<(), Q> {
+    /// by the task. Gives `queue` back, unrun, when the connection has ended. With `own` (the
+    /// command's deadline), returns the [`OwnReply`] of a single command written whole here.
+    fn submit<Q: FnOnce(&mut Outbox)>(
+        &self,
+        queue: Q,
+        own: Option<Instant>,
+    ) -> std::result::Result<Option<OwnReply>, Q> {
         let shared = &self.shared;
+        // Borrowed from before the write when the caller may read its reply itself, so that
+        // the task cannot read that reply first; not held across the write (the task would
+        // block on it), and taken before the outbox (lock order: `read`, then `outbox`).
+        let mut lent = own.and_then(|_| shared.read.locked().side.take());
         let mut guard = shared.outbox.locked();
         let out = &mut *guard;
         if out.closed || shared.done.is_cancelled() {
+            drop(guard);
+            if let Some(side) = lent {
+                read::give_back(shared, None, side);
+            }
             return Err(queue);
         }
         // The task knows of bytes in the outbox (whoever queued them first woke it), and of any
@@ -501,22 +538,30 @@ impl Connection {
         let idle = !task_knows && out.waiters.is_empty();
         let deadline_before = out.next_deadline;
         queue(out);
-        if idle {
-            if let Some(stream) = &out.inline {
-                // Never waits: on WouldBlock or an error the bytes stay for the task, which
-                // waits for the socket or ends the connection with the error.
-                if let Ok(n) = stream.try_write(&out.bytes) {
-                    out.bytes.advance(n);
-                }
+        let mut own_reply = None;
+        let stream = out.inline.clone();
+        if let (true, Some(stream)) = (idle, &stream) {
+            // Never waits: on WouldBlock or an error the bytes stay for the task, which waits
+            // for the socket or ends the connection with the error.
+            if let Ok(n) = stream.try_write(&out.bytes) {
+                out.bytes.advance(n);
+            }
+            if let (Some(deadline), true) = (own, out.bytes.is_empty() && out.waiters.len() == 1) {
+                own_reply = lent.take().map(|side| {
+                    OwnReply::new(shared.clone(), stream.clone(), out.answered, deadline, side)
+                });
             }
         }
         let earlier_deadline = out.next_deadline != deadline_before;
         let unsent = !task_knows && !out.bytes.is_empty();
         drop(guard);
+        if let Some(side) = lent {
+            read::give_back(shared, stream.as_deref(), side);
+        }
         if unsent || earlier_deadline {
             shared.wake.notify_one();
         }
-        Ok(())
+        Ok(own_reply)
     }
 
     /// The error for a request that cannot get a reply because the connection ended.
@@ -562,10 +607,13 @@ fn decode_protocol(value: u8) -> Protocol {
 }
 
 mod pubsub;
+mod read;
 mod task;
 #[cfg(test)]
 mod tests;
 
 use pubsub::PubSub;
 pub use pubsub::{Frame, Subscription};
-use task::{run, Transport};
+pub use read::OwnReply;
+use read::{ReadSide, ReadState};
+use task::{dispatch, run, Transport};

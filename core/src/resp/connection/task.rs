@@ -2,6 +2,7 @@
 //! completes waiters in order.
 
 use super::pubsub::{is_resp2_pubsub_frame, is_subscribe_confirmation};
+use super::read;
 use super::*;
 
 // The connection task.
@@ -17,13 +18,19 @@ enum End {
     Protocol(String),
 }
 
-enum Event {
+pub(super) enum Event {
     Shutdown,
     Wake,
     Deadline,
     Wrote(io::Result<usize>),
     Flushed(io::Result<()>),
-    Read(io::Result<usize>),
+    /// Bytes to decode are in the read side.
+    Received,
+    /// The peer ended the stream.
+    PeerClosed,
+    ReadFailed(io::Error),
+    /// A caller reading its own reply found bytes that are not a valid reply.
+    Invalid(String),
 }
 
 /// Ends the connection however the task ends, panics included: `closed()` never hangs and no
@@ -90,36 +97,9 @@ impl Transport {
     }
 }
 
-/// One side of a plain TCP stream that handles share: reads and writes go through tokio's
+/// The write side of a plain TCP stream that handles share: writes go through tokio's
 /// readiness API, which needs only `&TcpStream`.
 struct SharedTcp(Arc<TcpStream>);
-
-impl AsyncRead for SharedTcp {
-    fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<io::Result<()>> {
-        loop {
-            std::task::ready!(self.0.poll_read_ready(cx))?;
-            // SAFETY: try_read only writes initialised bytes into the slice and reports how
-            // many; `assume_init` then covers exactly those.
-            let unfilled = unsafe {
-                &mut *(buf.unfilled_mut() as *mut [std::mem::MaybeUninit<u8>] as *mut [u8])
-            };
-            match self.0.try_read(unfilled) {
-                Ok(n) => {
-                    unsafe { buf.assume_init(n) };
-                    buf.advance(n);
-                    return std::task::Poll::Ready(Ok(()));
-                }
-                // Readiness was cleared: the next poll registers for the next wake-up.
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return std::task::Poll::Ready(Err(e)),
-            }
-        }
-    }
-}
 
 impl AsyncWrite for SharedTcp {
     fn poll_write(
@@ -152,13 +132,47 @@ impl AsyncWrite for SharedTcp {
 }
 
 /// A reply (or error) and who gets it, taken from the outbox under its lock and delivered after.
-type Delivery = (Callback, Result<Value>);
+pub(super) type Delivery = (Callback, Result<Value>);
+
+/// Where the task reads from.
+enum Reader<R> {
+    /// Plain TCP: the read side is in `Shared::read`, lent at times to a caller that reads its
+    /// own reply (see the `read` module).
+    Shared(Arc<TcpStream>),
+    /// TLS: only the task reads, into its own read side.
+    Own(R, ReadSide),
+}
+
+impl<R: AsyncRead + Unpin> Reader<R> {
+    /// Waits for the next bytes (or the end) and reads them into the read side.
+    async fn read(&mut self, shared: &Shared) -> Event {
+        match self {
+            Reader::Shared(stream) => read::task_read(stream, shared).await,
+            Reader::Own(rd, side) => {
+                side.make_room();
+                match rd.read_buf(&mut side.rbuf).await {
+                    Ok(0) => Event::PeerClosed,
+                    Ok(_) => Event::Received,
+                    Err(e) => Event::ReadFailed(e),
+                }
+            }
+        }
+    }
+
+    /// Runs `f` on the read side; `None` while a caller holds it (the caller decodes what it
+    /// reads, and hands back the rest). For plain TCP `f` runs under the read lock: replies are
+    /// decoded and matched before the side can be lent.
+    fn with_side<T>(&mut self, shared: &Shared, f: impl FnOnce(&mut ReadSide) -> T) -> Option<T> {
+        match self {
+            Reader::Shared(_) => shared.read.locked().side.as_mut().map(f),
+            Reader::Own(_, side) => Some(f(side)),
+        }
+    }
+}
 
 struct Task {
-    rbuf: BytesMut,
     /// Bytes taken from the outbox that the task is writing.
     wbuf: BytesMut,
-    scanner: FrameScanner,
     /// Frames decoded from one read, before they are matched to waiters.
     frames: Vec<(Value, Protocol)>,
     deliveries: Vec<Delivery>,
@@ -167,19 +181,23 @@ struct Task {
 pub(super) async fn run(stream: Transport, shared: Arc<Shared>) {
     let _done = DoneGuard(shared.clone());
     let mut task = Task {
-        rbuf: BytesMut::with_capacity(READ_CHUNK),
         wbuf: BytesMut::new(),
-        scanner: FrameScanner::default(),
         frames: Vec::new(),
         deliveries: Vec::new(),
     };
     let end = match stream {
         Transport::Plain(stream) => {
-            let (mut rd, mut wr) = (SharedTcp(stream.clone()), SharedTcp(stream));
-            task.drive(&mut rd, &mut wr, false, &shared).await
+            let mut rd: Reader<tokio::io::Empty> = Reader::Shared(stream.clone());
+            let mut wr = SharedTcp(stream.clone());
+            let end = task.drive(&mut rd, &mut wr, false, &shared).await;
+            // A caller may be waiting on the socket for its reply, holding the stream open:
+            // shutting it down wakes that wait now rather than at its deadline.
+            shutdown(&stream);
+            end
         }
         Transport::Tls(stream) => {
-            let (mut rd, mut wr) = tokio::io::split(*stream);
+            let (rd, mut wr) = tokio::io::split(*stream);
+            let mut rd = Reader::Own(rd, ReadSide::new());
             task.drive(&mut rd, &mut wr, true, &shared).await
         }
     };
@@ -234,7 +252,7 @@ impl Task {
     /// stream is flushed (for TCP, flushing is a no-op and skipped).
     async fn drive<R, W>(
         &mut self,
-        rd: &mut R,
+        rd: &mut Reader<R>,
         wr: &mut W,
         needs_flush: bool,
         shared: &Shared,
@@ -252,16 +270,13 @@ impl Task {
             if shared.handles_gone.load(Ordering::SeqCst) {
                 return End::HandlesDropped;
             }
-            if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
-                self.rbuf.reserve(READ_CHUNK);
-            }
             // Unbiased on purpose: a steady stream of new requests must not starve reads, nor a
             // flood of replies starve writes.
             let event = tokio::select! {
                 _ = shared.done.cancelled() => Event::Shutdown,
                 _ = shared.wake.notified() => Event::Wake,
                 event = write_or_flush(wr, &mut self.wbuf), if !self.wbuf.is_empty() || unflushed => event,
-                res = rd.read_buf(&mut self.rbuf) => Event::Read(res),
+                event = rd.read(shared) => event,
                 _ = &mut timer, if armed.is_some() => Event::Deadline,
             };
             match event {
@@ -276,25 +291,24 @@ impl Task {
                     }
                 }
                 Event::Flushed(Ok(())) => unflushed = false,
-                Event::Wrote(Err(e)) | Event::Flushed(Err(e)) | Event::Read(Err(e)) => {
+                Event::Wrote(Err(e)) | Event::Flushed(Err(e)) | Event::ReadFailed(e) => {
                     return match crate::tls::tls_error_text(&e) {
                         Some(why) => End::Tls(why),
                         None => End::Lost(e.to_string()),
                     }
                 }
-                Event::Read(Ok(0)) => {
-                    return End::Lost(if self.rbuf.is_empty() {
-                        "closed by the server".into()
-                    } else {
+                Event::PeerClosed => {
+                    let midway = rd.with_side(shared, |side| !side.rbuf.is_empty());
+                    return End::Lost(if midway == Some(true) {
                         "closed by the server in the middle of a reply".into()
-                    })
+                    } else {
+                        "closed by the server".into()
+                    });
                 }
-                Event::Read(Ok(_)) => {
-                    if let Err(why) = self.process(shared) {
+                Event::Invalid(why) => return End::Protocol(why),
+                Event::Received => {
+                    if let Err(why) = self.process(rd, shared) {
                         return End::Protocol(why);
-                    }
-                    if self.rbuf.is_empty() && self.rbuf.capacity() > KEEP_CAPACITY {
-                        self.rbuf = BytesMut::with_capacity(READ_CHUNK);
                     }
                 }
             }
@@ -353,35 +367,36 @@ impl Task {
         }
     }
 
-    /// Decodes every complete frame in the read buffer, then matches them to their waiters
-    /// under one lock and delivers them after it.
-    fn process(&mut self, shared: &Shared) -> std::result::Result<(), String> {
-        loop {
-            // Read per frame: the handshake switches protocols between replies.
-            let protocol = shared.protocol();
-            match self.scanner.scan(&self.rbuf, protocol)? {
-                Some(len) => {
-                    let frame = self.rbuf.split_to(len).freeze();
-                    self.frames
-                        .push((codec::decode(frame, protocol)?, protocol));
-                }
-                None if self.rbuf.len() > MAX_BUFFER => {
-                    return Err(format!("reply larger than {MAX_BUFFER} bytes"));
-                }
-                None => break,
-            }
-        }
-        if self.frames.is_empty() {
-            return Ok(());
-        }
-        {
-            let mut out = shared.outbox.locked();
-            for (value, protocol) in self.frames.drain(..) {
-                if let Some(delivery) = dispatch(&mut out, value, protocol) {
-                    self.deliveries.push(delivery);
+    /// Decodes every complete frame in the read buffer and matches them to their waiters, then
+    /// delivers them (after the locks).
+    fn process<R: AsyncRead + Unpin>(
+        &mut self,
+        rd: &mut Reader<R>,
+        shared: &Shared,
+    ) -> std::result::Result<(), String> {
+        let frames = &mut self.frames;
+        let deliveries = &mut self.deliveries;
+        let matched = rd.with_side(shared, |side| -> std::result::Result<(), String> {
+            loop {
+                // Read per frame: the handshake switches protocols between replies.
+                let protocol = shared.protocol();
+                match side.next_frame(protocol)? {
+                    Some(value) => frames.push((value, protocol)),
+                    None => break,
                 }
             }
-        }
+            if !frames.is_empty() {
+                let mut out = shared.outbox.locked();
+                for (value, protocol) in frames.drain(..) {
+                    if let Some(delivery) = dispatch(&mut out, value, protocol) {
+                        deliveries.push(delivery);
+                    }
+                }
+            }
+            Ok(())
+        });
+        // Lent out (`None`): the caller holding the side decodes what is in it.
+        matched.unwrap_or(Ok(()))?;
         for (done, result) in self.deliveries.drain(..) {
             done(result);
         }
@@ -389,8 +404,20 @@ impl Task {
     }
 }
 
+/// Shuts the socket down in both directions (errors ignored: it is ending anyway).
+fn shutdown(stream: &TcpStream) {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a valid descriptor, owned by `stream`, which outlives the call.
+        unsafe { libc::shutdown(stream.as_raw_fd(), libc::SHUT_RDWR) };
+    }
+    #[cfg(not(unix))]
+    let _ = stream;
+}
+
 /// Where one frame goes: to the next waiter in line, or (pub/sub) to the push channel.
-fn dispatch(out: &mut Outbox, value: Value, protocol: Protocol) -> Option<Delivery> {
+pub(super) fn dispatch(out: &mut Outbox, value: Value, protocol: Protocol) -> Option<Delivery> {
     let out_of_band = match &value {
         Value::Push(_) => true,
         Value::Array(_) => {
@@ -402,7 +429,7 @@ fn dispatch(out: &mut Outbox, value: Value, protocol: Protocol) -> Option<Delive
         if matches!(out.waiters.front(), Some(Waiter::Subscribe))
             && is_subscribe_confirmation(&value)
         {
-            out.waiters.pop_front();
+            out.next_waiter();
         }
         push_value(out, value);
         return None;
@@ -411,7 +438,7 @@ fn dispatch(out: &mut Outbox, value: Value, protocol: Protocol) -> Option<Delive
         Value::Error(text) => Err(Error::server(&text)),
         other => Ok(other),
     };
-    match out.waiters.pop_front() {
+    match out.next_waiter() {
         Some(Waiter::Call {
             done: Some(done), ..
         }) => Some((done, result(value))),
@@ -426,6 +453,17 @@ fn dispatch(out: &mut Outbox, value: Value, protocol: Protocol) -> Option<Delive
             tracing::debug!("discarding a reply nobody asked for");
             None
         }
+    }
+}
+
+impl Outbox {
+    /// Takes the waiter the next reply answers, counting it as answered.
+    fn next_waiter(&mut self) -> Option<Waiter> {
+        let waiter = self.waiters.pop_front();
+        if waiter.is_some() {
+            self.answered += 1;
+        }
+        waiter
     }
 }
 

@@ -347,7 +347,7 @@ async fn calls_from_plain_threads_are_written_by_them_and_answered_in_order() {
                     let payload = format!("t{t}-{i}");
                     let (reply, rx) = replies();
                     let args = ["ECHO", payload.as_str()];
-                    assert!(conn.call(encoded(&args), deadline, reply).is_ok());
+                    assert!(conn.call(encoded(&args), deadline, reply, false).is_ok());
                     let value = rx.recv().unwrap().unwrap();
                     assert_eq!(value.as_str(), Some(payload.as_str()));
                 }
@@ -377,6 +377,7 @@ async fn a_call_past_its_deadline_times_out_and_its_late_reply_is_dropped() {
         move |result| {
             let _ = tx.send(result);
         },
+        false,
     );
     assert!(queued.is_ok());
     let e = rx.await.unwrap().unwrap_err();
@@ -400,7 +401,8 @@ async fn an_earlier_deadline_is_watched_even_behind_a_later_one() {
         .call(
             encoded(&["A"]),
             Instant::now() + Duration::from_secs(60),
-            late
+            late,
+            false
         )
         .is_ok());
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -410,7 +412,8 @@ async fn an_earlier_deadline_is_watched_even_behind_a_later_one() {
             Instant::now() + Duration::from_millis(50),
             move |r| {
                 let _ = tx.send(r);
-            }
+            },
+            false
         )
         .is_ok());
     let e = tokio::time::timeout(Duration::from_secs(5), rx)
@@ -428,7 +431,7 @@ async fn a_call_on_an_ended_connection_is_given_back_unsent() {
     conn.close();
     conn.closed().await;
     let (reply, rx) = replies();
-    let back = conn.call(encoded(&["SET", "k", "v"]), Instant::now(), reply);
+    let back = conn.call(encoded(&["SET", "k", "v"]), Instant::now(), reply, false);
     assert!(back.is_err(), "an ended connection accepted a call");
     assert!(
         rx.try_recv().is_err(),
@@ -451,6 +454,7 @@ async fn calls_in_flight_when_the_connection_ends_get_connection_lost_once() {
             move |r: Result<Value>| {
                 let _ = tx.send(r);
             },
+            false,
         );
         assert!(queued.is_ok());
     }
@@ -492,8 +496,342 @@ fn the_calling_thread_writes_to_an_idle_connection_itself() {
     let conn = rt.block_on(Connection::connect(addr, &resp2())).unwrap();
     let (reply, _rx) = replies();
     let deadline = Instant::now() + Duration::from_secs(60);
-    assert!(conn.call(encoded(&["PING"]), deadline, reply).is_ok());
+    assert!(conn
+        .call(encoded(&["PING"]), deadline, reply, false)
+        .is_ok());
     assert_eq!(server.join().unwrap(), b"*1\r\n$4\r\nPING\r\n");
     drop(conn);
     drop(rt);
+}
+
+/// A plain-thread server that answers each `PING` it reads with `+PONG`, until the client goes.
+fn pong_server() -> (SocketAddr, std::thread::JoinHandle<()>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut socket, _) = listener.accept().unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 256];
+        loop {
+            match socket.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+            while let Some(at) = seen.windows(6).position(|w| w == b"PING\r\n") {
+                seen.drain(..at + 6);
+                if socket.write_all(b"+PONG\r\n").is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    (addr, server)
+}
+
+#[test]
+fn a_waiting_thread_reads_its_own_reply() {
+    // As above, no runtime thread runs after the connect: the reply reaches the call only if
+    // the calling thread read it, and the call's `Reply` runs on this thread.
+    let (addr, server) = pong_server();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let conn = rt.block_on(Connection::connect(addr, &resp2())).unwrap();
+    for _ in 0..3 {
+        let me = std::thread::current().id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reply = move |result: Result<Value>| {
+            let _ = tx.send((std::thread::current().id(), result));
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let own = conn
+            .call(encoded(&["PING"]), deadline, reply, true)
+            .ok()
+            .flatten()
+            .expect("an idle connection offers the reply to the thread that wrote the command");
+        assert!(own.read(std::time::Instant::now() + Duration::from_secs(10), None));
+        let (thread, result) = rx.try_recv().expect("read() returned before the reply ran");
+        assert_eq!(thread, me);
+        assert_eq!(result.unwrap(), Value::Simple("PONG".into()));
+    }
+    drop(conn);
+    drop(rt);
+    server.join().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replies_after_the_own_one_are_handed_back_to_the_task() {
+    // "A" gets no reply of its own: the reply to "B" carries both, in one write, so the thread
+    // reading A's reply finds B's behind it.
+    let server = MockServer::start(|cmd| match cmd[0].as_slice() {
+        b"A" => Action::Silent,
+        _ => Action::reply("+a\r\n+b\r\n"),
+    })
+    .await;
+    let conn = Connection::connect(server.addr, &resp2()).await.unwrap();
+    let waiting = conn.clone();
+    let (b_reply, b_rx) = replies();
+    let own_thread = std::thread::spawn(move || {
+        let (a_reply, a_rx) = replies();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let own = waiting
+            .call(encoded(&["A"]), deadline, a_reply, true)
+            .ok()
+            .flatten()
+            .expect("idle connection");
+        // B is queued behind A before A's reply is read (the task writes it: a reply is due).
+        assert!(waiting
+            .call(encoded(&["B"]), deadline, b_reply, true)
+            .is_ok_and(|own| own.is_none()));
+        let read_here = own.read(std::time::Instant::now() + Duration::from_secs(10), None);
+        (read_here, a_rx.recv().unwrap())
+    });
+    let (_, a) = tokio::task::spawn_blocking(move || own_thread.join().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(a.unwrap(), Value::Simple("a".into()));
+    let b = tokio::task::spawn_blocking(move || b_rx.recv_timeout(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .expect("the reply behind the own one was not handed back");
+    assert_eq!(b.unwrap(), Value::Simple("b".into()));
+    // The connection goes on: the read side is back with the task.
+    let v = conn.request(&["B"]).await.unwrap();
+    assert_eq!(v, Value::Simple("a".into()));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_own_read_ends_with_the_deadline_the_connection_or_a_bad_reply() {
+    // The deadline: the task times the call out; the reader stops waiting. (A mock server
+    // serves one connection: each part has its own.)
+    let server = MockServer::start(|_| Action::Silent).await;
+    let conn = Connection::connect(server.addr, &resp2()).await.unwrap();
+    let read_own = |conn: &Connection, command: &'static str, deadline: Instant| {
+        let conn = conn.clone();
+        std::thread::spawn(move || {
+            let (reply, rx) = replies();
+            let own = conn
+                .call(encoded(&[command]), deadline, reply, true)
+                .ok()
+                .flatten()
+                .expect("idle connection");
+            let read_here = own.read(std::time::Instant::now() + Duration::from_secs(600), None);
+            (read_here, rx.recv_timeout(Duration::from_secs(10)))
+        })
+    };
+    // Each reader must be done long before its 600-second wait would end by itself.
+    let join = |t: std::thread::JoinHandle<_>| async move {
+        let joined = tokio::task::spawn_blocking(move || t.join().unwrap());
+        tokio::time::timeout(Duration::from_secs(30), joined)
+            .await
+            .expect("the reader still waits on the socket")
+    };
+
+    let t = read_own(&conn, "SLOW", Instant::now() + Duration::from_millis(100));
+    let (read_here, result) = join(t).await.unwrap();
+    assert!(!read_here);
+    assert_eq!(result.unwrap().unwrap_err().code(), ErrorCode::Timeout);
+    assert!(!conn.is_closed());
+
+    // Closing the connection wakes a reader waiting long before its deadline (a connection of
+    // its own: the first one still waits for the reply that timed out).
+    let server = MockServer::start(|_| Action::Silent).await;
+    let conn = Connection::connect(server.addr, &resp2()).await.unwrap();
+    let far = Instant::now() + Duration::from_secs(600);
+    let t = read_own(&conn, "SLOW", far);
+    while conn.shared.outbox.locked().waiters.is_empty() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    conn.close();
+    let (read_here, result) = join(t).await.unwrap();
+    assert!(!read_here);
+    let e = result
+        .expect("closing did not wake the reader")
+        .unwrap_err();
+    assert_eq!(e.code(), ErrorCode::ConnectionLost, "{e}");
+
+    // An invalid reply read by the caller ends the connection as the task's own read would.
+    let server = MockServer::start(|_| Action::reply("?what\r\n")).await;
+    let conn = Connection::connect(server.addr, &resp2()).await.unwrap();
+    let t = read_own(&conn, "BAD", far);
+    let (read_here, result) = join(t).await.unwrap();
+    assert!(!read_here);
+    assert_eq!(result.unwrap().unwrap_err().code(), ErrorCode::Protocol);
+    conn.closed().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn own_reads_mixed_with_the_task_lose_no_reply_and_no_wake_up() {
+    // Threads that read their own replies whenever the connection was idle, beside tasks whose
+    // replies only the connection's task reads: a reply the task is not woken for would stall
+    // its caller until the deadline (a timeout here), a reply read by the wrong side would go to
+    // the wrong caller.
+    let server = MockServer::start(|cmd| {
+        Action::Reply(bulk(&String::from_utf8_lossy(&cmd[1])).into_bytes())
+    })
+    .await;
+    let conn = Connection::connect(server.addr, &resp2()).await.unwrap();
+    let own_reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let threads: Vec<_> = (0..2)
+        .map(|t| {
+            let conn = conn.clone();
+            let own_reads = own_reads.clone();
+            std::thread::spawn(move || {
+                for i in 0..500 {
+                    let payload = format!("t{t}-{i}");
+                    let (reply, rx) = replies();
+                    let deadline = Instant::now() + Duration::from_secs(10);
+                    let args = ["ECHO", payload.as_str()];
+                    let own = conn
+                        .call(encoded(&args), deadline, reply, true)
+                        .ok()
+                        .unwrap();
+                    if let Some(own) = own {
+                        let until = std::time::Instant::now() + Duration::from_secs(10);
+                        if own.read(until, None) {
+                            own_reads.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    let value = rx.recv().unwrap().unwrap();
+                    assert_eq!(value.as_str(), Some(payload.as_str()));
+                }
+            })
+        })
+        .collect();
+    let tasks: Vec<_> = (0..2)
+        .map(|t| {
+            let conn = conn.clone();
+            tokio::spawn(async move {
+                for i in 0..500 {
+                    let payload = format!("task{t}-{i}");
+                    let args = ["ECHO", payload.as_str()];
+                    let request = conn.request(&args);
+                    let Ok(value) = tokio::time::timeout(Duration::from_secs(10), request).await
+                    else {
+                        let out = conn.shared.outbox.locked();
+                        let (waiting, answered) = (out.waiters.len(), out.answered);
+                        drop(out);
+                        let read = conn.shared.read.locked();
+                        panic!(
+                            "no reply to {payload}: {waiting} waiting, {answered} answered; \
+                             read side lent: {}, task deferred: {}",
+                            read.side.is_none(),
+                            read.deferred
+                        );
+                    };
+                    assert_eq!(value.unwrap().as_str(), Some(payload.as_str()));
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.unwrap();
+    }
+    tokio::task::spawn_blocking(move || {
+        for t in threads {
+            t.join().unwrap();
+        }
+    })
+    .await
+    .unwrap();
+    assert!(
+        own_reads.load(Ordering::Relaxed) > 0,
+        "no reply was read by its caller"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_task_that_found_the_read_side_lent_is_woken_by_later_replies() {
+    use std::io::{Read, Write};
+    // A scripted server: it answers A's command in two pieces, the first when B arrives and the
+    // second when C arrives, and B's and C's replies only when the test says so, after the
+    // thread reading A's reply handed the read side back. Nothing else wakes the task then (no
+    // bytes to write, no deadline): only the readiness it registered for when it found the
+    // side lent.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let (mut socket, _) = listener.accept().unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 256];
+        let mut wait_for = |socket: &mut std::net::TcpStream, name: &[u8]| {
+            let needle = [b"$1\r\n".as_slice(), name, b"\r\n"].concat();
+            while !seen.windows(needle.len()).any(|w| w == needle.as_slice()) {
+                match socket.read(&mut buf) {
+                    Ok(0) | Err(_) => panic!("client went away"),
+                    Ok(n) => seen.extend_from_slice(&buf[..n]),
+                }
+            }
+        };
+        wait_for(&mut socket, b"B");
+        socket.write_all(b"+").unwrap();
+        wait_for(&mut socket, b"C");
+        socket.write_all(b"a\r\n").unwrap();
+        go_rx.recv().unwrap();
+        socket.write_all(b"+b\r\n+c\r\n").unwrap();
+        let _ = socket.read(&mut buf);
+    });
+    let conn = Connection::connect(addr, &resp2()).await.unwrap();
+    let reader = conn.clone();
+    let (called_tx, called_rx) = std::sync::mpsc::channel();
+    let x = std::thread::spawn(move || {
+        let (reply, rx) = replies();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let own = reader
+            .call(encoded(&["A"]), deadline, reply, true)
+            .ok()
+            .flatten()
+            .expect("idle connection");
+        called_tx.send(()).unwrap();
+        let read_here = own.read(std::time::Instant::now() + Duration::from_secs(60), None);
+        (read_here, rx.recv().unwrap())
+    });
+    let wait_until = |what: &'static str, check: Box<dyn Fn(&ReadState) -> bool + Send>| {
+        let conn = conn.clone();
+        async move {
+            let waited = tokio::time::timeout(Duration::from_secs(10), async {
+                while !check(&conn.shared.read.locked()) {
+                    tokio::time::sleep(Duration::from_millis(1)).await;
+                }
+            });
+            waited.await.unwrap_or_else(|_| panic!("never {what}"));
+        }
+    };
+    // (Not looked at before the call: the read side is lent only if its lock is free.)
+    tokio::task::spawn_blocking(move || called_rx.recv().unwrap())
+        .await
+        .unwrap();
+    wait_until("lent", Box::new(|s| s.side.is_none())).await;
+    let b = tokio::spawn({
+        let conn = conn.clone();
+        async move { conn.request(&["B"]).await }
+    });
+    // Writing B (or the first piece of A's reply) wakes the task, which finds the side lent.
+    wait_until("deferred", Box::new(|s| s.deferred)).await;
+    while conn.shared.outbox.locked().waiters.len() < 2 {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    let c = tokio::spawn({
+        let conn = conn.clone();
+        async move { conn.request(&["C"]).await }
+    });
+    let (read_here, a) = tokio::task::spawn_blocking(move || x.join().unwrap())
+        .await
+        .unwrap();
+    assert!(read_here);
+    assert_eq!(a.unwrap(), Value::Simple("a".into()));
+    go_tx.send(()).unwrap();
+    for (name, request) in [("b", b), ("c", c)] {
+        let got = tokio::time::timeout(Duration::from_secs(10), request)
+            .await
+            .unwrap_or_else(|_| panic!("the task was not woken for the reply to {name}"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, Value::Simple(name.into()));
+    }
+    drop(conn);
+    server.join().unwrap();
 }

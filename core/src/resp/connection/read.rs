@@ -1,0 +1,396 @@
+//! The read side of a plain TCP connection, shared by its task and one waiting caller.
+//!
+//! A host thread that wrote a command to an idle connection and then blocks until the reply
+//! comes may read that reply from the socket itself, as a synchronous client does: the reply then
+//! wakes only the thread waiting for it, not a core thread that hands it over. So the read buffer
+//! and its scanner ([`ReadSide`]) are lent: whoever holds them reads and decodes. The caller
+//! takes only the reply to its own command (the next one due: the connection was idle) and hands
+//! back whatever came after it. The task never waits for the caller: finding the read side lent
+//! out, it stops reading until the caller hands it back and wakes it; its writes and deadlines
+//! go on meanwhile. Under TLS only the task reads (its records cannot be shared); nothing is lent.
+
+use std::future::poll_fn;
+use std::task::{Context, Poll};
+
+use super::task::Event;
+use super::*;
+
+/// The read buffer and the scanner that knows how far the frame at its start has been seen.
+pub(super) struct ReadSide {
+    pub(super) rbuf: BytesMut,
+    scanner: FrameScanner,
+}
+
+impl ReadSide {
+    pub(super) fn new() -> ReadSide {
+        ReadSide {
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            scanner: FrameScanner::default(),
+        }
+    }
+
+    /// The next complete frame, decoded; `None` while more bytes are needed. `Err` for a frame
+    /// that is not valid RESP or cannot fit in [`MAX_BUFFER`].
+    pub(super) fn next_frame(
+        &mut self,
+        protocol: Protocol,
+    ) -> std::result::Result<Option<Value>, String> {
+        match self.scanner.scan(&self.rbuf, protocol)? {
+            Some(len) => {
+                let frame = self.rbuf.split_to(len).freeze();
+                codec::decode(frame, protocol).map(Some)
+            }
+            None if self.rbuf.len() > MAX_BUFFER => {
+                Err(format!("reply larger than {MAX_BUFFER} bytes"))
+            }
+            None => {
+                if self.rbuf.is_empty() && self.rbuf.capacity() > KEEP_CAPACITY {
+                    self.rbuf = BytesMut::with_capacity(READ_CHUNK);
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// Room for the next read.
+    pub(super) fn make_room(&mut self) {
+        if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
+            self.rbuf.reserve(READ_CHUNK);
+        }
+    }
+}
+
+/// Who holds the read side of a plain TCP connection, and what the task must hear once it is
+/// handed back.
+pub(super) struct ReadState {
+    /// `None` while a caller holds it (and always under TLS, whose task keeps its own).
+    pub(super) side: Option<ReadSide>,
+    /// The task found the side lent (and forgot the socket's readiness): the lender looks
+    /// whether bytes are waiting when it hands the side back.
+    pub(super) deferred: bool,
+    /// Bytes were waiting when the side came back: the task reads without waiting for the
+    /// readiness it forgot.
+    recheck: bool,
+    /// The caller handed back bytes that came after its reply: the task decodes them.
+    unprocessed: bool,
+    /// What the caller's read ran into; the task ends the connection with it.
+    broken: Option<Broken>,
+}
+
+impl ReadState {
+    pub(super) fn new(side: Option<ReadSide>) -> ReadState {
+        ReadState {
+            side,
+            deferred: false,
+            recheck: false,
+            unprocessed: false,
+            broken: None,
+        }
+    }
+}
+
+/// A failure a caller's read found, which only the task can act on.
+enum Broken {
+    Io(io::Error),
+    Invalid(String),
+}
+
+/// The task's read of a plain TCP connection: waits for bytes and reads them into the shared
+/// read side, unless a caller holds it.
+pub(super) async fn task_read(stream: &TcpStream, shared: &Shared) -> Event {
+    poll_fn(|cx| poll_task_read(stream, shared, cx)).await
+}
+
+fn poll_task_read(stream: &TcpStream, shared: &Shared, cx: &mut Context<'_>) -> Poll<Event> {
+    let mut state = shared.read.locked();
+    match state.broken.take() {
+        Some(Broken::Io(e)) => return Poll::Ready(Event::ReadFailed(e)),
+        Some(Broken::Invalid(why)) => return Poll::Ready(Event::Invalid(why)),
+        None => {}
+    }
+    if std::mem::take(&mut state.unprocessed) {
+        return Poll::Ready(Event::Received);
+    }
+    let ReadState {
+        side,
+        deferred,
+        recheck,
+        ..
+    } = &mut *state;
+    let Some(side) = side.as_mut() else {
+        // The lender reads what comes now. The readiness the runtime recorded for it is
+        // forgotten, so that the task sleeps until bytes come that the lender does not read;
+        // for bytes already in the socket when it hands the side back, the lender wakes the task
+        // to read without waiting for readiness (`recheck`). Both under the lock, in this order.
+        *deferred = true;
+        loop {
+            let _ = stream.try_io(tokio::io::Interest::READABLE, || {
+                Err::<(), _>(io::ErrorKind::WouldBlock.into())
+            });
+            match stream.poll_read_ready(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Err(e)) => return Poll::Ready(Event::ReadFailed(e)),
+                // Bytes came meanwhile: forgotten too (the lender reads them or says so).
+                Poll::Ready(Ok(())) => continue,
+            }
+        }
+    };
+    if std::mem::take(recheck) {
+        side.make_room();
+        match receive(stream, &mut side.rbuf) {
+            Ok(0) => return Poll::Ready(Event::PeerClosed),
+            Ok(_) => {
+                // More may be waiting: read on this way until the socket is empty.
+                *recheck = true;
+                return Poll::Ready(Event::Received);
+            }
+            // Empty: the readiness the runtime records from now on is accurate.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Poll::Ready(Event::ReadFailed(e)),
+        }
+    }
+    loop {
+        if let Err(e) = std::task::ready!(stream.poll_read_ready(cx)) {
+            return Poll::Ready(Event::ReadFailed(e));
+        }
+        side.make_room();
+        match stream.try_read_buf(&mut side.rbuf) {
+            Ok(0) => return Poll::Ready(Event::PeerClosed),
+            Ok(_) => return Poll::Ready(Event::Received),
+            // Readiness was cleared: the next poll registers for the next wake-up.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Poll::Ready(Event::ReadFailed(e)),
+        }
+    }
+}
+
+/// A command this thread wrote whole to an idle connection, with the read side lent to it from
+/// before the write: its reply is the next to come, and only the thread that waits for it reads
+/// it ([`OwnReply::read`]). Dropped unread, it hands the read side back to the task.
+pub struct OwnReply {
+    shared: Arc<Shared>,
+    stream: Arc<TcpStream>,
+    /// The command's place among the replies the connection matches (`Outbox::answered`).
+    seq: u64,
+    deadline: std::time::Instant,
+    /// `Some` until handed back.
+    side: Option<ReadSide>,
+}
+
+impl OwnReply {
+    pub(super) fn new(
+        shared: Arc<Shared>,
+        stream: Arc<TcpStream>,
+        seq: u64,
+        deadline: Instant,
+        side: ReadSide,
+    ) -> OwnReply {
+        OwnReply {
+            shared,
+            stream,
+            seq,
+            deadline: deadline.into_std(),
+            side: Some(side),
+        }
+    }
+
+    /// Reads the command's reply on the calling thread and hands it to the command's
+    /// [`Reply`] here, as the task would have. Waits for the socket until `until` or the command's
+    /// deadline, whichever is first; until `spin_until` it does not sleep but keeps trying the
+    /// socket (on a fast network the reply comes sooner than a sleeping thread is woken: see
+    /// `host::wait`). Returns whether the reply was handed over; when not (the wait ended first,
+    /// a signal interrupted it, the connection ended or sent something invalid), the task
+    /// completes the command as usual.
+    ///
+    /// Only for a thread that blocks for this reply anyway, never a core thread: it waits on the
+    /// network.
+    pub fn read(
+        mut self,
+        until: std::time::Instant,
+        spin_until: Option<std::time::Instant>,
+    ) -> bool {
+        let until = until.min(self.deadline);
+        let shared = &*self.shared;
+        let Some(mut side) = self.side.take() else {
+            return false;
+        };
+        let mut delivery = None;
+        let mut broken = None;
+        loop {
+            let protocol = shared.protocol();
+            match side.next_frame(protocol) {
+                Ok(Some(value)) => {
+                    let mut out = shared.outbox.locked();
+                    // Ours, or a push frame before it: ours is first in line.
+                    delivery = dispatch(&mut out, value, protocol).or(delivery);
+                    if out.answered > self.seq || out.closed {
+                        break;
+                    }
+                    continue;
+                }
+                Ok(None) => {}
+                Err(why) => {
+                    broken = Some(Broken::Invalid(why));
+                    break;
+                }
+            }
+            side.make_room();
+            match receive(&self.stream, &mut side.rbuf) {
+                // The task reads the end of the stream again, and ends the connection.
+                Ok(0) => break,
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if !wait_readable(&self.stream, until, spin_until) {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    broken = Some(Broken::Io(e));
+                    break;
+                }
+            }
+        }
+        hand_back(shared, Some(&self.stream), side, broken);
+        match delivery {
+            Some((done, result)) => {
+                done(result);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl Drop for OwnReply {
+    fn drop(&mut self) {
+        if let Some(side) = self.side.take() {
+            give_back(&self.shared, Some(&self.stream), side);
+        }
+    }
+}
+
+/// Gives the read side back to the task, waking it when there is something for it: bytes left
+/// in the buffer, or (when it found the side lent, and so forgot the socket's readiness) bytes
+/// already waiting in the socket. `stream` is `None` once the connection ended.
+pub(super) fn give_back(shared: &Shared, stream: Option<&TcpStream>, side: ReadSide) {
+    hand_back(shared, stream, side, None);
+}
+
+/// [`give_back`], with a failure the lender's read ran into, which the task ends the
+/// connection with.
+fn hand_back(shared: &Shared, stream: Option<&TcpStream>, side: ReadSide, broken: Option<Broken>) {
+    let wake = {
+        let mut state = shared.read.locked();
+        state.unprocessed = !side.rbuf.is_empty();
+        let mut wake = state.unprocessed || broken.is_some();
+        if broken.is_some() {
+            state.broken = broken;
+        }
+        state.side = Some(side);
+        // Under the lock, so after the task forgot the readiness: bytes that come later are
+        // recorded afresh and wake the task by themselves.
+        if std::mem::take(&mut state.deferred) && !stream.is_some_and(drained) {
+            state.recheck = true;
+            wake = true;
+        }
+        wake
+    };
+    if wake {
+        shared.wake.notify_one();
+    }
+}
+
+/// One non-blocking read into `buf`'s spare room, bypassing the runtime's readiness (which only
+/// its reactor thread updates).
+#[cfg(unix)]
+fn receive(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let spare = buf.spare_capacity_mut();
+    // SAFETY: recv writes at most `spare.len()` bytes into the spare room and reports how many;
+    // `set_len` then covers exactly those initialised bytes.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            spare.as_mut_ptr().cast(),
+            spare.len(),
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let n = n as usize;
+    unsafe { buf.set_len(buf.len() + n) };
+    Ok(n)
+}
+
+/// Waits until the socket has something to read (bytes, its end, an error) or `until` passes;
+/// false when it passed or a signal interrupted the wait (the host may have a handler to run).
+/// Until `spin_until` it asks without sleeping. Never inlined, so that instruction counts
+/// (bench/latency/callgrind.sh) can leave the busy wait out.
+#[cfg(unix)]
+#[inline(never)]
+fn wait_readable(
+    stream: &TcpStream,
+    until: std::time::Instant,
+    spin_until: Option<std::time::Instant>,
+) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut fd = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let spin_until = spin_until.map_or(until, |s| s.min(until));
+    loop {
+        let now = std::time::Instant::now();
+        let left = until.saturating_duration_since(now);
+        if left.is_zero() {
+            return false;
+        }
+        let millis = if now < spin_until {
+            std::hint::spin_loop();
+            0
+        } else {
+            // Rounded up: a wait that ends a little early only hands the reply to the task.
+            left.as_micros().div_ceil(1000).min(i32::MAX as u128) as i32
+        };
+        // SAFETY: one valid pollfd, for the duration of the call.
+        match unsafe { libc::poll(&mut fd, 1, millis) } {
+            0 if millis == 0 => continue,
+            n => return n > 0,
+        }
+    }
+}
+
+/// Whether the socket has nothing to read right now: no bytes, no end, no error.
+#[cfg(unix)]
+fn drained(stream: &TcpStream) -> bool {
+    use std::os::fd::AsRawFd;
+    let mut byte = 0u8;
+    // SAFETY: recv writes at most one byte into `byte`; MSG_PEEK leaves it in the socket.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
+    };
+    n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::WouldBlock
+}
+
+#[cfg(not(unix))]
+fn drained(_: &TcpStream) -> bool {
+    false
+}
+
+#[cfg(not(unix))]
+fn receive(_: &TcpStream, _: &mut BytesMut) -> io::Result<usize> {
+    Err(io::ErrorKind::WouldBlock.into())
+}
+
+#[cfg(not(unix))]
+fn wait_readable(_: &TcpStream, _: std::time::Instant, _: Option<std::time::Instant>) -> bool {
+    false
+}
