@@ -109,7 +109,8 @@ impl Client {
 
     /// [`Client::execute`] for hosts without an async runtime: blocks the calling thread (only
     /// it) until the reply or the command's deadline. Refused on the core's own threads, where
-    /// waiting could starve the very work it waits for.
+    /// waiting could starve the very work it waits for. When the command goes out on an idle
+    /// connection, this thread reads its reply from the socket itself.
     pub fn execute_blocking<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Value> {
         let timeout = self.inner.config.command_timeout();
         self.execute_blocking_timeout(args, timeout)

@@ -345,6 +345,10 @@ impl Handle {
     /// `interrupted` every `poll` (e.g. to let Python run its signal handlers). When `interrupted`
     /// returns true the operation is cancelled and `None` returned. Refused (`config`) on a core
     /// thread, where waiting could starve the very work it waits for.
+    ///
+    /// A command that `start` wrote itself to an idle connection (see [`Handle::execute`]) has its
+    /// reply read from the socket by this thread, for up to `poll` at a time, and completed here:
+    /// no core thread hands it over.
     pub fn wait<T: Send + 'static>(
         start: impl FnOnce(Done<T>) -> Operation,
         poll: Duration,
