@@ -6,8 +6,9 @@
 //! and its scanner ([`ReadSide`]) are lent: whoever holds them reads and decodes. The caller
 //! takes only the reply to its own command (the next one due: the connection was idle) and hands
 //! back whatever came after it. The task never waits for the caller: finding the read side lent
-//! out, it stops reading until the caller hands it back and wakes it; its writes and deadlines
-//! go on meanwhile. Under TLS only the task reads (its records cannot be shared); nothing is lent.
+//! out, it stops reading until the caller hands it back (and wakes it if bytes are waiting); its
+//! writes and deadlines go on meanwhile. Under TLS only the task reads (its records cannot be
+//! shared); nothing is lent.
 
 use std::future::poll_fn;
 use std::task::{Context, Poll};
@@ -239,6 +240,7 @@ impl OwnReply {
                 // The task reads the end of the stream again, and ends the connection.
                 Ok(0) => break,
                 Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     if !wait_readable(&self.stream, until, spin_until) {
                         break;
