@@ -504,6 +504,15 @@ fn the_calling_thread_writes_to_an_idle_connection_itself() {
     drop(rt);
 }
 
+/// Sends `args` on `conn`, idle, asking to read the reply here: the [`OwnReply`] it must offer.
+fn call_own(conn: &Connection, args: &[&str], deadline: Instant, reply: impl Reply) -> OwnReply {
+    match conn.call(encoded(args), deadline, reply, true) {
+        Ok(Some(own)) => own,
+        Ok(None) => panic!("an idle connection did not offer the reply to the thread that wrote"),
+        Err(_) => panic!("the connection had ended"),
+    }
+}
+
 /// A plain-thread server that answers each `PING` it reads with `+PONG`, until the client goes.
 fn pong_server() -> (SocketAddr, std::thread::JoinHandle<()>) {
     use std::io::{Read, Write};
@@ -546,11 +555,7 @@ fn a_waiting_thread_reads_its_own_reply() {
             let _ = tx.send((std::thread::current().id(), result));
         };
         let deadline = Instant::now() + Duration::from_secs(60);
-        let own = conn
-            .call(encoded(&["PING"]), deadline, reply, true)
-            .ok()
-            .flatten()
-            .expect("an idle connection offers the reply to the thread that wrote the command");
+        let own = call_own(&conn, &["PING"], deadline, reply);
         assert!(own.read(std::time::Instant::now() + Duration::from_secs(10), None));
         let (thread, result) = rx.try_recv().expect("read() returned before the reply ran");
         assert_eq!(thread, me);
@@ -576,11 +581,7 @@ async fn replies_after_the_own_one_are_handed_back_to_the_task() {
     let own_thread = std::thread::spawn(move || {
         let (a_reply, a_rx) = replies();
         let deadline = Instant::now() + Duration::from_secs(60);
-        let own = waiting
-            .call(encoded(&["A"]), deadline, a_reply, true)
-            .ok()
-            .flatten()
-            .expect("idle connection");
+        let own = call_own(&waiting, &["A"], deadline, a_reply);
         // B is queued behind A before A's reply is read (the task writes it: a reply is due).
         assert!(waiting
             .call(encoded(&["B"]), deadline, b_reply, true)
@@ -612,11 +613,7 @@ async fn an_own_read_ends_with_the_deadline_the_connection_or_a_bad_reply() {
         let conn = conn.clone();
         std::thread::spawn(move || {
             let (reply, rx) = replies();
-            let own = conn
-                .call(encoded(&[command]), deadline, reply, true)
-                .ok()
-                .flatten()
-                .expect("idle connection");
+            let own = call_own(&conn, &[command], deadline, reply);
             let read_here = own.read(std::time::Instant::now() + Duration::from_secs(600), None);
             (read_here, rx.recv_timeout(Duration::from_secs(10)))
         })
@@ -780,11 +777,7 @@ async fn a_task_that_found_the_read_side_lent_is_woken_by_later_replies() {
     let x = std::thread::spawn(move || {
         let (reply, rx) = replies();
         let deadline = Instant::now() + Duration::from_secs(60);
-        let own = reader
-            .call(encoded(&["A"]), deadline, reply, true)
-            .ok()
-            .flatten()
-            .expect("idle connection");
+        let own = call_own(&reader, &["A"], deadline, reply);
         called_tx.send(()).unwrap();
         let read_here = own.read(std::time::Instant::now() + Duration::from_secs(60), None);
         (read_here, rx.recv().unwrap())
