@@ -31,6 +31,7 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+pub use crate::resp::OwnReply;
 pub use doctor::{config_from_url, doctor, doctor_blocking, Diagnosis};
 pub use events::{EventHandler, EventSubscription};
 pub use hints::{ApiNames, RUST};
@@ -175,6 +176,24 @@ impl Handle {
             Ok(())
         });
         operation
+    }
+
+    /// [`Handle::execute`] for a host thread that runs an event loop which can watch a socket
+    /// (Node's): when the calling thread wrote the command itself to an idle connection, the
+    /// reply is offered to it too. The loop then watches [`OwnReply::fd`] and calls
+    /// [`OwnReply::read_ready`] each time it is readable, which reads the reply and calls `done`
+    /// on the loop's own thread, so no core thread hands the reply over. `done` still runs
+    /// exactly once, whichever thread reads the reply (a timeout, cancel or close completes it on
+    /// a core thread as before). Until the `OwnReply` is read or dropped the connection's task
+    /// reads nothing, so the loop must start watching at once; dropping it hands the reply back
+    /// to the task.
+    pub fn execute_watched<A: AsRef<[u8]>>(
+        &self,
+        args: &[A],
+        timeout: Option<Duration>,
+        done: Done<Value>,
+    ) -> (Operation, Option<OwnReply>) {
+        wait::starting(|| self.execute(args, timeout, done))
     }
 
     /// For the bindings' own suites: an operation whose work panics on a core thread, so each

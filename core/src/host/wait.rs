@@ -58,8 +58,9 @@ thread_local! {
     static OFFER: RefCell<Offer> = const { RefCell::new(Offer::Closed) };
 }
 
-/// Runs `start` (which starts the work this thread will then wait for) and returns its result
-/// with the reply a command in it offered to be read here.
+/// Runs `start` (which starts the work whose reply this thread will then wait for, or watch for
+/// from its event loop) and returns its result with the reply a command in it offered to be read
+/// here.
 pub(crate) fn starting<T>(start: impl FnOnce() -> T) -> (T, Option<OwnReply>) {
     /// Closes the offer however `start` ends (a panic included).
     struct Close;
@@ -80,8 +81,8 @@ pub(crate) fn starting<T>(start: impl FnOnce() -> T) -> (T, Option<OwnReply>) {
     }
 }
 
-/// Whether this thread is starting work it will block for, and no command in it offered its
-/// reply yet (see [`starting`]).
+/// Whether this thread is starting work whose reply it will read itself (blocking for it, or
+/// from its event loop), and no command in it offered its reply yet (see [`starting`]).
 pub(crate) fn will_wait() -> bool {
     OFFER.with(|o| matches!(*o.borrow(), Offer::Open))
 }

@@ -211,13 +211,37 @@ impl OwnReply {
         spin_until: Option<std::time::Instant>,
     ) -> bool {
         let until = until.min(self.deadline);
-        let shared = &*self.shared;
-        let Some(mut side) = self.side.take() else {
-            return false;
-        };
-        let mut delivery = None;
-        let mut broken = None;
         loop {
+            match self.read_ready() {
+                Poll::Ready(delivered) => return delivered,
+                Poll::Pending => {
+                    if !wait_readable(&self.stream, until, spin_until) {
+                        return false;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Reads what the socket holds now, without waiting, and hands the reply to the command's
+    /// [`Reply`] here once it is whole. `Pending`: the reply is not whole yet; call again when
+    /// the socket ([`OwnReply::fd`]) is readable. `Ready(true)`: the reply was handed over;
+    /// `Ready(false)`: the connection ended or sent something invalid, and the task completes
+    /// the command as usual. After `Ready` the read side is back with the task and further calls
+    /// return `Ready(false)`.
+    ///
+    /// For a host thread that runs an event loop: it watches the socket and never waits on it.
+    /// Until this returns `Ready` (or the `OwnReply` is dropped) the task reads nothing from the
+    /// connection, so the loop must watch the socket from the moment it gets the `OwnReply`. Past
+    /// the command's deadline the task completes it with a timeout as usual; the late reply, read
+    /// here when it comes, is discarded.
+    pub fn read_ready(&mut self) -> Poll<bool> {
+        let Some(mut side) = self.side.take() else {
+            return Poll::Ready(false);
+        };
+        let shared = &*self.shared;
+        let mut delivery = None;
+        let broken = loop {
             let protocol = shared.protocol();
             match side.next_frame(protocol) {
                 Ok(Some(value)) => {
@@ -225,41 +249,42 @@ impl OwnReply {
                     // Ours, or a push frame before it: ours is first in line.
                     delivery = dispatch(&mut out, value, protocol).or(delivery);
                     if out.answered > self.seq || out.closed {
-                        break;
+                        break None;
                     }
                     continue;
                 }
                 Ok(None) => {}
-                Err(why) => {
-                    broken = Some(Broken::Invalid(why));
-                    break;
-                }
+                Err(why) => break Some(Broken::Invalid(why)),
             }
             side.make_room();
             match receive(&self.stream, &mut side.rbuf) {
                 // The task reads the end of the stream again, and ends the connection.
-                Ok(0) => break,
+                Ok(0) => break None,
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if !wait_readable(&self.stream, until, spin_until) {
-                        break;
-                    }
+                    self.side = Some(side);
+                    return Poll::Pending;
                 }
-                Err(e) => {
-                    broken = Some(Broken::Io(e));
-                    break;
-                }
+                Err(e) => break Some(Broken::Io(e)),
             }
-        }
+        };
         hand_back(shared, Some(&self.stream), side, broken);
         match delivery {
             Some((done, result)) => {
                 done(result);
-                true
+                Poll::Ready(true)
             }
-            None => false,
+            None => Poll::Ready(false),
         }
+    }
+
+    /// The connection's socket, for an event loop to watch for [`OwnReply::read_ready`]. It stays
+    /// open as long as this `OwnReply` lives.
+    #[cfg(unix)]
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.stream.as_raw_fd()
     }
 }
 

@@ -566,6 +566,83 @@ fn a_waiting_thread_reads_its_own_reply() {
     server.join().unwrap();
 }
 
+#[test]
+fn an_event_loop_reads_its_own_reply_as_it_comes_without_waiting() {
+    // The reply comes in two writes. No runtime thread runs after the connect: only this
+    // thread's `read_ready` calls read it, each returning at once.
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (wrote, wrote_rx) = std::sync::mpsc::channel();
+    let (go, go_rx) = std::sync::mpsc::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let (mut socket, _) = listener.accept().unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 64];
+        while !seen.ends_with(b"PING\r\n") {
+            let n = socket.read(&mut buf).unwrap();
+            seen.extend_from_slice(&buf[..n]);
+        }
+        socket.write_all(b"+PO").unwrap();
+        wrote.send(()).unwrap();
+        go_rx.recv().unwrap();
+        socket.write_all(b"NG\r\n").unwrap();
+        let _ = socket.read(&mut buf);
+    });
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let conn = rt.block_on(Connection::connect(addr, &resp2())).unwrap();
+    let me = std::thread::current().id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reply = move |result: Result<Value>| {
+        let _ = tx.send((std::thread::current().id(), result));
+    };
+    let mut own = call_own(
+        &conn,
+        &["PING"],
+        Instant::now() + Duration::from_secs(60),
+        reply,
+    );
+    let readable = |fd| {
+        let mut p = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call.
+        assert_eq!(unsafe { libc::poll(&mut p, 1, 10_000) }, 1, "nothing came");
+    };
+    wrote_rx.recv().unwrap();
+    readable(own.fd());
+    assert!(
+        own.read_ready().is_pending(),
+        "half a reply was taken for a whole one"
+    );
+    assert!(rx.try_recv().is_err());
+    go.send(()).unwrap();
+    let delivered = loop {
+        match own.read_ready() {
+            std::task::Poll::Ready(delivered) => break delivered,
+            std::task::Poll::Pending => readable(own.fd()),
+        }
+    };
+    assert!(delivered);
+    let (thread, result) = rx
+        .try_recv()
+        .expect("read_ready returned before the reply ran");
+    assert_eq!(thread, me);
+    assert_eq!(result.unwrap(), Value::Simple("PONG".into()));
+    // Spent: the read side is back with the task.
+    assert_eq!(own.read_ready(), std::task::Poll::Ready(false));
+    assert!(conn.shared.read.locked().side.is_some());
+    drop(own);
+    drop(conn);
+    drop(rt);
+    server.join().unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replies_after_the_own_one_are_handed_back_to_the_task() {
     // "A" gets no reply of its own: the reply to "B" carries both, in one write, so the thread
