@@ -36,6 +36,7 @@ pub mod doctor;
 use std::ffi::c_void;
 use std::panic::AssertUnwindSafe;
 use std::ptr;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -48,6 +49,7 @@ use sentinel_recovery::host::{Done, Handle, Operation};
 use sentinel_recovery::{Error as SrError, ErrorCode, Event, EventKind, Value};
 
 pub mod pubsub;
+mod watch;
 
 /// The status of an error thrown to JavaScript: a stable error code, which napi puts in the
 /// thrown error's `code` property.
@@ -122,6 +124,14 @@ impl Shared {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(item);
+        // A reply read on the JavaScript thread is delivered there once the read is over.
+        if !watch::delivering_here(self) {
+            self.schedule();
+        }
+    }
+
+    /// Makes sure a wake-up will take the queue on the JavaScript thread.
+    pub(crate) fn schedule(&self) {
         if !self.wake_pending.swap(true, Ordering::SeqCst) {
             let status = self.wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
             if status != Status::Ok {
@@ -141,6 +151,13 @@ impl Shared {
         let shared = self.clone();
         Box::new(move |result| shared.push(Item::Completion(id, result.map(convert))))
     }
+}
+
+/// For the test suite only: how many replies the calling (JavaScript) thread has read from a
+/// socket itself and handed over (see `watch`), since it started.
+#[napi]
+pub fn replies_read_here_for_test() -> f64 {
+    watch::replies_read_here() as f64
 }
 
 /// One entry of the core's error-code or event-kind table.
@@ -202,6 +219,7 @@ pub fn panic_for_test() -> napi::Result<(), Code> {
     ts_args_type = "url: string, options: Array<string>, decode: boolean, wake: (batch: Array<unknown>) => void, makeError: (code: string, message: string, serverCode: string | null) => Error, addressMap?: ((arg: string) => string | null) | undefined | null"
 )]
 pub fn open(
+    env: Env,
     url: String,
     options: Vec<String>,
     decode: bool,
@@ -210,7 +228,7 @@ pub fn open(
     address_map: Option<Function<String, Option<String>>>,
 ) -> napi::Result<NativeClient, Code> {
     guarded(|| {
-        NativeClient::open_inner(url, options, decode, wake, make_error, address_map)
+        NativeClient::open_inner(&env, url, options, decode, wake, make_error, address_map)
             .map_err(|e| js_error(&e))
     })
 }
@@ -248,12 +266,15 @@ impl NativeOperation {
 pub struct NativeClient {
     pub(crate) handle: Handle,
     pub(crate) shared: Arc<Shared>,
+    /// Delivers completions of replies read on the JavaScript thread (see `watch`).
+    deliverer: Rc<watch::Deliverer>,
     /// Transactions begun and not ended, by the id JavaScript gave them.
     transactions: apps::Transactions,
 }
 
 impl NativeClient {
     fn open_inner(
+        env: &Env,
         url: String,
         options: Vec<String>,
         decode: bool,
@@ -273,6 +294,12 @@ impl NativeClient {
         let rearm = wake_pending.clone();
         let queue: Queue = Arc::new(Mutex::new(Vec::new()));
         let taken = queue.clone();
+        let direct_make_error = make_error
+            .create_ref()
+            .map_err(|e| napi_failure("referencing makeError", e))?;
+        let direct_wake = wake
+            .create_ref()
+            .map_err(|e| napi_failure("referencing the wake function", e))?;
         let make_error = make_error
             .create_ref()
             .map_err(|e| napi_failure("referencing makeError", e))?;
@@ -298,6 +325,9 @@ impl NativeClient {
             wake_pending,
             wake,
         });
+        let deliverer =
+            watch::Deliverer::new(env, shared.clone(), direct_wake, direct_make_error, decode)
+                .map_err(|e| napi_failure("creating the async context", e))?;
         let events = shared.clone();
         let subscribed = handle.subscribe_events(Box::new(move |event: &Event| {
             // On a core thread: copy the event and queue it for the JavaScript thread.
@@ -312,6 +342,7 @@ impl NativeClient {
         Ok(NativeClient {
             handle,
             shared,
+            deliverer: Rc::new(deliverer),
             transactions: apps::Transactions::default(),
         })
     }
@@ -364,10 +395,12 @@ impl NativeClient {
 
     /// Runs one command (`args`: strings and Buffers/Uint8Arrays) and completes `id` with its
     /// reply. `timeoutMs` replaces the client's `command_timeout_ms` for this command. With
-    /// `cancellable`, returns the operation, to cancel it.
+    /// `cancellable`, returns the operation, to cancel it. A command written on this thread to an
+    /// idle connection has its reply read on this thread as well (see `watch`).
     #[napi(catch_unwind)]
     pub fn execute(
         &self,
+        env: Env,
         id: u32,
         args: Vec<Either<String, &[u8]>>,
         timeout_ms: Option<f64>,
@@ -388,9 +421,13 @@ impl NativeClient {
                     Either::B(b) => *b,
                 })
                 .collect();
-            let operation = self
-                .handle
-                .execute(&args, timeout, self.shared.done(id, |v| v));
+            let (operation, own) =
+                self.handle
+                    .execute_watched(&args, timeout, self.shared.done(id, |v| v));
+            // Written here to an idle connection: the reply is read on this thread too.
+            if let Some(own) = own {
+                watch::start(&env, own, &self.deliverer);
+            }
             cancellable.then_some(NativeOperation { operation })
         })
     }
@@ -465,9 +502,9 @@ impl NativeClient {
 /// Items converted to JavaScript by the wake function's callback (see the module documentation).
 #[doc(hidden)]
 pub struct Batch {
-    items: Vec<Item>,
-    decode: bool,
-    make_error: sys::napi_value,
+    pub(crate) items: Vec<Item>,
+    pub(crate) decode: bool,
+    pub(crate) make_error: sys::napi_value,
 }
 
 /// `napi_status` to a `Result`.

@@ -1,0 +1,345 @@
+//! Replies read on the JavaScript thread.
+//!
+//! A command the JavaScript thread wrote itself to an idle connection offers its reply to that
+//! thread ([`OwnReply`], see `Handle::execute_watched`). Its socket is then watched by the
+//! thread's libuv loop, as ioredis watches its own, and the reply read there when the socket is
+//! readable: the reply wakes the JavaScript thread alone, instead of a core thread that reads it
+//! and then wakes the JavaScript thread. The read never waits (the socket is readable, and a
+//! reply not yet whole is read on at the next readiness), so the loop is never blocked on the
+//! network.
+//!
+//! Lifetimes: a watch lives from its start until its reply is read (or the connection ends),
+//! then stops and closes its poll handle, whose close callback frees it. The poll handle is
+//! unreferenced: the pending command keeps the process alive (JavaScript holds the client's wake
+//! function while operations are pending), the watch does not. The first watch of an
+//! environment registers an asynchronous cleanup hook that closes the watches still open when
+//! the environment is torn down (a worker that ends with a command in flight), so no libuv handle
+//! outlives its loop.
+
+use std::alloc::Layout;
+use std::cell::{Cell, RefCell};
+use std::os::raw::{c_int, c_void};
+use std::panic::AssertUnwindSafe;
+use std::ptr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::Poll;
+
+use napi::bindgen_prelude::{FunctionRef, ToNapiValue};
+use napi::{sys, Env, JsValue};
+use sentinel_recovery::host::OwnReply;
+
+use crate::{check, Batch, Shared};
+
+/// `UV_POLL` of libuv's `uv_handle_type`.
+const UV_POLL: c_int = 8;
+/// `UV_READABLE` of libuv's `uv_poll_event`.
+const UV_READABLE: c_int = 1;
+
+type PollCallback = unsafe extern "C" fn(handle: *mut c_void, status: c_int, events: c_int);
+type CloseCallback = unsafe extern "C" fn(handle: *mut c_void);
+
+// libuv, which node exports to its addons.
+extern "C" {
+    fn uv_handle_size(kind: c_int) -> usize;
+    fn uv_poll_init_socket(loop_: *mut sys::uv_loop_s, handle: *mut c_void, socket: c_int)
+        -> c_int;
+    fn uv_poll_start(handle: *mut c_void, events: c_int, cb: PollCallback) -> c_int;
+    fn uv_poll_stop(handle: *mut c_void) -> c_int;
+    fn uv_close(handle: *mut c_void, cb: CloseCallback);
+    fn uv_unref(handle: *mut c_void);
+}
+
+/// One reply being watched for: its poll handle (libuv memory layout, `data` first) points here.
+struct Watch {
+    own: OwnReply,
+    deliverer: Rc<Deliverer>,
+}
+
+/// What the JavaScript thread needs to hand a client's completions to JavaScript itself, right
+/// after reading a reply, instead of scheduling the wake function (one more turn of the loop and
+/// an eventfd write and read). Lives on the JavaScript thread only.
+pub(crate) struct Deliverer {
+    env: sys::napi_env,
+    /// The async context JavaScript runs in when called from here (so microtasks and
+    /// `process.nextTick` callbacks run after it, as after any callback from native code).
+    context: sys::napi_async_context,
+    shared: Arc<Shared>,
+    wake: FunctionRef<(), ()>,
+    make_error: FunctionRef<(String, String, Option<String>), ()>,
+    decode: bool,
+}
+
+impl Deliverer {
+    /// On the JavaScript thread, as the client opens.
+    pub(crate) fn new(
+        env: &Env,
+        shared: Arc<Shared>,
+        wake: FunctionRef<(), ()>,
+        make_error: FunctionRef<(String, String, Option<String>), ()>,
+        decode: bool,
+    ) -> napi::Result<Deliverer> {
+        let mut context = ptr::null_mut();
+        // SAFETY: on the JavaScript thread of `env`.
+        unsafe {
+            let name = ToNapiValue::to_napi_value(env.raw(), "sentinel-recovery:reply")?;
+            let mut resource = ptr::null_mut();
+            check(sys::napi_create_object(env.raw(), &mut resource))?;
+            check(sys::napi_async_init(
+                env.raw(),
+                resource,
+                name,
+                &mut context,
+            ))?;
+        }
+        Ok(Deliverer {
+            env: env.raw(),
+            context,
+            shared,
+            wake,
+            make_error,
+            decode,
+        })
+    }
+
+    /// Calls the wake function with everything queued, as its scheduled wake-up would.
+    unsafe fn deliver(&self) -> napi::Result<()> {
+        let env = self.env;
+        let mut scope = ptr::null_mut();
+        check(sys::napi_open_handle_scope(env, &mut scope))?;
+        let delivered = self.deliver_in_scope();
+        sys::napi_close_handle_scope(env, scope);
+        delivered
+    }
+
+    unsafe fn deliver_in_scope(&self) -> napi::Result<()> {
+        let env = Env::from_raw(self.env);
+        let wake = self.wake.borrow_back(&env)?.raw();
+        let make_error = self.make_error.borrow_back(&env)?.raw();
+        let items =
+            std::mem::take(&mut *self.shared.queue.lock().unwrap_or_else(|e| e.into_inner()));
+        if items.is_empty() {
+            return Ok(());
+        }
+        let batch = Batch {
+            items,
+            decode: self.decode,
+            make_error,
+        };
+        let batch = ToNapiValue::to_napi_value(self.env, batch)?;
+        let mut recv = ptr::null_mut();
+        // napi_make_callback wants an object as `this`; the wake function ignores it.
+        check(sys::napi_get_global(self.env, &mut recv))?;
+        let mut result = ptr::null_mut();
+        let status =
+            sys::napi_make_callback(self.env, self.context, recv, wake, 1, &batch, &mut result);
+        if status == sys::Status::napi_pending_exception {
+            // Thrown by a handler the promise settled into: uncaught, as from any callback.
+            let mut error = ptr::null_mut();
+            sys::napi_get_and_clear_last_exception(self.env, &mut error);
+            sys::napi_fatal_exception(self.env, error);
+            return Ok(());
+        }
+        check(status)
+    }
+}
+
+impl Drop for Deliverer {
+    fn drop(&mut self) {
+        // SAFETY: dropped on the JavaScript thread (held by the client object and by watches,
+        // both of that thread only), while its environment lives.
+        unsafe {
+            sys::napi_async_destroy(self.env, self.context);
+        }
+    }
+}
+
+thread_local! {
+    /// The client whose reply this thread is reading, while it reads it.
+    static READING: Cell<*const Shared> = const { Cell::new(ptr::null()) };
+    /// A completion of that client was queued during the read, with no wake-up scheduled.
+    static QUEUED: Cell<bool> = const { Cell::new(false) };
+    /// Replies read and handed over on this thread, for the suite (`repliesReadHereForTest`).
+    static READ_HERE: Cell<u64> = const { Cell::new(0) };
+}
+
+/// How many replies this thread has read itself (and handed over) so far.
+pub(crate) fn replies_read_here() -> u64 {
+    READ_HERE.with(Cell::get)
+}
+
+/// Whether `shared`'s completion being pushed comes from a reply this thread is reading: then
+/// the reader delivers it once the read is over.
+pub(crate) fn delivering_here(shared: &Shared) -> bool {
+    let here = READING.with(|r| ptr::eq(r.get(), shared));
+    if here {
+        QUEUED.with(|q| q.set(true));
+    }
+    here
+}
+
+/// This JavaScript thread's watches and its cleanup hook.
+struct Watches {
+    /// Poll handles started and not yet closed.
+    open: Vec<*mut c_void>,
+    /// Registered at the first watch; `None` before.
+    hook: Option<sys::napi_async_cleanup_hook_handle>,
+    /// The environment is being torn down: no new watch starts, and the hook is removed once
+    /// the last handle has closed.
+    tearing_down: bool,
+    /// Handles closing and not yet freed.
+    closing: usize,
+}
+
+thread_local! {
+    static WATCHES: RefCell<Watches> = const {
+        RefCell::new(Watches { open: Vec::new(), hook: None, tearing_down: false, closing: 0 })
+    };
+}
+
+fn handle_layout() -> Layout {
+    // SAFETY: a plain query of a constant of libuv.
+    let size = unsafe { uv_handle_size(UV_POLL) };
+    Layout::from_size_align(size.max(std::mem::size_of::<*mut c_void>()), 16)
+        .expect("libuv's uv_poll_t size is a valid layout")
+}
+
+/// Watches `own`'s socket from this (the JavaScript) thread's loop and reads the reply there.
+/// When it cannot (no loop, libuv refuses the socket, the environment is ending), `own` is
+/// dropped, which hands the reply back to the core thread: the command completes either way.
+pub(crate) fn start(env: &Env, own: OwnReply, deliverer: &Rc<Deliverer>) {
+    let tearing_down = WATCHES.with(|w| w.borrow().tearing_down);
+    if tearing_down {
+        return;
+    }
+    let mut uv_loop = ptr::null_mut();
+    // SAFETY: `env` is the current environment; the call only reads it.
+    if unsafe { sys::napi_get_uv_event_loop(env.raw(), &mut uv_loop) } != sys::Status::napi_ok
+        || uv_loop.is_null()
+    {
+        return;
+    }
+    if !ensure_hook(env) {
+        return;
+    }
+    let layout = handle_layout();
+    // SAFETY: a non-zero layout; freed in `closed` (or below) with the same layout.
+    let handle = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<c_void>();
+    if handle.is_null() {
+        return;
+    }
+    let fd = own.fd();
+    // SAFETY: `handle` is zeroed memory of uv_poll_t's size, initialised here on the loop's own
+    // thread; `data` (the first field) is set after init, which leaves it alone.
+    unsafe {
+        if uv_poll_init_socket(uv_loop, handle, fd) != 0 {
+            std::alloc::dealloc(handle.cast(), layout);
+            return;
+        }
+        let watch = Box::into_raw(Box::new(Watch {
+            own,
+            deliverer: deliverer.clone(),
+        }));
+        *handle.cast::<*mut Watch>() = watch;
+        if uv_poll_start(handle, UV_READABLE, readable) != 0 {
+            finish(handle);
+            return;
+        }
+        uv_unref(handle);
+    }
+    WATCHES.with(|w| w.borrow_mut().open.push(handle));
+}
+
+/// libuv's callback: the socket is readable (or polling failed).
+unsafe extern "C" fn readable(handle: *mut c_void, status: c_int, _events: c_int) {
+    let watch = &mut **handle.cast::<*mut Watch>();
+    let deliverer = watch.deliverer.clone();
+    let read = if status == 0 {
+        READING.with(|r| r.set(&*deliverer.shared));
+        // No panic may unwind into libuv: one ends the watch (the core completes the command).
+        let read = std::panic::catch_unwind(AssertUnwindSafe(|| watch.own.read_ready()));
+        READING.with(|r| r.set(ptr::null()));
+        read
+    } else {
+        Ok(Poll::Ready(false))
+    };
+    if let Ok(Poll::Ready(true)) = read {
+        READ_HERE.with(|n| n.set(n.get() + 1));
+    }
+    if !matches!(read, Ok(Poll::Pending)) {
+        // Stopped before JavaScript runs, so that the next command it sends may watch the same
+        // socket (libuv refuses a second poll handle on it).
+        WATCHES.with(|w| w.borrow_mut().open.retain(|h| *h != handle));
+        finish(handle);
+    }
+    if QUEUED.with(|q| q.replace(false)) {
+        let delivered = std::panic::catch_unwind(AssertUnwindSafe(|| deliverer.deliver()));
+        if !matches!(delivered, Ok(Ok(()))) {
+            // What is still queued goes the usual way.
+            deliverer.shared.schedule();
+        }
+    }
+}
+
+/// Stops `handle` and closes it; `closed` frees it and its watch.
+unsafe fn finish(handle: *mut c_void) {
+    uv_poll_stop(handle);
+    WATCHES.with(|w| w.borrow_mut().closing += 1);
+    uv_close(handle, closed);
+}
+
+unsafe extern "C" fn closed(handle: *mut c_void) {
+    let watch = *handle.cast::<*mut Watch>();
+    // Dropping an unread reply hands it back to the core's task.
+    let _ = std::panic::catch_unwind(AssertUnwindSafe(|| drop(Box::from_raw(watch))));
+    std::alloc::dealloc(handle.cast(), handle_layout());
+    let done_hook = WATCHES.with(|w| {
+        let mut w = w.borrow_mut();
+        w.closing -= 1;
+        if w.tearing_down && w.closing == 0 && w.open.is_empty() {
+            w.hook.take()
+        } else {
+            None
+        }
+    });
+    if let Some(hook) = done_hook {
+        sys::napi_remove_async_cleanup_hook(hook);
+    }
+}
+
+/// Registers this environment's cleanup hook once; false when napi refuses it (then no watch
+/// starts: nothing could close it at teardown).
+fn ensure_hook(env: &Env) -> bool {
+    if WATCHES.with(|w| w.borrow().hook.is_some()) {
+        return true;
+    }
+    let mut hook = ptr::null_mut();
+    // SAFETY: `teardown` takes no data; napi passes the hook's handle back to it.
+    let status = unsafe {
+        sys::napi_add_async_cleanup_hook(env.raw(), Some(teardown), ptr::null_mut(), &mut hook)
+    };
+    if status != sys::Status::napi_ok || hook.is_null() {
+        return false;
+    }
+    WATCHES.with(|w| w.borrow_mut().hook = Some(hook));
+    true
+}
+
+/// The environment is being torn down: closes every open watch (their commands complete on the
+/// core, with `closed` as the client closes) and removes the hook once the last has closed.
+unsafe extern "C" fn teardown(hook: sys::napi_async_cleanup_hook_handle, _: *mut c_void) {
+    let open = WATCHES.with(|w| {
+        let mut w = w.borrow_mut();
+        w.tearing_down = true;
+        w.hook = Some(hook);
+        std::mem::take(&mut w.open)
+    });
+    for handle in open {
+        finish(handle);
+    }
+    let nothing_closing = WATCHES.with(|w| w.borrow().closing == 0);
+    if nothing_closing {
+        WATCHES.with(|w| w.borrow_mut().hook = None);
+        sys::napi_remove_async_cleanup_hook(hook);
+    }
+}

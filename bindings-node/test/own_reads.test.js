@@ -1,0 +1,136 @@
+'use strict'
+// Replies read on the JavaScript thread (src/watch.rs): a command sent on an idle connection has
+// its reply read by the JavaScript thread's own loop, not handed over by a core thread. These
+// tests pin what must hold whichever thread reads: each command gets its own reply, a deadline
+// still ends the wait (and the late reply never reaches another command), close still settles
+// everything, and a worker ending with such a read open leaves no libuv handle behind.
+
+const { test, before, after } = require('node:test')
+const assert = require('node:assert/strict')
+const { spawn } = require('node:child_process')
+const path = require('node:path')
+const { Client } = require('..')
+const native = require('../native.js')
+const { startTopology, withDeadline } = require('./helpers')
+
+let topo
+before(async () => {
+  topo = await startTopology(['--replicas', '0', '--sentinels', '1'])
+})
+after(async () => {
+  await topo?.down()
+})
+
+test('one command at a time: every reply is read on this thread and is its own', async () => {
+  const c = await Client.connect(topo.url, { decodeResponses: true })
+  try {
+    await c.execute(['SET', 'own:warm', 'x'])
+    const before = native.repliesReadHereForTest()
+    for (let i = 0; i < 200; i++) {
+      assert.equal(await c.execute(['SET', `own:${i}`, `v${i}`]), 'OK')
+      assert.equal(await c.execute(['GET', `own:${i}`]), `v${i}`)
+    }
+    assert.equal(native.repliesReadHereForTest() - before, 400)
+    // Many at once: the connection is busy, the core reads; each still gets its own reply.
+    const got = await Promise.all(Array.from({ length: 64 }, (_, i) => c.execute(['GET', `own:${i}`])))
+    assert.deepEqual(got, Array.from({ length: 64 }, (_, i) => `v${i}`))
+  } finally {
+    await c.close()
+  }
+})
+
+test('a deadline ends the wait on a paused primary; its late reply reaches no other command', async () => {
+  const port = topo.info.primary.port
+  const c = await Client.connect(topo.url, { decodeResponses: true })
+  try {
+    await c.execute(['SET', 'own:a', 'a'])
+    await c.execute(['SET', 'own:b', 'b'])
+    assert.equal((await topo.cmd(`stop ${port}`)).ok, true)
+    let resumed = false
+    try {
+      const started = Date.now()
+      // Sent on the idle connection, so this thread watches for its reply.
+      const a = c.execute(['GET', 'own:a'], { timeoutMs: 300 })
+      await assert.rejects(a, (e) => e.code === 'timeout')
+      assert.ok(Date.now() - started < 2000, 'the deadline ended the wait')
+      // Sent while a's reply is still due: queued behind it on the same connection.
+      const b = c.execute(['GET', 'own:b'], { timeoutMs: 10000 })
+      assert.equal((await topo.cmd(`cont ${port}`)).ok, true)
+      resumed = true
+      assert.equal(await withDeadline(b, 15000, 'GET own:b'), 'b')
+    } finally {
+      if (!resumed) await topo.cmd(`cont ${port}`)
+    }
+    // Idle again: read on this thread again, each its own.
+    const before = native.repliesReadHereForTest()
+    assert.equal(await c.execute(['GET', 'own:a']), 'a')
+    assert.equal(await c.execute(['GET', 'own:b']), 'b')
+    assert.equal(native.repliesReadHereForTest() - before, 2)
+  } finally {
+    await c.close()
+  }
+})
+
+test('close() settles a command whose reply this thread is waiting for', async () => {
+  const c = await Client.connect(topo.url)
+  const slow = c.execute(['DEBUG', 'SLEEP', '0.5'])
+  await c.close()
+  await assert.rejects(slow, (e) => e.code === 'closed')
+})
+
+/** Runs `code` in a child node; resolves {code, signal, stdout, stderr}, or rejects after `ms`. */
+function runChild(code, ms = 30000) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['-e', code], {
+      env: { ...process.env, SR_URL: topo.url, SR_MODULE: path.resolve(__dirname, '..') },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`child did not exit within ${ms} ms; stdout: ${stdout} stderr: ${stderr}`))
+    }, ms)
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr })
+    })
+  })
+}
+
+test('a worker that ends while its thread waits for a reply leaves nothing behind', async () => {
+  // Each worker sends a slow command on an idle connection (its thread then watches the
+  // socket) and is terminated, or exits, before the reply: node closes the worker's loop, which
+  // aborts the process if a handle is still open on it.
+  const r = await runChild(`
+    const { Worker } = require('node:worker_threads')
+    const body = (how) => \`
+      const { parentPort } = require('node:worker_threads')
+      const { Client } = require(process.env.SR_MODULE)
+      ;(async () => {
+        const c = await Client.connect(process.env.SR_URL)
+        await c.execute(['PING'])
+        c.execute(['DEBUG', 'SLEEP', '1']).catch(() => {})
+        if ('\${how}' === 'exit') setImmediate(() => process.exit(0))
+        else parentPort.postMessage('sent')
+      })()
+    \`
+    ;(async () => {
+      for (const how of ['terminate', 'exit', 'terminate']) {
+        const w = new Worker(body(how), { eval: true })
+        if (how === 'terminate') {
+          await new Promise((resolve) => w.once('message', resolve))
+          await w.terminate()
+        } else {
+          await new Promise((resolve) => w.once('exit', resolve))
+        }
+      }
+      console.log('done')
+    })()
+  `)
+  assert.equal(r.signal, null, `the process was killed by ${r.signal}; stderr: ${r.stderr}`)
+  assert.equal(r.code, 0, `exit code ${r.code}; stderr: ${r.stderr}`)
+  assert.equal(r.stdout.trim(), 'done')
+})
