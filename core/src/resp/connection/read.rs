@@ -353,7 +353,8 @@ fn receive(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
 
 /// Waits until the socket has something to read (bytes, its end, an error) or `until` passes;
 /// false when it passed or a signal interrupted the wait (the host may have a handler to run).
-/// Until `spin_until` it asks without sleeping. Never inlined, so that instruction counts
+/// Until `spin_until` (when given) it asks without sleeping, yielding the core between asks;
+/// without it, it sleeps from the start. Never inlined, so that instruction counts
 /// (bench/latency/callgrind.sh) can leave the busy wait out.
 #[cfg(unix)]
 #[inline(never)]
@@ -368,7 +369,8 @@ fn wait_readable(
         events: libc::POLLIN,
         revents: 0,
     };
-    let spin_until = spin_until.map_or(until, |s| s.min(until));
+    // Without leave to spin, it sleeps from the start.
+    let spin_until = spin_until.map_or(std::time::Instant::now(), |s| s.min(until));
     loop {
         let now = std::time::Instant::now();
         let left = until.saturating_duration_since(now);
@@ -376,7 +378,10 @@ fn wait_readable(
             return false;
         }
         let millis = if now < spin_until {
-            std::hint::spin_loop();
+            // Polite: a thread runnable on this core (the server itself, when cores are few)
+            // runs first, rather than waiting for this one's time slice to end.
+            // SAFETY: no arguments, no memory.
+            unsafe { libc::sched_yield() };
             0
         } else {
             // Rounded up: a wait that ends a little early only hands the reply to the task.

@@ -643,6 +643,50 @@ fn an_event_loop_reads_its_own_reply_as_it_comes_without_waiting() {
     server.join().unwrap();
 }
 
+#[test]
+fn an_own_read_without_leave_to_spin_sleeps() {
+    // A waiter denied the spin (others spin already, or replies are slow) must sleep in the
+    // kernel, not ask the socket in a loop until its deadline: over a 300 ms wait for a reply
+    // that never comes, it may use a little CPU, not the whole wait.
+    let cpu_now = || {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid timespec for the call to fill.
+        assert_eq!(
+            unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) },
+            0
+        );
+        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    };
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let conn = rt.block_on(Connection::connect(addr, &resp2())).unwrap();
+    let (_socket, _) = listener.accept().unwrap();
+    let own = call_own(
+        &conn,
+        &["PING"],
+        Instant::now() + Duration::from_secs(60),
+        |_: Result<Value>| {},
+    );
+    let (wall, cpu) = (std::time::Instant::now(), cpu_now());
+    assert!(!own.read(wall + Duration::from_millis(300), None));
+    let (wall, cpu) = (wall.elapsed(), cpu_now() - cpu);
+    assert!(
+        wall >= Duration::from_millis(290),
+        "returned after {wall:?}"
+    );
+    assert!(
+        cpu < wall / 4,
+        "used {cpu:?} of CPU over a {wall:?} wait: it did not sleep"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replies_after_the_own_one_are_handed_back_to_the_task() {
     // "A" gets no reply of its own: the reply to "B" carries both, in one write, so the thread
