@@ -65,6 +65,8 @@ impl NativeClient {
             };
             let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(|c| bytes(c)).collect();
             let shared = self.shared.clone();
+            // Busy from now on: a reply this thread watches for goes back to the core.
+            crate::watch::stop(&self.deliverer);
             let operation = self.handle.pipeline(
                 &commands,
                 timeout,

@@ -421,6 +421,8 @@ impl NativeClient {
                     Either::B(b) => *b,
                 })
                 .collect();
+            // Busy from now on: a reply this thread watches for goes back to the core.
+            watch::stop(&self.deliverer);
             let (operation, own) =
                 self.handle
                     .execute_watched(&args, timeout, self.shared.done(id, |v| v));

@@ -68,6 +68,8 @@ pub(crate) struct Deliverer {
     wake: FunctionRef<(), ()>,
     make_error: FunctionRef<(String, String, Option<String>), ()>,
     decode: bool,
+    /// The poll handle of this client's watch while one is open (null otherwise).
+    watching: Cell<*mut c_void>,
 }
 
 impl Deliverer {
@@ -99,6 +101,7 @@ impl Deliverer {
             wake,
             make_error,
             decode,
+            watching: Cell::new(ptr::null_mut()),
         })
     }
 
@@ -247,12 +250,36 @@ pub(crate) fn start(env: &Env, own: OwnReply, deliverer: &Rc<Deliverer>) {
         }
         uv_unref(handle);
     }
+    deliverer.watching.set(handle);
     WATCHES.with(|w| w.borrow_mut().open.push(handle));
+}
+
+/// Ends `deliverer`'s client's open watch, if any, handing its reply back to the core: the
+/// client is sending more, so its connection is busy, and the core thread reads that reply
+/// with those behind it, while this thread goes on with JavaScript (the watch would keep the
+/// core from reading any of them until this thread is back in its loop).
+pub(crate) fn stop(deliverer: &Deliverer) {
+    let handle = deliverer.watching.replace(ptr::null_mut());
+    if !handle.is_null() {
+        WATCHES.with(|w| w.borrow_mut().open.retain(|h| *h != handle));
+        // SAFETY: an open watch's handle, on its loop's thread; stopped first, then its watch
+        // taken out (so `closed` finds none) and dropped now, which hands the reply back.
+        unsafe {
+            uv_poll_stop(handle);
+            let watch = std::mem::replace(&mut *handle.cast::<*mut Watch>(), ptr::null_mut());
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| drop(Box::from_raw(watch))));
+            finish(handle);
+        }
+    }
 }
 
 /// libuv's callback: the socket is readable (or polling failed).
 unsafe extern "C" fn readable(handle: *mut c_void, status: c_int, _events: c_int) {
-    let watch = &mut **handle.cast::<*mut Watch>();
+    let watch = *handle.cast::<*mut Watch>();
+    if watch.is_null() {
+        return;
+    }
+    let watch = &mut *watch;
     let deliverer = watch.deliverer.clone();
     let read = if status == 0 {
         READING.with(|r| r.set(&*deliverer.shared));
@@ -269,6 +296,7 @@ unsafe extern "C" fn readable(handle: *mut c_void, status: c_int, _events: c_int
     if !matches!(read, Ok(Poll::Pending)) {
         // Stopped before JavaScript runs, so that the next command it sends may watch the same
         // socket (libuv refuses a second poll handle on it).
+        deliverer.watching.set(ptr::null_mut());
         WATCHES.with(|w| w.borrow_mut().open.retain(|h| *h != handle));
         finish(handle);
     }
@@ -290,8 +318,10 @@ unsafe fn finish(handle: *mut c_void) {
 
 unsafe extern "C" fn closed(handle: *mut c_void) {
     let watch = *handle.cast::<*mut Watch>();
-    // Dropping an unread reply hands it back to the core's task.
-    let _ = std::panic::catch_unwind(AssertUnwindSafe(|| drop(Box::from_raw(watch))));
+    if !watch.is_null() {
+        // Dropping an unread reply hands it back to the core's task.
+        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| drop(Box::from_raw(watch))));
+    }
     std::alloc::dealloc(handle.cast(), handle_layout());
     let done_hook = WATCHES.with(|w| {
         let mut w = w.borrow_mut();

@@ -31,9 +31,23 @@ test('one command at a time: every reply is read on this thread and is its own',
       assert.equal(await c.execute(['GET', `own:${i}`]), `v${i}`)
     }
     assert.equal(native.repliesReadHereForTest() - before, 400)
-    // Many at once: the connection is busy, the core reads; each still gets its own reply.
+    // Many at once: each gets its own reply, whoever reads it.
     const got = await Promise.all(Array.from({ length: 64 }, (_, i) => c.execute(['GET', `own:${i}`])))
     assert.deepEqual(got, Array.from({ length: 64 }, (_, i) => `v${i}`))
+    // A command sent while a watched reply is due (its server is busy 200 ms) hands that
+    // watch back: the core reads both; so does a pipeline sent meanwhile.
+    const sentMeanwhile = [
+      [() => c.execute(['GET', 'own:1']), 'v1'],
+      [() => c.pipeline([['GET', 'own:1'], ['GET', 'own:2']]), ['v1', 'v2']],
+    ]
+    for (const [send, expected] of sentMeanwhile) {
+      const busy = native.repliesReadHereForTest()
+      const slow = c.execute(['DEBUG', 'SLEEP', '0.2'])
+      const next = send()
+      assert.equal(await slow, 'OK')
+      assert.deepEqual(await next, expected)
+      assert.equal(native.repliesReadHereForTest() - busy, 0, `${expected}: read on this thread`)
+    }
   } finally {
     await c.close()
   }

@@ -150,6 +150,13 @@ struct Outbox {
     push: Option<mpsc::UnboundedSender<Value>>,
 }
 
+impl Outbox {
+    /// Nothing waits to be written or answered (what [`Connection::submit`] calls idle).
+    fn looks_idle(&self) -> bool {
+        self.bytes.is_empty() && !self.task_writing && self.waiters.is_empty() && !self.closed
+    }
+}
+
 /// Who is waiting for the next reply in line.
 enum Waiter {
     /// A callback, with the deadline the task enforces if it has one; `done` is `None` once it
@@ -518,8 +525,12 @@ impl Connection {
         let shared = &self.shared;
         // Borrowed from before the write when the caller may read its reply itself, so that
         // the task cannot read that reply first; not held across the write (the task would
-        // block on it), and taken before the outbox (lock order: `read`, then `outbox`).
-        let mut lent = own.and_then(|_| shared.read.locked().side.take());
+        // block on it), and taken before the outbox (lock order: `read`, then `outbox`). Only
+        // when the connection looks idle: under load the reply is not offered anyway, and
+        // the lend would only make the task that reads meanwhile wait for it.
+        let mut lent = own
+            .filter(|_| shared.outbox.locked().looks_idle())
+            .and_then(|_| shared.read.locked().side.take());
         let mut guard = shared.outbox.locked();
         let out = &mut *guard;
         if out.closed || shared.done.is_cancelled() {
@@ -535,7 +546,7 @@ impl Connection {
         // Idle: nothing waits to be written and no reply is outstanding. With replies
         // outstanding, commands come in bursts (many callers at once): they are left to the
         // task, which writes a burst with one call, instead of one system call each here.
-        let idle = !task_knows && out.waiters.is_empty();
+        let idle = out.looks_idle();
         let deadline_before = out.next_deadline;
         queue(out);
         let mut own_reply = None;
