@@ -4,9 +4,7 @@
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { spawn } = require('node:child_process')
-const path = require('node:path')
-const { startTopology } = require('./helpers')
+const { startTopology, runChild } = require('./helpers')
 
 let topo
 before(async () => {
@@ -15,26 +13,6 @@ before(async () => {
 after(async () => {
   await topo?.down()
 })
-
-/** Runs `code` in a child node; resolves {code, stdout} or rejects after `ms`. */
-function runChild(code, ms = 20000) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['-e', code], {
-      env: { ...process.env, SR_URL: topo.url, SR_MODULE: path.resolve(__dirname, '..') },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    })
-    let stdout = ''
-    child.stdout.on('data', (d) => (stdout += d))
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL')
-      reject(new Error(`child did not exit within ${ms} ms; stdout: ${stdout}`))
-    }, ms)
-    child.on('exit', (code) => {
-      clearTimeout(timer)
-      resolve({ code, stdout })
-    })
-  })
-}
 
 test('exits with code 0 after connect, a command and close()', async () => {
   const r = await runChild(`
@@ -46,7 +24,7 @@ test('exits with code 0 after connect, a command and close()', async () => {
       await c.close()
       console.log('closed')
     })()
-  `)
+  `, { SR_URL: topo.url })
   assert.equal(r.code, 0)
   assert.equal(r.stdout.trim(), 'closed')
 })
@@ -61,7 +39,7 @@ test('a pending command keeps the process alive until it settles; nothing else d
       console.log('settled ' + v)
       // Not closed: the open client and its event subscription must not keep the process alive.
     })
-  `)
+  `, { SR_URL: topo.url })
   assert.equal(r.code, 0)
   assert.equal(r.stdout.trim(), 'settled OK')
 })

@@ -76,6 +76,32 @@ async function startTopology(args = []) {
   return { info, url: info.url, cmd, down, child }
 }
 
+/**
+ * Runs `code` in a child node with `env` added to this process's environment (`SR_MODULE` is
+ * always the binding under test); resolves {code, signal, stdout, stderr}, or kills it and
+ * rejects after `ms`.
+ */
+function runChild(code, env = {}, ms = 20000) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['-e', code], {
+      env: { ...process.env, SR_MODULE: path.resolve(__dirname, '..'), ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
+    let stdout = ''
+    let stderr = ''
+    child.stdout.on('data', (d) => (stdout += d))
+    child.stderr.on('data', (d) => (stderr += d))
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL')
+      reject(new Error(`child did not exit within ${ms} ms; stdout: ${stdout}; stderr: ${stderr}`))
+    }, ms)
+    child.on('exit', (code, signal) => {
+      clearTimeout(timer)
+      resolve({ code, signal, stdout, stderr })
+    })
+  })
+}
+
 /** Rejects with a clear message when `promise` has not settled within `ms`. */
 function withDeadline(promise, ms, what) {
   let timer
@@ -173,4 +199,13 @@ async function fakeSentinel(reply) {
   }
 }
 
-module.exports = { startTopology, withDeadline, waitFor, closedPort, fakeSentinel, ROOT, TARGET }
+module.exports = {
+  startTopology,
+  withDeadline,
+  waitFor,
+  closedPort,
+  fakeSentinel,
+  runChild,
+  ROOT,
+  TARGET,
+}

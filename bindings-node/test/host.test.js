@@ -8,11 +8,9 @@
 
 const { test } = require('node:test')
 const assert = require('node:assert/strict')
-const { spawn } = require('node:child_process')
-const path = require('node:path')
 const sr = require('..')
 const { Client, ClosedError } = sr
-const { startTopology, withDeadline, waitFor, closedPort } = require('./helpers')
+const { startTopology, withDeadline, waitFor, closedPort, runChild } = require('./helpers')
 
 /** A client whose sentinel never answers: commands wait for a primary until their deadline. */
 async function unreachable(options = {}) {
@@ -167,7 +165,7 @@ test('a listener that throws: reported as an uncaught exception, later events st
       console.log(JSON.stringify({ events, thrown, after, pending: await pending }))
     }, 10)
   `
-  const r = await runChild(code, { SR_MODULE: path.resolve(__dirname, '..') })
+  const r = await runChild(code)
   assert.equal(r.code, 0, r.stderr)
   const out = JSON.parse(r.stdout.trim())
   assert.ok(out.events >= 5, JSON.stringify(out))
@@ -240,28 +238,6 @@ test('close racing with a kill -9 failover: every close resolves, each after all
     await topo.down()
   }
 })
-
-/** Runs `code` in a child node; resolves {code, stdout, stderr} or rejects after `ms`. */
-function runChild(code, env, ms = 20000) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['-e', code], {
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d) => (stdout += d))
-    child.stderr.on('data', (d) => (stderr += d))
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL')
-      reject(new Error(`child did not exit within ${ms} ms; stdout: ${stdout}; stderr: ${stderr}`))
-    }, ms)
-    child.on('exit', (code) => {
-      clearTimeout(timer)
-      resolve({ code, stdout, stderr })
-    })
-  })
-}
 
 test('a panic on a core thread rejects with InternalError, once, and the client goes on', async () => {
   const c = await unreachable({ commandTimeoutMs: 200 })

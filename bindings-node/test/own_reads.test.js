@@ -7,11 +7,9 @@
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { spawn } = require('node:child_process')
-const path = require('node:path')
 const { Client } = require('..')
 const native = require('../native.js')
-const { startTopology, withDeadline } = require('./helpers')
+const { startTopology, withDeadline, runChild } = require('./helpers')
 
 let topo
 before(async () => {
@@ -92,28 +90,6 @@ test('close() settles a command whose reply this thread is waiting for', async (
   await assert.rejects(slow, (e) => e.code === 'closed')
 })
 
-/** Runs `code` in a child node; resolves {code, signal, stdout, stderr}, or rejects after `ms`. */
-function runChild(code, ms = 30000) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['-e', code], {
-      env: { ...process.env, SR_URL: topo.url, SR_MODULE: path.resolve(__dirname, '..') },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    })
-    let stdout = ''
-    let stderr = ''
-    child.stdout.on('data', (d) => (stdout += d))
-    child.stderr.on('data', (d) => (stderr += d))
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL')
-      reject(new Error(`child did not exit within ${ms} ms; stdout: ${stdout} stderr: ${stderr}`))
-    }, ms)
-    child.on('exit', (code, signal) => {
-      clearTimeout(timer)
-      resolve({ code, signal, stdout, stderr })
-    })
-  })
-}
-
 test('a worker that ends while its thread waits for a reply leaves nothing behind', async () => {
   // Each worker sends a slow command on an idle connection (its thread then watches the
   // socket) and is terminated, or exits, before the reply: node closes the worker's loop, which
@@ -143,7 +119,7 @@ test('a worker that ends while its thread waits for a reply leaves nothing behin
       }
       console.log('done')
     })()
-  `)
+  `, { SR_URL: topo.url }, 30000)
   assert.equal(r.signal, null, `the process was killed by ${r.signal}; stderr: ${r.stderr}`)
   assert.equal(r.code, 0, `exit code ${r.code}; stderr: ${r.stderr}`)
   assert.equal(r.stdout.trim(), 'done')
