@@ -275,7 +275,7 @@ pub(crate) fn duration_text(d: std::time::Duration) -> String {
         format!("{} ms", ms.round() as u64)
     } else {
         let tenths = (d.as_secs_f64() * 10.0).round() as u64;
-        if tenths % 10 == 0 {
+        if tenths.is_multiple_of(10) {
             format!("{} s", tenths / 10)
         } else {
             format!("{}.{} s", tenths / 10, tenths % 10)

@@ -62,6 +62,26 @@ fn cli() -> PathBuf {
         let profile_dir = exe.parent().and_then(|d| d.parent()).unwrap().to_path_buf();
         let target_dir = profile_dir.parent().unwrap().to_path_buf();
         let mut build = Command::new(env!("CARGO"));
+        // cargo gives a test process the variables it gives build scripts (CARGO_MANIFEST_DIR,
+        // CARGO_PKG_NAME, ...). Build scripts such as ring's ask to rerun when those change, so
+        // a nested build that inherits them reruns them and recompiles ring, rustls and the core
+        // with the same hashes, and the next ordinary build does all of that again.
+        for (name, _) in std::env::vars_os() {
+            let name = name.to_string_lossy();
+            if name.starts_with("CARGO_PKG_")
+                || name.starts_with("CARGO_BIN_")
+                || name.starts_with("CARGO_MANIFEST_")
+                || matches!(
+                    name.as_ref(),
+                    "CARGO_CRATE_NAME"
+                        | "CARGO_PRIMARY_PACKAGE"
+                        | "CARGO_TARGET_TMPDIR"
+                        | "OUT_DIR"
+                )
+            {
+                build.env_remove(name.as_ref());
+            }
+        }
         build
             .args([
                 "build",

@@ -21,7 +21,7 @@ use crate::config::Address;
 /// some sentinel that itself sees enough peers.
 pub(super) fn assess(sentinels: &[SentinelReport], primary: Option<&Address>) -> Quorum {
     let follows = |s: &SentinelReport| {
-        primary.map_or(true, |p| s.master.as_ref().is_some_and(|m| m.address == *p))
+        primary.is_none_or(|p| s.master.as_ref().is_some_and(|m| m.address == *p))
     };
     let knowing: Vec<&SentinelReport> = sentinels
         .iter()

@@ -159,7 +159,7 @@ impl Report {
     pub fn finding(&self, code: &str, subject: Option<&str>) -> Option<&Finding> {
         self.findings
             .iter()
-            .find(|f| f.code == code && subject.map_or(true, |s| f.subject.as_deref() == Some(s)))
+            .find(|f| f.code == code && subject.is_none_or(|s| f.subject.as_deref() == Some(s)))
     }
 
     /// The report of the sentinel at `address` (as configured or learned).

@@ -401,7 +401,7 @@ fn quorum(f: &mut Findings, report: &Report) {
     if q.failover_possible != Some(false) {
         let primary = report.agreement.primaries.first().map(|c| &c.address);
         let follows = |s: &&SentinelReport| {
-            primary.map_or(true, |p| s.master.as_ref().is_some_and(|m| m.address == *p))
+            primary.is_none_or(|p| s.master.as_ref().is_some_and(|m| m.address == *p))
         };
         for s in report.sentinels.iter().filter(follows) {
             if let Some(ck) = s.ckquorum.as_ref().filter(|c| !c.ok) {

@@ -462,7 +462,7 @@ impl Connection {
                         .map(|r| -> Callback { Box::new(move |result| r.reply(result)) }),
                     deadline: Some(deadline),
                 });
-                if out.next_deadline.map_or(true, |d| deadline < d) {
+                if out.next_deadline.is_none_or(|d| deadline < d) {
                     out.next_deadline = Some(deadline);
                 }
             },
