@@ -7,6 +7,13 @@ export CARGO_INCREMENTAL ?= 0
 # Servers started by tests are real processes; keep test binaries from starting too many at once
 # on small machines.
 E2E_THREADS ?= 2
+# `make test` runs the Node and Python suites (and the soak's writers) on the release artifacts its
+# dist step builds (mk/dist.mk: the stripped Node addon, the abi3 wheel), so every optimized build
+# happens once; before, each suite built its own release copy of the core (about 4 minutes of
+# the run). Alone, `make test-node` or `make test-python` still builds from the source tree.
+ifneq ($(filter test,$(MAKECMDGOALS)),)
+USE_DIST_ARTIFACTS ?= 1
+endif
 
 .PHONY: deps build test test-rust test-c lint demo
 

@@ -6,9 +6,15 @@ TEST_TARGETS += test-node
 .PHONY: test-node node-build
 
 # The addon alone (also used by the soak's Node writer, mk/soak.mk).
+# With USE_DIST_ARTIFACTS=1 (set by `make test`) it is the addon `make dist` built and stripped.
+ifeq ($(USE_DIST_ARTIFACTS),1)
+node-build: dist
+	cp $(CARGO_TARGET_DIR)/dist-stage/napi/sentinel-recovery.linux-x64-gnu.node bindings-node/
+else
 node-build: deps
 	@command -v node >/dev/null 2>&1 || { echo "node-build: node (>= 18) and npm are required" >&2; exit 1; }
 	cd bindings-node && if [ -d node_modules/@napi-rs/cli ]; then npm run build; else npm ci; fi
+endif
 
 test-node: deps node-build
 	cargo build -p sentinel-recovery-testkit --bins

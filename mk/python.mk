@@ -14,8 +14,14 @@ python-venv:
 	@$(PY_VENV)/bin/python -c "import maturin, pytest, pytest_asyncio, pytest_timeout" 2>/dev/null \
 	  || $(PY_VENV)/bin/python -m pip install -q $(PY_TEST_DEPS)
 
+# With USE_DIST_ARTIFACTS=1 (set by `make test`) it installs the wheel `make dist` built.
+ifeq ($(USE_DIST_ARTIFACTS),1)
+python-install: python-venv dist
+	$(PY_VENV)/bin/python -m pip install -q --force-reinstall --no-deps dist/sentinel_recovery-*-cp39-abi3-*.whl
+else
 python-install: python-venv
 	PATH="$(PY_VENV)/bin:$$PATH" $(PY_VENV)/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps ./bindings-python
+endif
 
 test-python: deps python-install
 	cargo build -q -p sentinel-recovery-testkit --bins
