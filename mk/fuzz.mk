@@ -5,7 +5,8 @@
 # fuzz/corpus/<target>; builds, working corpora and logs stay in fuzz/target (cargo-fuzz's own
 # flags, so not the shared CARGO_TARGET_DIR), crash inputs in fuzz/artifacts.
 #   make fuzz                    every target FUZZ_SECONDS (60) each
-#   make fuzz FUZZ_TIME=3600     an hour in all, split evenly between the targets
+#   make fuzz FUZZ_TIME=3600     an hour of fuzzing in all, split evenly between the targets
+#                                (half that on the clock: FUZZ_JOBS, 2, targets run at once)
 #   make fuzz FUZZ_TARGETS=config_url FUZZ_SECONDS=600
 # `make test` runs each target FUZZ_TEST_SECONDS (20) through test-fuzz.
 FUZZ_TARGETS ?= resp_frames resp_differential sentinel_replies sentinel_events config_url tls_not_after
