@@ -6,11 +6,10 @@ TEST_TARGETS += test-node
 .PHONY: test-node node-build
 
 # The addon alone (also used by the soak's Node writer, mk/soak.mk).
-# With USE_DIST_ARTIFACTS=1 (set by `make test`) it is what `make dist` built: the stripped addon
-# and the loader and types the napi CLI generated beside it (not committed).
+# With USE_DIST_ARTIFACTS=1 (set by `make test`) it is the addon `make dist` built.
 ifeq ($(USE_DIST_ARTIFACTS),1)
 node-build: dist
-	cp $(addprefix $(CARGO_TARGET_DIR)/dist-stage/napi/,sentinel-recovery.linux-x64-gnu.node native.js native.d.ts) bindings-node/
+	scripts/dist/use-in-tree.sh node
 else
 node-build: deps
 	@command -v node >/dev/null 2>&1 || { echo "node-build: node (>= 18) and npm are required" >&2; exit 1; }

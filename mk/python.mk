@@ -17,7 +17,7 @@ python-venv:
 # With USE_DIST_ARTIFACTS=1 (set by `make test`) it installs the wheel `make dist` built.
 ifeq ($(USE_DIST_ARTIFACTS),1)
 python-install: python-venv dist
-	$(PY_VENV)/bin/python -m pip install -q --force-reinstall --no-deps dist/sentinel_recovery-*-cp39-abi3-*.whl
+	scripts/dist/use-in-tree.sh python $(PY_VENV)/bin/python
 else
 python-install: python-venv
 	PATH="$(PY_VENV)/bin:$$PATH" $(PY_VENV)/bin/python -m pip install -q --no-build-isolation --force-reinstall --no-deps ./bindings-python
