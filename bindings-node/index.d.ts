@@ -399,7 +399,9 @@ export type ClientEvents = {
 
 /**
  * A client of one Sentinel-managed service. Emits `'event'` with every event and each event
- * under its kind too. Events do not keep the process alive; pending commands do.
+ * under its kind too, from the first discovery on: the first `primary_changed` has `old: null`,
+ * also when another client in the process had already found the primary. Events do not keep the
+ * process alive; pending commands do.
  */
 export declare class Client extends EventEmitter {
   private constructor(url: string, options?: ClientOptions)

@@ -389,7 +389,9 @@ const busy = new Map()
 
 /**
  * A client of one Sentinel-managed service. Create it with `Client.connect(url, options)`.
- * Emits `'event'` with every event, and each event under its kind's name too.
+ * Emits `'event'` with every event, and each event under its kind's name too, from the first
+ * discovery on: the first `primary_changed` has `old: null`, also when another client in the
+ * process had already found the primary.
  */
 class Client extends EventEmitter {
   /** @private Use Client.connect or Client.open. */

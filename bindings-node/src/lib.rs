@@ -329,7 +329,9 @@ impl NativeClient {
             watch::Deliverer::new(env, shared.clone(), direct_wake, direct_make_error, decode)
                 .map_err(|e| napi_failure("creating the async context", e))?;
         let events = shared.clone();
-        let subscribed = handle.subscribe_events(Box::new(move |event: &Event| {
+        // From the start: JavaScript attaches its listeners after this returns, and they must
+        // hear the first discovery even when the monitor (shared, or quick) found it already.
+        let subscribed = handle.subscribe_events_from_start(Box::new(move |event: &Event| {
             // On a core thread: copy the event and queue it for the JavaScript thread.
             if let Ok(json) = serde_json::to_string(event) {
                 events.push(Item::Event(json));

@@ -121,6 +121,25 @@ test('events: the first discovery is a primary_changed from null, emitted under 
   assert.equal(all.length, count, 'no event after close() resolved')
 })
 
+test('events: a client sharing a monitor that knows the primary hears it first too', async () => {
+  // Same sentinels and service: the second client shares the first one's monitor, whose first
+  // discovery is over before the second client exists.
+  const ready = await Client.connect(topo.url)
+  const c = Client.open(topo.url, { db: 1 })
+  try {
+    const first = await withDeadline(
+      new Promise((resolve) => c.once('primary_changed', resolve)),
+      15000,
+      'primary_changed of the second client',
+    )
+    assert.equal(first.old, null)
+    assert.deepEqual(first.new, { host: '127.0.0.1', port: topo.info.primary.port })
+  } finally {
+    await c.close()
+    await ready.close()
+  }
+})
+
 test('ESM entry point exports the same classes', async () => {
   const esm = await import('../index.mjs')
   const cjs = require('..')

@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
-use sentinel_recovery::host::Handle;
-use sentinel_recovery::ErrorCode;
+use sentinel_recovery::host::{EventHandler, Handle};
+use sentinel_recovery::{Address, ErrorCode, Event, EventKind};
 use sentinel_recovery_testkit::{Topology, TopologySpec};
 
 #[test]
@@ -156,4 +156,52 @@ fn commands_sent_by_the_calling_thread_cancel_and_close_like_any_other() {
     std::thread::sleep(Duration::from_millis(300));
     assert!(rx.try_recv().is_err());
     assert!(counts.lock().unwrap().iter().all(|c| *c == 1));
+}
+
+/// A subscription made at open begins with the first discovery, whatever the timing: its first
+/// event is the `primary_changed` from none to the primary, also when the monitor had found that
+/// primary before (here it is shared with a client that is ready), where a plain subscription
+/// hears nothing of it. After a failover both report the same change, once.
+#[test]
+fn events_from_start_begin_with_the_first_discovery_also_on_a_shared_monitor() {
+    let topo = Topology::start(TopologySpec::default()).unwrap();
+    let first = Handle::open_url(&topo.url(), &[("db", "0")]).unwrap();
+    Handle::block(|done| first.ready(done)).unwrap();
+    // db is not part of the monitor's key: this client shares `first`'s monitor.
+    let second = Handle::open_url(&topo.url(), &[("db", "1")]).unwrap();
+    let subscribe = |from_start: bool| {
+        let (tx, rx) = mpsc::channel::<Event>();
+        let handler: EventHandler = Box::new(move |e| {
+            let _ = tx.send(e.clone());
+        });
+        if from_start {
+            second.subscribe_events_from_start(handler).unwrap();
+        } else {
+            second.subscribe_events(handler).unwrap();
+        }
+        rx
+    };
+    let plain = subscribe(false);
+    let from_start = subscribe(true);
+    let primary = Address::new("127.0.0.1", topo.primary().port());
+    let next_primary_change = |rx: &mpsc::Receiver<Event>| loop {
+        let event = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        if let EventKind::PrimaryChanged { old, new } = event.kind {
+            assert_eq!(event.service, topo.service());
+            return (old, new);
+        }
+    };
+    assert_eq!(next_primary_change(&from_start), (None, primary.clone()));
+
+    topo.sentinel_failover().unwrap();
+    let after = next_primary_change(&plain);
+    assert_eq!(
+        after.0,
+        Some(primary),
+        "the plain subscription's first change"
+    );
+    assert_ne!(after.1, after.0.clone().unwrap());
+    assert_eq!(next_primary_change(&from_start), after);
+    second.close_blocking();
+    first.close_blocking();
 }

@@ -28,7 +28,7 @@ pub use transaction::Transaction;
 
 use crate::config::Config;
 use crate::error::{Error, ErrorCode, Result};
-use crate::monitor::{registry, Event, Monitor, Topology};
+use crate::monitor::{registry, unix_ms, Event, EventKind, Monitor, Topology};
 use crate::sync::Locked;
 use nodes::Nodes;
 
@@ -195,7 +195,27 @@ impl Client {
     /// Events from now on, until the client is closed. Each call gives an independent stream.
     pub fn events(&self) -> Result<EventStream> {
         Ok(EventStream {
+            first: None,
             receiver: self.monitor()?.subscribe(),
+            local: self.inner.local_events.subscribe(),
+            closed: self.inner.closed.clone(),
+        })
+    }
+
+    /// [`Client::events`] from the client's first discovery on: when the monitor already knows
+    /// a primary (it is shared with another client, or its first round finished before this
+    /// call), the stream begins with a `primary_changed` from none to that primary, the event a
+    /// stream made before the round received. A stream made right after [`Client::open`]
+    /// therefore always begins with the first discovery, however the threads were scheduled.
+    pub fn events_from_start(&self) -> Result<EventStream> {
+        let (receiver, primary) = self.monitor()?.subscribe_with_primary();
+        Ok(EventStream {
+            first: primary.map(|new| Event {
+                kind: EventKind::PrimaryChanged { old: None, new },
+                service: self.inner.config.service.clone(),
+                at: unix_ms(),
+            }),
+            receiver,
             local: self.inner.local_events.subscribe(),
             closed: self.inner.closed.clone(),
         })
@@ -264,6 +284,8 @@ impl Drop for Inner {
 
 /// A stream of [`Event`]s for one client; ends when the client is closed.
 pub struct EventStream {
+    /// An event the stream gives before what it receives (see [`Client::events_from_start`]).
+    first: Option<Event>,
     receiver: broadcast::Receiver<Event>,
     /// This client's own events (its subscriptions').
     local: broadcast::Receiver<Event>,
@@ -274,6 +296,9 @@ impl EventStream {
     /// The next event, or `None` once the client is closed. A consumer so slow that more than
     /// 4096 events queue up loses the oldest ones, with a warning in the log.
     pub async fn next(&mut self) -> Option<Event> {
+        if let Some(first) = self.first.take() {
+            return (!self.closed.is_cancelled()).then_some(first);
+        }
         loop {
             let received = tokio::select! {
                 biased;
@@ -297,6 +322,9 @@ impl EventStream {
         loop {
             if self.closed.is_cancelled() {
                 return None;
+            }
+            if let Some(first) = self.first.take() {
+                return Some(first);
             }
             let received = match self.receiver.try_recv() {
                 Err(broadcast::error::TryRecvError::Empty) => self.local.try_recv(),

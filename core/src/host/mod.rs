@@ -39,7 +39,7 @@ pub use inflight::{Done, Operation};
 pub use subscriptions::{MessageHandler, Subscriber};
 pub use transaction::HostTransaction;
 
-use crate::client::Client;
+use crate::client::{Client, EventStream};
 use crate::config::Config;
 use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::Topology;
@@ -263,15 +263,27 @@ impl Handle {
     /// Calls `handler` with every event from now on, in order, one call at a time, on a core
     /// thread, until the subscription is removed or the handle closed.
     pub fn subscribe_events(&self, handler: EventHandler) -> Result<EventSubscription> {
-        guarded(|| {
-            let events = self.client()?.events()?;
-            let subscription =
-                EventSubscription::start(self.shared.registry.clone(), events, handler)?;
-            let mut subscriptions = self.shared.subscriptions.locked();
-            subscriptions.retain(|s| !s.is_removed());
-            subscriptions.push(subscription.clone());
-            Ok(subscription)
-        })
+        guarded(|| self.add_event_subscription(self.client()?.events()?, handler))
+    }
+
+    /// [`Handle::subscribe_events`] from the client's first discovery on (see
+    /// [`Client::events_from_start`]): subscribed right after [`Handle::open`], the handler's
+    /// first `primary_changed` is the one from none to the first primary, whether or not the
+    /// first round finished, or the monitor was shared, before this call.
+    pub fn subscribe_events_from_start(&self, handler: EventHandler) -> Result<EventSubscription> {
+        guarded(|| self.add_event_subscription(self.client()?.events_from_start()?, handler))
+    }
+
+    fn add_event_subscription(
+        &self,
+        events: EventStream,
+        handler: EventHandler,
+    ) -> Result<EventSubscription> {
+        let subscription = EventSubscription::start(self.shared.registry.clone(), events, handler)?;
+        let mut subscriptions = self.shared.subscriptions.locked();
+        subscriptions.retain(|s| !s.is_removed());
+        subscriptions.push(subscription.clone());
+        Ok(subscription)
     }
 
     /// Asks for a discovery round now.

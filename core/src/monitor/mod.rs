@@ -186,6 +186,14 @@ impl Monitor {
         self.events.subscribe()
     }
 
+    /// [`Monitor::subscribe`], with the primary of the status published at that moment: a
+    /// primary this receiver will hear no `primary_changed` for.
+    pub fn subscribe_with_primary(&self) -> (broadcast::Receiver<Event>, Option<Address>) {
+        let _guard = self.publishing.locked();
+        let primary = self.status.borrow().topology.primary.clone();
+        (self.events.subscribe(), primary)
+    }
+
     /// Asks for a discovery round; several requests before it starts are served by one round.
     pub fn refresh(&self, reason: &'static str) {
         let _ = self.commands.send(Command::Refresh(reason));
