@@ -25,10 +25,6 @@ const RE_RESOLVE: &[&str] = &["READONLY", "LOADING", "MASTERDOWN"];
 /// Server errors during a connection's handshake that another attempt may not get.
 const HANDSHAKE_TRANSIENT: &[&str] = &["LOADING", "MASTERDOWN", "BUSY", "TRYAGAIN"];
 
-/// Replies to writes that a primary sends this long after its demotion began are not trusted:
-/// writes it acknowledges later are writes the promoted replica will never have.
-const FENCE_GRACE: Duration = Duration::from_millis(100);
-
 impl Client {
     /// Runs one command on the primary (or on a replica for reads, per `read_from`) and returns
     /// its reply, RESP3 values as sent (RESP2 servers work too).
@@ -252,8 +248,16 @@ fn is_permanent_handshake_error(e: &Error) -> bool {
     }
 }
 
-/// Write replies from a primary whose demotion began more than [`FENCE_GRACE`] ago become
-/// `connection_lost` errors: the write ran there, but the failover will discard it.
+/// Write replies from a primary whose demotion has begun become `connection_lost` errors: the
+/// write ran there, and the failover may discard it.
+///
+/// No grace: a reply that comes after the monitor learnt of the promotion is from a write the
+/// primary may have run after the replica stopped following it (a primary paused past
+/// down-after runs the writes queued in its socket the moment it wakes, while the replica is
+/// already being promoted). Calling such a write a success would promise what the failover
+/// throws away; calling it `connection_lost` ("may be discarded") is the truth whichever way it
+/// went. What this costs is an error, instead of a success, for a write in flight at the
+/// moment of fencing that the new primary did get.
 pub(super) fn distrust_late_writes(
     monitor: &Monitor,
     address: &Address,
@@ -280,9 +284,6 @@ fn distrust_late_write(
         return result;
     };
     let late = Instant::now().saturating_duration_since(since);
-    if late <= FENCE_GRACE {
-        return result;
-    }
     Err(Error::new(
         ErrorCode::ConnectionLost,
         format!(

@@ -108,7 +108,8 @@ pub fn start_writers(
         .collect()
 }
 
-/// Stops the writers and checks the history against the ids on the new primary.
+/// Stops the writers and checks the history against the ids on the new primary. Returns the
+/// acknowledged writes that were lost (id, acknowledged at, unix ms), for checks of their own.
 pub async fn check(
     topo: &Topology,
     client: &Client,
@@ -116,7 +117,7 @@ pub async fn check(
     switched_at: u64,
     stop: Arc<std::sync::atomic::AtomicBool>,
     writers: Vec<tokio::task::JoinHandle<Vec<Write>>>,
-) {
+) -> Vec<(String, u64)> {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let mut history = Vec::new();
     for w in writers {
@@ -178,6 +179,11 @@ pub async fn check(
         acked.len(),
         &lost_late[..lost_late.len().min(20)]
     );
+    acked
+        .iter()
+        .filter(|w| !stored.contains(&w.id))
+        .map(|w| (w.id.clone(), w.acked_at.unwrap_or_default()))
+        .collect()
 }
 
 /// The time (unix ms) of the client's `primary_changed` away from `old`.
