@@ -156,6 +156,39 @@ const CONNECTION_STATE: &[(&str, &str)] = &[
     ("CLIENT", ""),
 ];
 
+/// Room for a command's name on the stack: the longest name in these tables is 20 bytes.
+const SHORT_NAME: usize = 24;
+
+/// A command's name in upper case, as the tables here spell it. Built per command, so the name
+/// of every real command stays on the stack; a longer or non-ASCII one (no table lists such a
+/// name) is copied, invalid UTF-8 replaced.
+pub(crate) enum Name {
+    Short([u8; SHORT_NAME], u8),
+    Long(String),
+}
+
+impl Name {
+    /// The upper-case name of a command whose first argument is `raw`.
+    pub(crate) fn of(raw: &[u8]) -> Name {
+        if raw.len() <= SHORT_NAME && raw.is_ascii() {
+            let mut buf = [0u8; SHORT_NAME];
+            buf[..raw.len()].copy_from_slice(raw);
+            buf.make_ascii_uppercase();
+            Name::Short(buf, raw.len() as u8)
+        } else {
+            Name::Long(String::from_utf8_lossy(raw).to_ascii_uppercase())
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            // ASCII, so always UTF-8.
+            Name::Short(buf, len) => std::str::from_utf8(&buf[..*len as usize]).unwrap_or(""),
+            Name::Long(name) => name,
+        }
+    }
+}
+
 /// Classifies `args`; commands that would break a shared connection get a config error that says
 /// what to use instead.
 pub fn classify<A: AsRef<[u8]>>(args: &[A]) -> Result<Kind> {
@@ -163,14 +196,13 @@ pub fn classify<A: AsRef<[u8]>>(args: &[A]) -> Result<Kind> {
         return Err(Error::config("a command needs at least one argument"));
     };
     check_sizes(args, MAX_ARG_LEN, MAX_COMMAND_LEN)?;
-    let name = String::from_utf8_lossy(first.as_ref()).to_ascii_uppercase();
+    let name = Name::of(first.as_ref());
+    let name = name.as_str();
     if let Some((_, why)) = CONNECTION_STATE.iter().find(|(n, _)| *n == name) {
-        let sub = args
-            .get(1)
-            .map(|a| String::from_utf8_lossy(a.as_ref()).to_ascii_uppercase());
+        let sub = args.get(1).map(|a| Name::of(a.as_ref()));
         // CLIENT is fine except the subcommands that change the connection's own state.
         let blocked_client = matches!(
-            sub.as_deref(),
+            sub.as_ref().map(Name::as_str),
             Some("REPLY" | "SETNAME" | "TRACKING" | "NO-EVICT" | "NO-TOUCH")
         );
         if name != "CLIENT" || blocked_client {
@@ -184,10 +216,10 @@ pub fn classify<A: AsRef<[u8]>>(args: &[A]) -> Result<Kind> {
             )));
         }
     }
-    if let Some(block) = blocking_time(&name, args)? {
+    if let Some(block) = blocking_time(name, args)? {
         return Ok(Kind::Blocking(block));
     }
-    if READ_ONLY.binary_search(&name.as_str()).is_ok() {
+    if READ_ONLY.binary_search(&name).is_ok() {
         return Ok(Kind::Read);
     }
     Ok(Kind::Write)
@@ -260,6 +292,41 @@ fn blocking_time<A: AsRef<[u8]>>(name: &str, args: &[A]) -> Result<Option<Option
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_are_upper_case_on_the_stack_when_a_table_could_list_them() {
+        let listed = READ_ONLY
+            .iter()
+            .chain(CONNECTION_STATE.iter().map(|(n, _)| n));
+        for name in listed {
+            assert!(
+                matches!(
+                    Name::of(name.to_ascii_lowercase().as_bytes()),
+                    Name::Short(..)
+                ),
+                "{name} fits"
+            );
+            assert_eq!(
+                Name::of(name.to_ascii_lowercase().as_bytes()).as_str(),
+                *name
+            );
+        }
+        assert_eq!(Name::of(b"gEt").as_str(), "GET");
+        assert_eq!(Name::of(b"").as_str(), "");
+        let long = "x".repeat(SHORT_NAME + 1);
+        assert_eq!(
+            Name::of(long.as_bytes()).as_str(),
+            long.to_ascii_uppercase()
+        );
+        assert_eq!(Name::of("géT".as_bytes()).as_str(), "GéT");
+        assert_eq!(Name::of(b"g\xffe").as_str(), "G\u{fffd}E");
+        // Not a command any table lists: a write, whatever its bytes.
+        assert_eq!(classify(&[long.as_bytes()]).unwrap(), Kind::Write);
+        assert_eq!(
+            classify(&["mUlTi".as_bytes()]).unwrap_err().code(),
+            crate::ErrorCode::Config
+        );
+    }
 
     #[test]
     fn read_only_table_is_sorted_for_binary_search() {

@@ -174,11 +174,9 @@ impl Drop for Transaction {
 }
 
 fn check<A: AsRef<[u8]>>(args: &[A]) -> Result<()> {
-    let name = args
-        .first()
-        .map(|a| String::from_utf8_lossy(a.as_ref()).to_ascii_uppercase());
+    let name = args.first().map(|a| command::Name::of(a.as_ref()));
     if matches!(
-        name.as_deref(),
+        name.as_ref().map(command::Name::as_str),
         Some("MULTI" | "EXEC" | "DISCARD" | "WATCH" | "UNWATCH")
     ) {
         return Err(Error::config(

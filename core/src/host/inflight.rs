@@ -40,11 +40,36 @@ impl<T: Send + 'static> Pending for Slot<T> {
     }
 }
 
+/// Hashes the operation ids of [`Registry`]: they come from a counter of ours, not from a peer
+/// who could pick colliding ones, so a multiply spreads them (SipHash was a visible part of a
+/// sequential command's cost).
+#[derive(Clone, Copy, Default)]
+struct IdHasher(u64);
+
+impl std::hash::Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b) ^ self.0.rotate_left(8));
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        // 2^64 / golden ratio: consecutive ids land far apart in the high bits hashbrown uses.
+        self.0 = id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type Ids = std::hash::BuildHasherDefault<IdHasher>;
+
 /// The operations of one handle.
 #[derive(Default)]
 pub(crate) struct Registry {
     next: AtomicU64,
-    pending: Mutex<HashMap<u64, Arc<dyn Pending>>>,
+    pending: Mutex<HashMap<u64, Arc<dyn Pending>, Ids>>,
     /// Completions and event callbacks running right now.
     running: AtomicUsize,
     idle: tokio::sync::Notify,
