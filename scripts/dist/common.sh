@@ -36,6 +36,12 @@ step() { printf '\n== %s\n' "$*"; }
 die() { echo "dist: $*" >&2; exit 1; }
 
 size_of() { stat -c %s "$1"; }
+# The one abi3 wheel build.sh leaves in $DIST; dies when there is none.
+dist_wheel() {
+  local whl
+  whl=$(ls "$DIST"/sentinel_recovery-"$version"-*.whl 2>/dev/null) || die "no wheel in $DIST: run make dist first"
+  echo "$whl"
+}
 human() { numfmt --to=iec-i --suffix=B --format='%.1f' "$1"; }
 
 # The machine's own tools (apt), only where missing: cmake for the CMake consumer, nuget (Mono)

@@ -51,7 +51,7 @@ if clean sh -c 'command -v cargo || command -v rustc || command -v rustup'; then
 fi
 echo "PATH=$CLEAN_PATH: no cargo, rustc or rustup"
 
-whl=$(ls "$DIST"/sentinel_recovery-"$version"-*.whl)
+whl=$(dist_wheel)
 t0=$SECONDS
 step "python: fresh venv, pip install $(basename "$whl")"
 # The system's Python if it can make venvs (Debian: python3-venv), else the one on PATH.

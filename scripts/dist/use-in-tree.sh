@@ -19,8 +19,7 @@ case ${1:-} in
     ;;
   python)
     python=${2:?usage: use-in-tree.sh python PYTHON}
-    # The one wheel build.sh leaves in $DIST (test.sh finds it the same way).
-    wheel=$(ls "$DIST"/sentinel_recovery-"$version"-*.whl 2>/dev/null) || die "no wheel in $DIST: run make dist first"
+    wheel=$(dist_wheel)
     "$python" -m pip install -q --force-reinstall --no-deps "$wheel"
     ;;
   *) die "usage: use-in-tree.sh node | python PYTHON" ;;

@@ -194,12 +194,7 @@ impl Client {
 
     /// Events from now on, until the client is closed. Each call gives an independent stream.
     pub fn events(&self) -> Result<EventStream> {
-        Ok(EventStream {
-            first: None,
-            receiver: self.monitor()?.subscribe(),
-            local: self.inner.local_events.subscribe(),
-            closed: self.inner.closed.clone(),
-        })
+        Ok(self.event_stream(None, self.monitor()?.subscribe()))
     }
 
     /// [`Client::events`] from the client's first discovery on: when the monitor already knows
@@ -209,16 +204,25 @@ impl Client {
     /// therefore always begins with the first discovery, however the threads were scheduled.
     pub fn events_from_start(&self) -> Result<EventStream> {
         let (receiver, primary) = self.monitor()?.subscribe_with_primary();
-        Ok(EventStream {
-            first: primary.map(|new| Event {
-                kind: EventKind::PrimaryChanged { old: None, new },
-                service: self.inner.config.service.clone(),
-                at: unix_ms(),
-            }),
+        let first = primary.map(|new| Event {
+            kind: EventKind::PrimaryChanged { old: None, new },
+            service: self.inner.config.service.clone(),
+            at: unix_ms(),
+        });
+        Ok(self.event_stream(first, receiver))
+    }
+
+    fn event_stream(
+        &self,
+        first: Option<Event>,
+        receiver: broadcast::Receiver<Event>,
+    ) -> EventStream {
+        EventStream {
+            first,
             receiver,
             local: self.inner.local_events.subscribe(),
             closed: self.inner.closed.clone(),
-        })
+        }
     }
 
     /// Asks the monitor for a discovery round now (coalesced with any already waiting).
