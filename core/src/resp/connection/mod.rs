@@ -140,7 +140,7 @@ struct Outbox {
     task_writing: bool,
     /// The socket for writes by the submitting thread (plain TCP); `None` under TLS, whose
     /// records only the task can write, and once the connection ended.
-    inline: Option<Arc<TcpStream>>,
+    inline: Option<Arc<Socket>>,
     /// Set when the connection ended: nothing more is accepted.
     closed: bool,
     /// The earliest deadline of a waiting [`Waiter::Call`] the task knows of (it may have been
@@ -215,7 +215,9 @@ impl Connection {
                 .set_nodelay(true)
                 .map_err(|e| Error::from(e).context(format_args!("cannot connect to {addr}")))?;
             let transport = match &opts.tls {
-                None => Transport::Plain(Arc::new(stream)),
+                None => Transport::Plain(Arc::new(Socket::new(stream).map_err(|e| {
+                    Error::from(e).context(format_args!("cannot connect to {addr}"))
+                })?)),
                 Some(tls) => {
                     let name = tls.server_name_for(host)?;
                     let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
@@ -529,8 +531,11 @@ impl Connection {
         // when the connection looks idle: under load the reply is not offered anyway, and
         // the lend would only make the task that reads meanwhile wait for it.
         let mut lent = own
-            .filter(|_| shared.outbox.locked().looks_idle())
-            .and_then(|_| shared.read.locked().side.take());
+            .and_then(|_| {
+                let out = shared.outbox.locked();
+                out.inline.clone().filter(|_| out.looks_idle())
+            })
+            .and_then(|socket| read::lend(shared, &socket));
         let mut guard = shared.outbox.locked();
         let out = &mut *guard;
         if out.closed || shared.done.is_cancelled() {
@@ -619,6 +624,7 @@ fn decode_protocol(value: u8) -> Protocol {
 
 mod pubsub;
 mod read;
+mod socket;
 mod task;
 #[cfg(test)]
 mod tests;
@@ -627,4 +633,5 @@ use pubsub::PubSub;
 pub use pubsub::{Frame, Subscription};
 pub use read::OwnReply;
 use read::{ReadSide, ReadState};
+use socket::Socket;
 use task::{dispatch, run, Transport};

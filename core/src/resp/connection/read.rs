@@ -5,10 +5,11 @@
 //! wakes only the thread waiting for it, not a core thread that hands it over. So the read buffer
 //! and its scanner ([`ReadSide`]) are lent: whoever holds them reads and decodes. The caller
 //! takes only the reply to its own command (the next one due: the connection was idle) and hands
-//! back whatever came after it. The task never waits for the caller: finding the read side lent
-//! out, it stops reading until the caller hands it back (and wakes it if bytes are waiting); its
-//! writes and deadlines go on meanwhile. Under TLS only the task reads (its records cannot be
-//! shared); nothing is lent.
+//! back whatever came after it. While the side is lent, the runtime is not woken for the
+//! socket's bytes at all where the platform allows it (the `socket` module). The task never
+//! waits for the caller: finding the read side lent out, it stops reading until the caller hands
+//! it back (and wakes it if bytes are waiting); its writes and deadlines go on meanwhile. Under
+//! TLS only the task reads (its records cannot be shared); nothing is lent.
 
 use std::future::poll_fn;
 use std::task::{Context, Poll};
@@ -98,11 +99,11 @@ enum Broken {
 
 /// The task's read of a plain TCP connection: waits for bytes and reads them into the shared
 /// read side, unless a caller holds it.
-pub(super) async fn task_read(stream: &TcpStream, shared: &Shared) -> Event {
+pub(super) async fn task_read(stream: &Socket, shared: &Shared) -> Event {
     poll_fn(|cx| poll_task_read(stream, shared, cx)).await
 }
 
-fn poll_task_read(stream: &TcpStream, shared: &Shared, cx: &mut Context<'_>) -> Poll<Event> {
+fn poll_task_read(stream: &Socket, shared: &Shared, cx: &mut Context<'_>) -> Poll<Event> {
     let mut state = shared.read.locked();
     match state.broken.take() {
         Some(Broken::Io(e)) => return Poll::Ready(Event::ReadFailed(e)),
@@ -124,21 +125,11 @@ fn poll_task_read(stream: &TcpStream, shared: &Shared, cx: &mut Context<'_>) -> 
         // for bytes already in the socket when it hands the side back, the lender wakes the task
         // to read without waiting for readiness (`recheck`). Both under the lock, in this order.
         *deferred = true;
-        loop {
-            let _ = stream.try_io(tokio::io::Interest::READABLE, || {
-                Err::<(), _>(io::ErrorKind::WouldBlock.into())
-            });
-            match stream.poll_read_ready(cx) {
-                Poll::Pending => return Poll::Pending,
-                Poll::Ready(Err(e)) => return Poll::Ready(Event::ReadFailed(e)),
-                // Bytes came meanwhile: forgotten too (the lender reads them or says so).
-                Poll::Ready(Ok(())) => continue,
-            }
-        }
+        return stream.poll_forget_readable(cx).map(Event::ReadFailed);
     };
     if std::mem::take(recheck) {
         side.make_room();
-        match receive(stream, &mut side.rbuf) {
+        match stream.receive(&mut side.rbuf) {
             Ok(0) => return Poll::Ready(Event::PeerClosed),
             Ok(_) => {
                 // More may be waiting: read on this way until the socket is empty.
@@ -150,19 +141,12 @@ fn poll_task_read(stream: &TcpStream, shared: &Shared, cx: &mut Context<'_>) -> 
             Err(e) => return Poll::Ready(Event::ReadFailed(e)),
         }
     }
-    loop {
-        if let Err(e) = std::task::ready!(stream.poll_read_ready(cx)) {
-            return Poll::Ready(Event::ReadFailed(e));
-        }
-        side.make_room();
-        match stream.try_read_buf(&mut side.rbuf) {
-            Ok(0) => return Poll::Ready(Event::PeerClosed),
-            Ok(_) => return Poll::Ready(Event::Received),
-            // Readiness was cleared: the next poll registers for the next wake-up.
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Poll::Ready(Event::ReadFailed(e)),
-        }
-    }
+    side.make_room();
+    stream.poll_read(cx, &mut side.rbuf).map(|read| match read {
+        Ok(0) => Event::PeerClosed,
+        Ok(_) => Event::Received,
+        Err(e) => Event::ReadFailed(e),
+    })
 }
 
 /// A command this thread wrote whole to an idle connection, with the read side lent to it from
@@ -170,7 +154,7 @@ fn poll_task_read(stream: &TcpStream, shared: &Shared, cx: &mut Context<'_>) -> 
 /// it ([`OwnReply::read`]). Dropped unread, it hands the read side back to the task.
 pub struct OwnReply {
     shared: Arc<Shared>,
-    stream: Arc<TcpStream>,
+    stream: Arc<Socket>,
     /// The command's place among the replies the connection matches (`Outbox::answered`).
     seq: u64,
     deadline: std::time::Instant,
@@ -181,7 +165,7 @@ pub struct OwnReply {
 impl OwnReply {
     pub(super) fn new(
         shared: Arc<Shared>,
-        stream: Arc<TcpStream>,
+        stream: Arc<Socket>,
         seq: u64,
         deadline: Instant,
         side: ReadSide,
@@ -257,7 +241,7 @@ impl OwnReply {
                 Err(why) => break Some(Broken::Invalid(why)),
             }
             side.make_room();
-            match receive(&self.stream, &mut side.rbuf) {
+            match self.stream.receive(&mut side.rbuf) {
                 // The task reads the end of the stream again, and ends the connection.
                 Ok(0) => break None,
                 Ok(_) => {}
@@ -283,7 +267,6 @@ impl OwnReply {
     /// open as long as this `OwnReply` lives.
     #[cfg(unix)]
     pub fn fd(&self) -> std::os::fd::RawFd {
-        use std::os::fd::AsRawFd;
         self.stream.as_raw_fd()
     }
 }
@@ -296,19 +279,36 @@ impl Drop for OwnReply {
     }
 }
 
+/// Lends the read side to a caller that reads its own reply, and has the runtime stop waking
+/// the task for the bytes that caller reads (see the `socket` module): under the lock, so that
+/// pausing and resuming keep the order of lending and handing back. `None` while it is lent
+/// already. Every side lent goes back through [`give_back`] (or `hand_back`).
+pub(super) fn lend(shared: &Shared, socket: &Socket) -> Option<ReadSide> {
+    let mut state = shared.read.locked();
+    let side = state.side.take()?;
+    socket.pause_reads();
+    Some(side)
+}
+
 /// Gives the read side back to the task, waking it when there is something for it: bytes left
 /// in the buffer, or (when it found the side lent, and so forgot the socket's readiness) bytes
 /// already waiting in the socket. `stream` is `None` once the connection ended.
-pub(super) fn give_back(shared: &Shared, stream: Option<&TcpStream>, side: ReadSide) {
+pub(super) fn give_back(shared: &Shared, stream: Option<&Socket>, side: ReadSide) {
     hand_back(shared, stream, side, None);
 }
 
 /// [`give_back`], with a failure the lender's read ran into, which the task ends the
 /// connection with.
-fn hand_back(shared: &Shared, stream: Option<&TcpStream>, side: ReadSide, broken: Option<Broken>) {
+fn hand_back(shared: &Shared, stream: Option<&Socket>, side: ReadSide, broken: Option<Broken>) {
     let wake = {
         let mut state = shared.read.locked();
         state.unprocessed = !side.rbuf.is_empty();
+        // After the side is back (under the lock): bytes the runtime reports from now on find
+        // it there. Unwatched, the socket would never be read again: the connection ends.
+        let broken = match stream.map(Socket::resume_reads) {
+            Some(Err(e)) => broken.or(Some(Broken::Io(e))),
+            _ => broken,
+        };
         let mut wake = state.unprocessed || broken.is_some();
         if broken.is_some() {
             state.broken = broken;
@@ -327,30 +327,6 @@ fn hand_back(shared: &Shared, stream: Option<&TcpStream>, side: ReadSide, broken
     }
 }
 
-/// One non-blocking read into `buf`'s spare room, bypassing the runtime's readiness (which only
-/// its reactor thread updates).
-#[cfg(unix)]
-fn receive(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
-    use std::os::fd::AsRawFd;
-    let spare = buf.spare_capacity_mut();
-    // SAFETY: recv writes at most `spare.len()` bytes into the spare room and reports how many;
-    // `set_len` then covers exactly those initialised bytes.
-    let n = unsafe {
-        libc::recv(
-            stream.as_raw_fd(),
-            spare.as_mut_ptr().cast(),
-            spare.len(),
-            libc::MSG_DONTWAIT,
-        )
-    };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let n = n as usize;
-    unsafe { buf.set_len(buf.len() + n) };
-    Ok(n)
-}
-
 /// Waits until the socket has something to read (bytes, its end, an error) or `until` passes;
 /// false when it passed or a signal interrupted the wait (the host may have a handler to run).
 /// Until `spin_until` (when given) it asks without sleeping, yielding the core between asks;
@@ -359,11 +335,10 @@ fn receive(stream: &TcpStream, buf: &mut BytesMut) -> io::Result<usize> {
 #[cfg(unix)]
 #[inline(never)]
 fn wait_readable(
-    stream: &TcpStream,
+    stream: &Socket,
     until: std::time::Instant,
     spin_until: Option<std::time::Instant>,
 ) -> bool {
-    use std::os::fd::AsRawFd;
     let mut fd = libc::pollfd {
         fd: stream.as_raw_fd(),
         events: libc::POLLIN,
@@ -397,8 +372,7 @@ fn wait_readable(
 
 /// Whether the socket has nothing to read right now: no bytes, no end, no error.
 #[cfg(unix)]
-fn drained(stream: &TcpStream) -> bool {
-    use std::os::fd::AsRawFd;
+fn drained(stream: &Socket) -> bool {
     let mut byte = 0u8;
     // SAFETY: recv writes at most one byte into `byte`; MSG_PEEK leaves it in the socket.
     let n = unsafe {
@@ -413,16 +387,11 @@ fn drained(stream: &TcpStream) -> bool {
 }
 
 #[cfg(not(unix))]
-fn drained(_: &TcpStream) -> bool {
+fn drained(_: &Socket) -> bool {
     false
 }
 
 #[cfg(not(unix))]
-fn receive(_: &TcpStream, _: &mut BytesMut) -> io::Result<usize> {
-    Err(io::ErrorKind::WouldBlock.into())
-}
-
-#[cfg(not(unix))]
-fn wait_readable(_: &TcpStream, _: std::time::Instant, _: Option<std::time::Instant>) -> bool {
+fn wait_readable(_: &Socket, _: std::time::Instant, _: Option<std::time::Instant>) -> bool {
     false
 }

@@ -82,14 +82,14 @@ async fn write_or_flush<W: AsyncWrite + Unpin>(wr: &mut W, buf: &mut BytesMut) -
 /// The socket a connection task owns: plain TCP (shared with the handles, which may write to
 /// it directly), or TLS over TCP.
 pub(super) enum Transport {
-    Plain(Arc<TcpStream>),
+    Plain(Arc<Socket>),
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
 }
 
 impl Transport {
     /// The socket other threads may write to directly: plain TCP only (TLS records are the
     /// task's to write).
-    pub(super) fn inline(&self) -> Option<Arc<TcpStream>> {
+    pub(super) fn inline(&self) -> Option<Arc<Socket>> {
         match self {
             Transport::Plain(stream) => Some(stream.clone()),
             Transport::Tls(_) => None,
@@ -97,9 +97,9 @@ impl Transport {
     }
 }
 
-/// The write side of a plain TCP stream that handles share: writes go through tokio's
-/// readiness API, which needs only `&TcpStream`.
-struct SharedTcp(Arc<TcpStream>);
+/// The write side of a plain TCP socket that handles share: writes wait for room through the
+/// runtime, which needs only `&Socket`.
+struct SharedTcp(Arc<Socket>);
 
 impl AsyncWrite for SharedTcp {
     fn poll_write(
@@ -107,13 +107,7 @@ impl AsyncWrite for SharedTcp {
         cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<io::Result<usize>> {
-        loop {
-            std::task::ready!(self.0.poll_write_ready(cx))?;
-            match self.0.try_write(buf) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                other => return std::task::Poll::Ready(other),
-            }
-        }
+        self.0.poll_write(cx, buf)
     }
 
     fn poll_flush(
@@ -138,7 +132,7 @@ pub(super) type Delivery = (Callback, Result<Value>);
 enum Reader<R> {
     /// Plain TCP: the read side is in `Shared::read`, lent at times to a caller that reads its
     /// own reply (see the `read` module).
-    Shared(Arc<TcpStream>),
+    Shared(Arc<Socket>),
     /// TLS: only the task reads, into its own read side.
     Own(R, ReadSide),
 }
@@ -405,10 +399,9 @@ impl Task {
 }
 
 /// Shuts the socket down in both directions (errors ignored: it is ending anyway).
-fn shutdown(stream: &TcpStream) {
+fn shutdown(stream: &Socket) {
     #[cfg(unix)]
     {
-        use std::os::fd::AsRawFd;
         // SAFETY: a valid descriptor, owned by `stream`, which outlives the call.
         unsafe { libc::shutdown(stream.as_raw_fd(), libc::SHUT_RDWR) };
     }

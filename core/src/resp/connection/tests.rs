@@ -949,3 +949,49 @@ async fn a_task_that_found_the_read_side_lent_is_woken_by_later_replies() {
     drop(conn);
     server.join().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reply_left_unread_by_the_caller_that_held_the_read_side_wakes_the_task() {
+    // While a caller holds the read side, the runtime is not woken for the socket's bytes (a
+    // reply that caller reads must not wake a core thread too). A reply that came meanwhile and
+    // that the caller left unread must wake the task once the side is back: nothing else would
+    // here (nothing to write, a deadline a minute away). The first PING, read by the task,
+    // leaves the socket recorded as ready once in the runtime's view; handing the side back
+    // must report the waiting bytes all the same.
+    let (addr, server) = pong_server();
+    let conn = Connection::connect(addr, &resp2()).await.unwrap();
+    let pong = Value::Simple("PONG".into());
+    assert_eq!(conn.request(&["PING"]).await.unwrap(), pong);
+    let caller = conn.clone();
+    let rx = tokio::task::spawn_blocking(move || {
+        let (reply, rx) = replies();
+        let own = call_own(
+            &caller,
+            &["PING"],
+            Instant::now() + Duration::from_secs(60),
+            reply,
+        );
+        let mut fd = libc::pollfd {
+            fd: own.fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, for the duration of the call.
+        assert_eq!(
+            unsafe { libc::poll(&mut fd, 1, 10_000) },
+            1,
+            "no reply came"
+        );
+        drop(own);
+        rx
+    })
+    .await
+    .unwrap();
+    let got = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .expect("the task was not woken for the reply the caller left");
+    assert_eq!(got.unwrap(), pong);
+    drop(conn);
+    server.join().unwrap();
+}
