@@ -8,7 +8,9 @@
 //! the socket is taken out of that instance ([`Socket::pause_reads`]) and bytes that come wake
 //! nobody; handing the side back puts it in again ([`Socket::resume_reads`]), and bytes already
 //! waiting then wake the task at once. The runtime watches the socket itself only for room to
-//! write, which replies do not signal.
+//! write, which replies do not signal. The cost: one more descriptor per connection, and two
+//! `epoll_ctl` calls per reply read by its caller (cheaper than the wake-up they save; see
+//! bench/RESULTS.md).
 //!
 //! Elsewhere the runtime watches the socket for both, and pausing does nothing: the task is
 //! woken for a lent reply, finds the read side gone and sleeps again (see the `read` module).
