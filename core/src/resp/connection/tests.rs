@@ -995,3 +995,50 @@ async fn a_reply_left_unread_by_the_caller_that_held_the_read_side_wakes_the_tas
     drop(conn);
     server.join().unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_caller_read_its_own_reply_the_task_sees_the_server_end_the_idle_connection() {
+    use std::io::{Read, Write};
+    // The caller's read took the socket out of what the runtime watches; handing the read side
+    // back must put it in again, or a server that closes an idle connection (a timeout, CLIENT
+    // KILL, a demoted primary) would go unnoticed until the next command.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let server = std::thread::spawn(move || {
+        let (mut socket, _) = listener.accept().unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 256];
+        while !seen.windows(6).any(|w| w == b"PING\r\n") {
+            match socket.read(&mut buf) {
+                Ok(0) | Err(_) => panic!("client went away"),
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
+            }
+        }
+        socket.write_all(b"+PONG\r\n").unwrap();
+        go_rx.recv().unwrap();
+    });
+    let conn = Connection::connect(addr, &resp2()).await.unwrap();
+    let caller = conn.clone();
+    let (read_here, result) = tokio::task::spawn_blocking(move || {
+        let (reply, rx) = replies();
+        let own = call_own(
+            &caller,
+            &["PING"],
+            Instant::now() + Duration::from_secs(60),
+            reply,
+        );
+        let read_here = own.read(std::time::Instant::now() + Duration::from_secs(10), None);
+        (read_here, rx.recv().unwrap())
+    })
+    .await
+    .unwrap();
+    assert!(read_here, "the caller did not read its own reply");
+    assert_eq!(result.unwrap(), Value::Simple("PONG".into()));
+    assert!(!conn.is_closed());
+    go_tx.send(()).unwrap();
+    server.join().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), conn.closed())
+        .await
+        .expect("the task did not notice the server closing the idle connection");
+}
