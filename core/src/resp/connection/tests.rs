@@ -538,6 +538,36 @@ fn pong_server() -> (SocketAddr, std::thread::JoinHandle<()>) {
     (addr, server)
 }
 
+/// What a scripted server has read from its client so far.
+struct Seen(Vec<u8>);
+
+impl Seen {
+    /// Reads from `socket` until `needle` has been seen; panics if the client goes away.
+    fn wait_for(&mut self, socket: &mut std::net::TcpStream, needle: &[u8]) {
+        use std::io::Read;
+        let mut buf = [0u8; 256];
+        while !self.0.windows(needle.len()).any(|w| w == needle) {
+            match socket.read(&mut buf) {
+                Ok(0) | Err(_) => panic!("client went away"),
+                Ok(n) => self.0.extend_from_slice(&buf[..n]),
+            }
+        }
+    }
+}
+
+/// A plain-thread server that accepts one client and plays `script` on its socket.
+fn scripted_server(
+    script: impl FnOnce(std::net::TcpStream, Seen) + Send + 'static,
+) -> (SocketAddr, std::thread::JoinHandle<()>) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (socket, _) = listener.accept().unwrap();
+        script(socket, Seen(Vec::new()));
+    });
+    (addr, server)
+}
+
 #[test]
 fn a_waiting_thread_reads_its_own_reply() {
     // As above, no runtime thread runs after the connect: the reply reaches the call only if
@@ -868,29 +898,15 @@ async fn a_task_that_found_the_read_side_lent_is_woken_by_later_replies() {
     // thread reading A's reply handed the read side back. Nothing else wakes the task then (no
     // bytes to write, no deadline): only the readiness it registered for when it found the
     // side lent.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
     let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    let server = std::thread::spawn(move || {
-        let (mut socket, _) = listener.accept().unwrap();
-        let mut seen = Vec::new();
-        let mut buf = [0u8; 256];
-        let mut wait_for = |socket: &mut std::net::TcpStream, name: &[u8]| {
-            let needle = [b"$1\r\n".as_slice(), name, b"\r\n"].concat();
-            while !seen.windows(needle.len()).any(|w| w == needle.as_slice()) {
-                match socket.read(&mut buf) {
-                    Ok(0) | Err(_) => panic!("client went away"),
-                    Ok(n) => seen.extend_from_slice(&buf[..n]),
-                }
-            }
-        };
-        wait_for(&mut socket, b"B");
+    let (addr, server) = scripted_server(move |mut socket, mut seen| {
+        seen.wait_for(&mut socket, b"$1\r\nB\r\n");
         socket.write_all(b"+").unwrap();
-        wait_for(&mut socket, b"C");
+        seen.wait_for(&mut socket, b"$1\r\nC\r\n");
         socket.write_all(b"a\r\n").unwrap();
         go_rx.recv().unwrap();
         socket.write_all(b"+b\r\n+c\r\n").unwrap();
-        let _ = socket.read(&mut buf);
+        let _ = socket.read(&mut [0u8; 256]);
     });
     let conn = Connection::connect(addr, &resp2()).await.unwrap();
     let reader = conn.clone();
@@ -998,23 +1014,13 @@ async fn a_reply_left_unread_by_the_caller_that_held_the_read_side_wakes_the_tas
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_a_caller_read_its_own_reply_the_task_sees_the_server_end_the_idle_connection() {
-    use std::io::{Read, Write};
+    use std::io::Write;
     // The caller's read took the socket out of what the runtime watches; handing the read side
     // back must put it in again, or a server that closes an idle connection (a timeout, CLIENT
     // KILL, a demoted primary) would go unnoticed until the next command.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
     let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
-    let server = std::thread::spawn(move || {
-        let (mut socket, _) = listener.accept().unwrap();
-        let mut seen = Vec::new();
-        let mut buf = [0u8; 256];
-        while !seen.windows(6).any(|w| w == b"PING\r\n") {
-            match socket.read(&mut buf) {
-                Ok(0) | Err(_) => panic!("client went away"),
-                Ok(n) => seen.extend_from_slice(&buf[..n]),
-            }
-        }
+    let (addr, server) = scripted_server(move |mut socket, mut seen| {
+        seen.wait_for(&mut socket, b"PING\r\n");
         socket.write_all(b"+PONG\r\n").unwrap();
         go_rx.recv().unwrap();
     });
