@@ -407,6 +407,15 @@ class Client extends EventEmitter {
     this._nextOp = 1
     this._nextTx = 1
     this._held = false
+    this._releaseQueued = false
+    this._releaseIfIdle = () => {
+      this._releaseQueued = false
+      if (this._held && this._pending.size === 0) {
+        this._held = false
+        busy.delete(this._id)
+        this._native.hold(false)
+      }
+    }
     // The wake function references only a WeakRef, never the client, so a dropped client can be
     // collected (and is then closed by the native side); only clients with pending operations
     // are kept reachable, in `busy`.
@@ -622,11 +631,16 @@ class Client extends EventEmitter {
     return promise
   }
 
+  /**
+   * Lets the client go (unreferenced, collectable) once nothing is pending. Checked in a
+   * microtask, after those the settled promises queued: code awaiting one command and sending
+   * the next (the sequential case) finds the client still held, and costs no unhold and
+   * re-hold (two native calls) per command.
+   */
   _release() {
-    if (this._held && this._pending.size === 0) {
-      this._held = false
-      busy.delete(this._id)
-      this._native.hold(false)
+    if (this._held && !this._releaseQueued && this._pending.size === 0) {
+      this._releaseQueued = true
+      queueMicrotask(this._releaseIfIdle)
     }
   }
 

@@ -262,13 +262,15 @@ pub(crate) fn stop(deliverer: &Deliverer) {
     let handle = deliverer.watching.replace(ptr::null_mut());
     if !handle.is_null() {
         WATCHES.with(|w| w.borrow_mut().open.retain(|h| *h != handle));
-        // SAFETY: an open watch's handle, on its loop's thread; stopped first, then its watch
-        // taken out (so `closed` finds none) and dropped now, which hands the reply back.
+        // SAFETY: an open watch's handle, on its loop's thread; its watch taken out (so `closed`
+        // finds none), the handle stopped and closed, then the watch dropped, which hands the
+        // reply back. In that order because closing tells the loop's epoll to forget the socket
+        // by its descriptor number: while the watch lives the connection cannot close it, so no
+        // other socket (of this loop, say) can have taken that number yet.
         unsafe {
-            uv_poll_stop(handle);
             let watch = std::mem::replace(&mut *handle.cast::<*mut Watch>(), ptr::null_mut());
-            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| drop(Box::from_raw(watch))));
             finish(handle);
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| drop(Box::from_raw(watch))));
         }
     }
 }
