@@ -458,6 +458,8 @@ impl NativeClient {
                 .unwrap_or_else(|e| e.into_inner())
                 .clear();
             self.handle.close(Box::new(move || done(Ok(()))));
+            // The watched socket is let go now, not when the client is collected.
+            watch::close_poll(&self.deliverer);
             Some(())
         });
     }

@@ -8,16 +8,26 @@
 //! reply not yet whole is read on at the next readiness), so the loop is never blocked on the
 //! network.
 //!
-//! Lifetimes: a watch lives from its start until its reply is read (or the connection ends),
-//! then stops and closes its poll handle, whose close callback frees it. The poll handle is
-//! unreferenced: the pending command keeps the process alive (JavaScript holds the client's wake
-//! function while operations are pending), the watch does not. The first watch of an
-//! environment registers an asynchronous cleanup hook that closes the watches still open when
-//! the environment is torn down (a worker that ends with a command in flight), so no libuv handle
-//! outlives its loop.
-
+//! Lifetimes: each client keeps one poll handle on its connection's socket, made at its first
+//! watch and started while a reply is due. It stays started after that reply is read, so a client
+//! that sends the next command on the same socket costs the loop no system call at all: making a
+//! handle and closing it again per command cost the JavaScript thread seven (`epoll_ctl` six
+//! times, `ioctl` once). Readiness while no reply is due (bytes for the core's task, which watches
+//! the socket then too, or the end of the stream) closes the handle: the core reads those. A
+//! command sent while a reply is due stops the handle and hands the reply back (see [`stop`]).
+//! The client's end, a watch on another socket (it reconnected), a failed poll and the
+//! environment's teardown close it too. Closing makes libuv remove the socket from the loop's
+//! epoll by descriptor number, so the client keeps the last [`OwnReply`] (which keeps the
+//! descriptor open: [`OwnReply::give_back`]) until its handle is closed: the number cannot have
+//! been reused by another socket of this loop. The poll handle is unreferenced: the pending
+//! command keeps the process alive (JavaScript holds the client's wake function while operations
+//! are pending), the watch does not. The first watch of an environment registers an asynchronous
+//! cleanup hook that closes the handles still open when the environment is torn down (a worker
+//! that ends with a command in flight, or with a client left open), so no libuv handle outlives
+//! its loop.
 use std::alloc::Layout;
 use std::cell::{Cell, RefCell};
+use std::os::fd::RawFd;
 use std::os::raw::{c_int, c_void};
 use std::panic::AssertUnwindSafe;
 use std::ptr;
@@ -50,12 +60,6 @@ extern "C" {
     fn uv_unref(handle: *mut c_void);
 }
 
-/// One reply being watched for: its poll handle (libuv memory layout, `data` first) points here.
-struct Watch {
-    own: OwnReply,
-    deliverer: Rc<Deliverer>,
-}
-
 /// What the JavaScript thread needs to hand a client's completions to JavaScript itself, right
 /// after reading a reply, instead of scheduling the wake function (one more turn of the loop and
 /// an eventfd write and read). Lives on the JavaScript thread only.
@@ -68,8 +72,18 @@ pub(crate) struct Deliverer {
     wake: FunctionRef<(), ()>,
     make_error: FunctionRef<(String, String, Option<String>), ()>,
     decode: bool,
-    /// The poll handle of this client's watch while one is open (null otherwise).
-    watching: Cell<*mut c_void>,
+    /// This client's poll handle (null before its first watch and once closed). Its `data`
+    /// points back here while it is open.
+    poll: Cell<*mut c_void>,
+    /// The socket `poll` watches.
+    poll_fd: Cell<RawFd>,
+    /// `poll` is started.
+    polling: Cell<bool>,
+    /// The reply watched for, or the last one (read, or given back), kept while `poll` may
+    /// watch its socket: it keeps the descriptor open.
+    own: RefCell<Option<OwnReply>>,
+    /// `own`'s reply is still due and read here.
+    due: Cell<bool>,
 }
 
 impl Deliverer {
@@ -101,7 +115,11 @@ impl Deliverer {
             wake,
             make_error,
             decode,
-            watching: Cell::new(ptr::null_mut()),
+            poll: Cell::new(ptr::null_mut()),
+            poll_fd: Cell::new(-1),
+            polling: Cell::new(false),
+            own: RefCell::new(None),
+            due: Cell::new(false),
         })
     }
 
@@ -149,6 +167,7 @@ impl Deliverer {
 
 impl Drop for Deliverer {
     fn drop(&mut self) {
+        close_poll(self);
         // SAFETY: dropped on the JavaScript thread (held by the client object and by watches,
         // both of that thread only), while its environment lives.
         unsafe {
@@ -183,7 +202,7 @@ pub(crate) fn delivering_here(shared: &Shared) -> bool {
 
 /// This JavaScript thread's watches and its cleanup hook.
 struct Watches {
-    /// Poll handles started and not yet closed.
+    /// Poll handles made and not yet closed (one per client that watched a reply).
     open: Vec<*mut c_void>,
     /// Registered at the first watch; `None` before.
     hook: Option<sys::napi_async_cleanup_hook_handle>,
@@ -210,97 +229,163 @@ fn handle_layout() -> Layout {
 /// Watches `own`'s socket from this (the JavaScript) thread's loop and reads the reply there.
 /// When it cannot (no loop, libuv refuses the socket, the environment is ending), `own` is
 /// dropped, which hands the reply back to the core thread: the command completes either way.
+/// `stop` came first: no reply of this client is due here.
 pub(crate) fn start(env: &Env, own: OwnReply, deliverer: &Rc<Deliverer>) {
-    let tearing_down = WATCHES.with(|w| w.borrow().tearing_down);
-    if tearing_down {
+    if WATCHES.with(|w| w.borrow().tearing_down) {
         return;
     }
+    let fd = own.fd();
+    let kept = deliverer.poll.get();
+    // The kept `OwnReply` holds the descriptor open: the same number is the same socket.
+    if !(deliverer.poll_fd.get() == fd && is_open(kept)) {
+        close_poll(deliverer);
+        let Some(handle) = new_handle(env, fd, deliverer) else {
+            return;
+        };
+        deliverer.poll.set(handle);
+        deliverer.poll_fd.set(fd);
+    }
+    // The previous one, if any, was read or given back already: dropping it returns nothing.
+    let previous = deliverer.own.replace(Some(own));
+    deliverer.due.set(true);
+    drop_reply(previous);
+    if !deliverer.polling.get() {
+        // SAFETY: an open, stopped handle of this thread's loop, for `fd`.
+        if unsafe { uv_poll_start(deliverer.poll.get(), UV_READABLE, readable) } != 0 {
+            close_poll(deliverer);
+            return;
+        }
+        deliverer.polling.set(true);
+    }
+}
+
+/// A new, unreferenced poll handle of this thread's loop for `fd`, its `data` pointing to
+/// `deliverer`; `None` when there can be none (no loop, no cleanup hook, libuv refuses).
+fn new_handle(env: &Env, fd: RawFd, deliverer: &Rc<Deliverer>) -> Option<*mut c_void> {
     let mut uv_loop = ptr::null_mut();
     // SAFETY: `env` is the current environment; the call only reads it.
     if unsafe { sys::napi_get_uv_event_loop(env.raw(), &mut uv_loop) } != sys::Status::napi_ok
         || uv_loop.is_null()
     {
-        return;
+        return None;
     }
     if !ensure_hook(env) {
-        return;
+        return None;
     }
     let layout = handle_layout();
     // SAFETY: a non-zero layout; freed in `closed` (or below) with the same layout.
     let handle = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<c_void>();
     if handle.is_null() {
-        return;
+        return None;
     }
-    let fd = own.fd();
     // SAFETY: `handle` is zeroed memory of uv_poll_t's size, initialised here on the loop's own
-    // thread; `data` (the first field) is set after init, which leaves it alone.
+    // thread; `data` (the first field) is set after init, which leaves it alone. The deliverer
+    // outlives the pointer: it closes the handle (and clears `data`) before it goes.
     unsafe {
         if uv_poll_init_socket(uv_loop, handle, fd) != 0 {
             std::alloc::dealloc(handle.cast(), layout);
-            return;
+            return None;
         }
-        let watch = Box::into_raw(Box::new(Watch {
-            own,
-            deliverer: deliverer.clone(),
-        }));
-        *handle.cast::<*mut Watch>() = watch;
-        if uv_poll_start(handle, UV_READABLE, readable) != 0 {
-            finish(handle);
-            return;
-        }
+        *handle.cast::<*const Deliverer>() = Rc::as_ptr(deliverer);
         uv_unref(handle);
     }
-    deliverer.watching.set(handle);
     WATCHES.with(|w| w.borrow_mut().open.push(handle));
+    Some(handle)
 }
 
-/// Ends `deliverer`'s client's open watch, if any, handing its reply back to the core: the
-/// client is sending more, so its connection is busy, and the core thread reads that reply
-/// with those behind it, while this thread goes on with JavaScript (the watch would keep the
-/// core from reading any of them until this thread is back in its loop).
+/// Ends the watch for `deliverer`'s client's reply, if one is due, handing the reply back to the
+/// core: the client is sending more, so its connection is busy, and the core thread reads that
+/// reply with those behind it, while this thread goes on with JavaScript (the watch would keep
+/// the core from reading any of them until this thread is back in its loop). The handle is
+/// stopped (the core's replies would wake this loop too) and kept for the next watch.
 pub(crate) fn stop(deliverer: &Deliverer) {
-    let handle = deliverer.watching.replace(ptr::null_mut());
-    if !handle.is_null() {
-        WATCHES.with(|w| w.borrow_mut().open.retain(|h| *h != handle));
-        // SAFETY: an open watch's handle, on its loop's thread; its watch taken out (so `closed`
-        // finds none), the handle stopped and closed, then the watch dropped, which hands the
-        // reply back. In that order because closing tells the loop's epoll to forget the socket
-        // by its descriptor number: while the watch lives the connection cannot close it, so no
-        // other socket (of this loop, say) can have taken that number yet.
+    if !deliverer.due.replace(false) {
+        return;
+    }
+    let handle = deliverer.poll.get();
+    if deliverer.polling.replace(false) && is_open(handle) {
+        // SAFETY: an open handle of this thread's loop; its socket is held open by `own`.
+        unsafe { uv_poll_stop(handle) };
+    }
+    if let Some(own) = deliverer.own.borrow_mut().as_mut() {
+        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| own.give_back()));
+    }
+}
+
+/// Closes `deliverer`'s client's poll handle, if it has one, then lets go of the socket (a reply
+/// still due goes back to the core, which completes the command).
+pub(crate) fn close_poll(deliverer: &Deliverer) {
+    deliverer.polling.set(false);
+    deliverer.due.set(false);
+    let handle = deliverer.poll.replace(ptr::null_mut());
+    if take_open(handle) {
+        // SAFETY: an open handle of this thread's loop, its socket still held open by `own`;
+        // `closed` frees it and finds no deliverer.
         unsafe {
-            let watch = std::mem::replace(&mut *handle.cast::<*mut Watch>(), ptr::null_mut());
+            *handle.cast::<*const Deliverer>() = ptr::null();
             finish(handle);
-            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| drop(Box::from_raw(watch))));
         }
     }
+    drop_reply(deliverer.own.borrow_mut().take());
+}
+
+/// Drops an `OwnReply` (handing an unread reply back) with no panic escaping.
+fn drop_reply(own: Option<OwnReply>) {
+    if own.is_some() {
+        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| drop(own)));
+    }
+}
+
+/// Whether `handle` is one of this thread's open handles (not null, not closed by the teardown).
+fn is_open(handle: *mut c_void) -> bool {
+    !handle.is_null() && WATCHES.with(|w| w.borrow().open.contains(&handle))
+}
+
+/// Takes `handle` out of the open handles; whether it was there (and so is to be closed now).
+fn take_open(handle: *mut c_void) -> bool {
+    !handle.is_null()
+        && WATCHES.with(|w| {
+            let mut w = w.borrow_mut();
+            let before = w.open.len();
+            w.open.retain(|h| *h != handle);
+            w.open.len() != before
+        })
 }
 
 /// libuv's callback: the socket is readable (or polling failed).
 unsafe extern "C" fn readable(handle: *mut c_void, status: c_int, _events: c_int) {
-    let watch = *handle.cast::<*mut Watch>();
-    if watch.is_null() {
+    let d = *handle.cast::<*const Deliverer>();
+    if d.is_null() {
         return;
     }
-    let watch = &mut *watch;
-    let deliverer = watch.deliverer.clone();
-    let read = if status == 0 {
+    // SAFETY: `data` points to the live deliverer of an open handle (it closes the handle
+    // before it goes); held here while JavaScript runs below.
+    Rc::increment_strong_count(d);
+    let deliverer = Rc::from_raw(d);
+    if status != 0 || !deliverer.due.get() {
+        // Polling failed, or the socket has something while no reply is due here: bytes or the
+        // end of the stream for the core's task, which watches the socket then too.
+        close_poll(&deliverer);
+    } else {
         READING.with(|r| r.set(&*deliverer.shared));
         // No panic may unwind into libuv: one ends the watch (the core completes the command).
-        let read = std::panic::catch_unwind(AssertUnwindSafe(|| watch.own.read_ready()));
+        let read = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            match deliverer.own.borrow_mut().as_mut() {
+                Some(own) => own.read_ready(),
+                None => Poll::Ready(false),
+            }
+        }));
         READING.with(|r| r.set(ptr::null()));
-        read
-    } else {
-        Ok(Poll::Ready(false))
-    };
-    if let Ok(Poll::Ready(true)) = read {
-        READ_HERE.with(|n| n.set(n.get() + 1));
-    }
-    if !matches!(read, Ok(Poll::Pending)) {
-        // Stopped before JavaScript runs, so that the next command it sends may watch the same
-        // socket (libuv refuses a second poll handle on it).
-        deliverer.watching.set(ptr::null_mut());
-        WATCHES.with(|w| w.borrow_mut().open.retain(|h| *h != handle));
-        finish(handle);
+        match read {
+            Ok(Poll::Pending) => {}
+            // Still watched: the next command on this socket starts no new registration.
+            Ok(Poll::Ready(true)) => {
+                READ_HERE.with(|n| n.set(n.get() + 1));
+                deliverer.due.set(false);
+            }
+            // The connection ended or sent something invalid: the core completes the command.
+            _ => close_poll(&deliverer),
+        }
     }
     if QUEUED.with(|q| q.replace(false)) {
         let delivered = std::panic::catch_unwind(AssertUnwindSafe(|| deliverer.deliver()));
@@ -311,7 +396,7 @@ unsafe extern "C" fn readable(handle: *mut c_void, status: c_int, _events: c_int
     }
 }
 
-/// Stops `handle` and closes it; `closed` frees it and its watch.
+/// Stops `handle` and closes it; `closed` frees it.
 unsafe fn finish(handle: *mut c_void) {
     uv_poll_stop(handle);
     WATCHES.with(|w| w.borrow_mut().closing += 1);
@@ -319,11 +404,6 @@ unsafe fn finish(handle: *mut c_void) {
 }
 
 unsafe extern "C" fn closed(handle: *mut c_void) {
-    let watch = *handle.cast::<*mut Watch>();
-    if !watch.is_null() {
-        // Dropping an unread reply hands it back to the core's task.
-        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| drop(Box::from_raw(watch))));
-    }
     std::alloc::dealloc(handle.cast(), handle_layout());
     let done_hook = WATCHES.with(|w| {
         let mut w = w.borrow_mut();
@@ -357,8 +437,9 @@ fn ensure_hook(env: &Env) -> bool {
     true
 }
 
-/// The environment is being torn down: closes every open watch (their commands complete on the
-/// core, with `closed` as the client closes) and removes the hook once the last has closed.
+/// The environment is being torn down: closes every open handle, handing the replies still due
+/// back (those commands complete on the core, with `closed` as the client closes), and removes
+/// the hook once the last has closed.
 unsafe extern "C" fn teardown(hook: sys::napi_async_cleanup_hook_handle, _: *mut c_void) {
     let open = WATCHES.with(|w| {
         let mut w = w.borrow_mut();
@@ -367,7 +448,19 @@ unsafe extern "C" fn teardown(hook: sys::napi_async_cleanup_hook_handle, _: *mut
         std::mem::take(&mut w.open)
     });
     for handle in open {
+        let d = std::mem::replace(&mut *handle.cast::<*const Deliverer>(), ptr::null());
         finish(handle);
+        if !d.is_null() {
+            // SAFETY: the live deliverer of an open handle. Its reply, if one is due, goes back
+            // to the core; the socket stays held until the deliverer goes.
+            let deliverer = &*d;
+            deliverer.polling.set(false);
+            if deliverer.due.replace(false) {
+                if let Some(own) = deliverer.own.borrow_mut().as_mut() {
+                    let _ = std::panic::catch_unwind(AssertUnwindSafe(|| own.give_back()));
+                }
+            }
+        }
     }
     let nothing_closing = WATCHES.with(|w| w.borrow().closing == 0);
     if nothing_closing {

@@ -83,6 +83,41 @@ test('a deadline ends the wait on a paused primary; its late reply reaches no ot
   }
 })
 
+test('the server ending the connection this thread watches: the client reconnects and reads here again', async () => {
+  // After a reply read here the client's poll handle stays on the socket. The server closing
+  // that (idle) connection must reach the core, which reconnects; the next replies are read here
+  // again, on the new socket, each its own.
+  const c = await Client.connect(topo.url, { decodeResponses: true })
+  const killer = await Client.connect(topo.url, { decodeResponses: true })
+  try {
+    for (let round = 0; round < 3; round++) {
+      assert.equal(await c.execute(['SET', `own:k${round}`, `v${round}`]), 'OK')
+      const id = await c.execute(['CLIENT', 'ID'])
+      assert.equal(await killer.execute(['CLIENT', 'KILL', 'ID', String(id)]), 1)
+      // The next command may meet the dead connection (and fail as connection_lost): what
+      // matters is that the client comes back and reads its replies here again.
+      let value
+      const until = Date.now() + 10000
+      for (;;) {
+        try {
+          value = await c.execute(['GET', `own:k${round}`])
+          break
+        } catch (e) {
+          if (e.code !== 'connection_lost' || Date.now() > until) throw e
+        }
+      }
+      assert.equal(value, `v${round}`)
+      assert.notEqual(await c.execute(['CLIENT', 'ID']), id, 'a new connection')
+      const before = native.repliesReadHereForTest()
+      for (let i = 0; i < 20; i++) assert.equal(await c.execute(['GET', `own:k${round}`]), `v${round}`)
+      assert.equal(native.repliesReadHereForTest() - before, 20)
+    }
+  } finally {
+    await killer.close()
+    await c.close()
+  }
+})
+
 test('close() settles a command whose reply this thread is waiting for', async () => {
   const c = await Client.connect(topo.url)
   const slow = c.execute(['DEBUG', 'SLEEP', '0.5'])
@@ -90,10 +125,11 @@ test('close() settles a command whose reply this thread is waiting for', async (
   await assert.rejects(slow, (e) => e.code === 'closed')
 })
 
-test('a worker that ends while its thread waits for a reply leaves nothing behind', async () => {
+test('a worker that ends while its thread waits for a reply, or with a client left open, leaves nothing behind', async () => {
   // Each worker sends a slow command on an idle connection (its thread then watches the
-  // socket) and is terminated, or exits, before the reply: node closes the worker's loop, which
-  // aborts the process if a handle is still open on it.
+  // socket) and is terminated, or exits, before the reply; or ('idle') is terminated with its
+  // client open and nothing in flight, the socket still watched after the PING's reply: node
+  // closes the worker's loop, which aborts the process if a handle is still open on it.
   const r = await runChild(`
     const { Worker } = require('node:worker_threads')
     const body = (how) => \`
@@ -102,15 +138,16 @@ test('a worker that ends while its thread waits for a reply leaves nothing behin
       ;(async () => {
         const c = await Client.connect(process.env.SR_URL)
         await c.execute(['PING'])
-        c.execute(['DEBUG', 'SLEEP', '1']).catch(() => {})
+        // 'idle': nothing in flight, the poll handle of the PING's read left on the socket.
+        if ('\${how}' !== 'idle') c.execute(['DEBUG', 'SLEEP', '1']).catch(() => {})
         if ('\${how}' === 'exit') setImmediate(() => process.exit(0))
         else parentPort.postMessage('sent')
       })()
     \`
     ;(async () => {
-      for (const how of ['terminate', 'exit', 'terminate']) {
+      for (const how of ['terminate', 'exit', 'terminate', 'idle']) {
         const w = new Worker(body(how), { eval: true })
-        if (how === 'terminate') {
+        if (how !== 'exit') {
           await new Promise((resolve) => w.once('message', resolve))
           await w.terminate()
         } else {

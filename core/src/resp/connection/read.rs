@@ -263,8 +263,19 @@ impl OwnReply {
         }
     }
 
+    /// Hands the read side back to the task now, as dropping this would, unread reply and all
+    /// (the task completes the command); this value stays, keeping only the socket's descriptor
+    /// open. For an event loop that watches [`OwnReply::fd`] beyond the reply and must not have
+    /// that descriptor number reused meanwhile (epoll registrations are removed by number).
+    /// Later calls do nothing; [`OwnReply::read_ready`] then returns `Ready(false)`.
+    pub fn give_back(&mut self) {
+        if let Some(side) = self.side.take() {
+            give_back(&self.shared, Some(&self.stream), side);
+        }
+    }
+
     /// The connection's socket, for an event loop to watch for [`OwnReply::read_ready`]. It stays
-    /// open as long as this `OwnReply` lives.
+    /// open as long as this `OwnReply` lives (after its reply too).
     #[cfg(unix)]
     pub fn fd(&self) -> std::os::fd::RawFd {
         self.stream.as_raw_fd()

@@ -1048,3 +1048,65 @@ async fn after_a_caller_read_its_own_reply_the_task_sees_the_server_end_the_idle
         .await
         .expect("the task did not notice the server closing the idle connection");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_own_reply_given_back_leaves_the_reply_to_the_task_and_keeps_its_socket_open() {
+    use std::io::Write;
+    // An event loop that goes on watching the descriptor after giving the read back must be
+    // sure the number is not reused meanwhile: the socket stays open as long as the `OwnReply`,
+    // also after the connection ended (the task shuts it down, so the peer sees the end).
+    let (reply_tx, reply_rx) = std::sync::mpsc::channel::<()>();
+    let (addr, server) = scripted_server(move |mut socket, mut seen| {
+        seen.wait_for(&mut socket, b"PING\r\n");
+        reply_rx.recv().unwrap();
+        socket.write_all(b"+PONG\r\n").unwrap();
+    });
+    let conn = Connection::connect(addr, &resp2()).await.unwrap();
+    let caller = conn.clone();
+    let (own, rx) = tokio::task::spawn_blocking(move || {
+        let (reply, rx) = replies();
+        let mut own = call_own(
+            &caller,
+            &["PING"],
+            Instant::now() + Duration::from_secs(60),
+            reply,
+        );
+        own.give_back();
+        own.give_back();
+        (own, rx)
+    })
+    .await
+    .unwrap();
+    reply_tx.send(()).unwrap();
+    let result = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .expect("the task did not read the reply given back");
+    assert_eq!(result.unwrap(), Value::Simple("PONG".into()));
+    server.join().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), conn.closed())
+        .await
+        .expect("the task did not notice the server closing the connection");
+    let mut own = own;
+    assert_eq!(own.read_ready(), std::task::Poll::Ready(false));
+    // SAFETY: a query of the descriptor's flags.
+    assert_ne!(
+        unsafe { libc::fcntl(own.fd(), libc::F_GETFD) },
+        -1,
+        "closed under the OwnReply"
+    );
+    let mut byte = 0u8;
+    // SAFETY: reads at most one byte into `byte`.
+    let n = unsafe {
+        libc::recv(
+            own.fd(),
+            (&mut byte as *mut u8).cast(),
+            1,
+            libc::MSG_DONTWAIT,
+        )
+    };
+    assert_eq!(
+        n, 0,
+        "the socket is at its end (shut down, or closed by the peer)"
+    );
+}
