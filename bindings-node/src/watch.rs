@@ -12,8 +12,10 @@
 //! watch and started while a reply is due. It stays started after that reply is read, so a client
 //! that sends the next command on the same socket costs the loop no system call at all: making a
 //! handle and closing it again per command cost the JavaScript thread seven (`epoll_ctl` six
-//! times, `ioctl` once). Readiness while no reply is due (bytes for the core's task, which watches
-//! the socket then too, or the end of the stream) closes the handle: the core reads those. A
+//! times, `ioctl` once). Meanwhile the runtime does not watch the socket
+//! ([`OwnReply::keep_watching`]), which spares the two calls that would tell it to and not to
+//! again. Readiness while no reply is due (bytes for the core's task, or the end of the stream)
+//! closes the handle, which gives the socket back to the runtime: the core reads those. A
 //! command sent while a reply is due stops the handle and hands the reply back (see [`stop`]).
 //! The client's end, a watch on another socket (it reconnected), a failed poll and the
 //! environment's teardown close it too. Closing makes libuv remove the socket from the loop's
@@ -245,7 +247,12 @@ pub(crate) fn start(env: &Env, own: OwnReply, deliverer: &Rc<Deliverer>) {
         deliverer.poll.set(handle);
         deliverer.poll_fd.set(fd);
     }
-    // The previous one, if any, was read or given back already: dropping it returns nothing.
+    // The socket stays watched here after the reply (as long as the handle is open), so the
+    // runtime need not watch it again in between: it is told when this loop lets go.
+    let mut own = own;
+    own.keep_watching();
+    // The previous one, if any, was read or given back already, and this one's lend took the
+    // socket over from it: dropping it hands nothing back.
     let previous = deliverer.own.replace(Some(own));
     deliverer.due.set(true);
     drop_reply(previous);
@@ -451,14 +458,14 @@ unsafe extern "C" fn teardown(hook: sys::napi_async_cleanup_hook_handle, _: *mut
         let d = std::mem::replace(&mut *handle.cast::<*const Deliverer>(), ptr::null());
         finish(handle);
         if !d.is_null() {
-            // SAFETY: the live deliverer of an open handle. Its reply, if one is due, goes back
-            // to the core; the socket stays held until the deliverer goes.
+            // SAFETY: the live deliverer of an open handle. Its reply, if one is due, and the
+            // watch of its socket go back to the core; the socket stays held until the
+            // deliverer goes.
             let deliverer = &*d;
             deliverer.polling.set(false);
-            if deliverer.due.replace(false) {
-                if let Some(own) = deliverer.own.borrow_mut().as_mut() {
-                    let _ = std::panic::catch_unwind(AssertUnwindSafe(|| own.give_back()));
-                }
+            deliverer.due.set(false);
+            if let Some(own) = deliverer.own.borrow_mut().as_mut() {
+                let _ = std::panic::catch_unwind(AssertUnwindSafe(|| own.give_back()));
             }
         }
     }

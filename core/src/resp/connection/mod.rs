@@ -574,6 +574,11 @@ impl Connection {
         if let Some(side) = lent {
             read::give_back(shared, stream.as_deref(), side);
         }
+        if let (None, Some(stream)) = (&own_reply, &stream) {
+            // Its reply is the task's to read: a loop that kept watching the socket since its
+            // own last reply (`OwnReply::keep_watching`) hands the watch back to the runtime.
+            read::stop_watching_elsewhere(shared, stream);
+        }
         if unsent || earlier_deadline {
             shared.wake.notify_one();
         }

@@ -77,6 +77,10 @@ pub(super) struct ReadState {
     unprocessed: bool,
     /// What the caller's read ran into; the task ends the connection with it.
     broken: Option<Broken>,
+    /// The side is back, but the socket is still out of what the runtime watches: an event
+    /// loop watches it instead ([`OwnReply::keep_watching`]) until it gives it back, or the
+    /// task, running for something else, takes it back itself.
+    watched_elsewhere: bool,
 }
 
 impl ReadState {
@@ -87,6 +91,7 @@ impl ReadState {
             recheck: false,
             unprocessed: false,
             broken: None,
+            watched_elsewhere: false,
         }
     }
 }
@@ -112,6 +117,14 @@ fn poll_task_read(stream: &Socket, shared: &Shared, cx: &mut Context<'_>) -> Pol
     }
     if std::mem::take(&mut state.unprocessed) {
         return Poll::Ready(Event::Received);
+    }
+    if std::mem::take(&mut state.watched_elsewhere) {
+        // Running anyway: the task watches (and reads) the socket itself again. The loop that
+        // watched it finds it readable at most once more, and lets go.
+        if let Err(e) = stream.resume_reads() {
+            return Poll::Ready(Event::ReadFailed(e));
+        }
+        state.recheck = true;
     }
     let ReadState {
         side,
@@ -160,6 +173,8 @@ pub struct OwnReply {
     deadline: std::time::Instant,
     /// `Some` until handed back.
     side: Option<ReadSide>,
+    /// The caller watches the socket beyond the reply ([`OwnReply::keep_watching`]).
+    keep_watching: bool,
 }
 
 impl OwnReply {
@@ -176,7 +191,19 @@ impl OwnReply {
             seq,
             deadline: deadline.into_std(),
             side: Some(side),
+            keep_watching: false,
         }
+    }
+
+    /// Promises that the caller's event loop goes on watching [`OwnReply::fd`] after the reply
+    /// was read, for as long as it keeps this value, and calls [`OwnReply::give_back`] (or drops
+    /// it) when the socket is readable with no reply of its own due, or when it stops watching.
+    /// The runtime then does not watch the socket again after the reply, and a caller that sends
+    /// its next command on the same connection takes the read side again without telling the
+    /// runtime twice (two system calls fewer per command). Whatever the task itself must read
+    /// meanwhile (a command sent another way), it takes the socket back for.
+    pub fn keep_watching(&mut self) {
+        self.keep_watching = true;
     }
 
     /// Reads the command's reply on the calling thread and hands it to the command's
@@ -253,7 +280,11 @@ impl OwnReply {
                 Err(e) => break Some(Broken::Io(e)),
             }
         };
-        hand_back(shared, Some(&self.stream), side, broken);
+        if self.keep_watching && broken.is_none() && delivery.is_some() {
+            leave_watched(shared, &self.stream, side);
+        } else {
+            hand_back(shared, Some(&self.stream), side, broken);
+        }
         match delivery {
             Some((done, result)) => {
                 done(result);
@@ -269,8 +300,10 @@ impl OwnReply {
     /// that descriptor number reused meanwhile (epoll registrations are removed by number).
     /// Later calls do nothing; [`OwnReply::read_ready`] then returns `Ready(false)`.
     pub fn give_back(&mut self) {
-        if let Some(side) = self.side.take() {
-            give_back(&self.shared, Some(&self.stream), side);
+        match self.side.take() {
+            Some(side) => give_back(&self.shared, Some(&self.stream), side),
+            None if self.keep_watching => stop_watching_elsewhere(&self.shared, &self.stream),
+            None => {}
         }
     }
 
@@ -284,9 +317,7 @@ impl OwnReply {
 
 impl Drop for OwnReply {
     fn drop(&mut self) {
-        if let Some(side) = self.side.take() {
-            give_back(&self.shared, Some(&self.stream), side);
-        }
+        self.give_back();
     }
 }
 
@@ -297,7 +328,10 @@ impl Drop for OwnReply {
 pub(super) fn lend(shared: &Shared, socket: &Socket) -> Option<ReadSide> {
     let mut state = shared.read.locked();
     let side = state.side.take()?;
-    socket.pause_reads();
+    // Out of the runtime's watch already when a loop kept watching it since its last reply.
+    if !std::mem::take(&mut state.watched_elsewhere) {
+        socket.pause_reads();
+    }
     Some(side)
 }
 
@@ -306,6 +340,54 @@ pub(super) fn lend(shared: &Shared, socket: &Socket) -> Option<ReadSide> {
 /// already waiting in the socket. `stream` is `None` once the connection ended.
 pub(super) fn give_back(shared: &Shared, stream: Option<&Socket>, side: ReadSide) {
     hand_back(shared, stream, side, None);
+}
+
+/// Puts the side back after a lender's reply while its loop goes on watching the socket
+/// ([`OwnReply::keep_watching`]): the socket stays out of the runtime's watch. When the task has
+/// something to do already (bytes after the reply, readiness it forgot), it is an ordinary hand
+/// back.
+fn leave_watched(shared: &Shared, stream: &Socket, side: ReadSide) {
+    {
+        let mut state = shared.read.locked();
+        // Nothing else to read or write (lock order: `read`, then `outbox`): replies to other
+        // commands are the task's to read, at once.
+        let quiet = {
+            let out = shared.outbox.locked();
+            out.waiters.is_empty() && out.bytes.is_empty()
+        };
+        if quiet && side.rbuf.is_empty() && !state.deferred {
+            state.side = Some(side);
+            state.watched_elsewhere = true;
+            return;
+        }
+    }
+    hand_back(shared, Some(stream), side, None);
+}
+
+/// The loop that watched the socket since its last reply lets go, or a command is sent that the
+/// task must read the reply of: the runtime watches the socket again, and the task reads
+/// whatever is waiting. Nothing to do when the runtime watches it already.
+pub(super) fn stop_watching_elsewhere(shared: &Shared, stream: &Socket) {
+    let wake = {
+        let mut state = shared.read.locked();
+        if !std::mem::take(&mut state.watched_elsewhere) {
+            return;
+        }
+        match stream.resume_reads() {
+            Err(e) => {
+                state.broken = Some(Broken::Io(e));
+                true
+            }
+            Ok(()) if !drained(stream) => {
+                state.recheck = true;
+                true
+            }
+            Ok(()) => false,
+        }
+    };
+    if wake {
+        shared.wake.notify_one();
+    }
 }
 
 /// [`give_back`], with a failure the lender's read ran into, which the task ends the

@@ -1110,3 +1110,118 @@ async fn an_own_reply_given_back_leaves_the_reply_to_the_task_and_keeps_its_sock
         "the socket is at its end (shut down, or closed by the peer)"
     );
 }
+
+/// Waits until `fd` is readable (bytes or the end of the stream), as an event loop would.
+fn wait_readable_fd(fd: std::os::fd::RawFd) {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    assert_eq!(
+        unsafe { libc::poll(&mut pfd, 1, 10_000) },
+        1,
+        "not readable in 10 s"
+    );
+}
+
+/// Reads `own`'s reply as an event loop does: each time the socket is readable.
+fn read_as_a_loop(own: &mut OwnReply) -> bool {
+    loop {
+        match own.read_ready() {
+            std::task::Poll::Ready(read) => return read,
+            std::task::Poll::Pending => wait_readable_fd(own.fd()),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loop_that_keeps_watching_reads_reply_after_reply_and_lets_go_to_the_task() {
+    use std::io::{Read, Write};
+    // A loop that keeps watching the socket after its reply (`keep_watching`) leaves it out of
+    // the runtime's watch in between. Its next command takes the read side again; a command the
+    // task sends meanwhile makes the task take the socket back; and when the loop lets go
+    // (`give_back`, or a drop) after the server ended the connection, the task sees the end.
+    let (close_tx, close_rx) = std::sync::mpsc::channel::<()>();
+    let (addr, server) = scripted_server(move |mut socket, _| {
+        let mut pings = 0;
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 256];
+        while pings < 5 {
+            let n = socket.read(&mut buf).unwrap();
+            assert!(n > 0, "client went away");
+            seen.extend_from_slice(&buf[..n]);
+            while let Some(at) = seen.windows(6).position(|w| w == b"PING\r\n") {
+                seen.drain(..at + 6);
+                pings += 1;
+                socket.write_all(b"+PONG\r\n").unwrap();
+            }
+        }
+        close_rx.recv().unwrap();
+    });
+    let conn = Connection::connect(addr, &resp2()).await.unwrap();
+    let deadline = || Instant::now() + Duration::from_secs(60);
+    let caller = conn.clone();
+    let kept = tokio::task::spawn_blocking(move || {
+        let mut kept: Option<OwnReply> = None;
+        for _ in 0..3 {
+            let (reply, rx) = replies();
+            let mut own = call_own(&caller, &["PING"], deadline(), reply);
+            own.keep_watching();
+            // The previous one goes after this one's lend, as a loop replaces it.
+            drop(kept.replace(own));
+            assert!(
+                read_as_a_loop(kept.as_mut().unwrap()),
+                "not read by the loop"
+            );
+            assert_eq!(
+                rx.try_recv().unwrap().unwrap(),
+                Value::Simple("PONG".into())
+            );
+        }
+        kept
+    })
+    .await
+    .unwrap();
+    // Watched elsewhere now: a command the task sends and reads itself still gets its reply.
+    let (reply, rx) = replies();
+    assert!(conn
+        .call(encoded(&["PING"]), deadline(), reply, false)
+        .is_ok());
+    let got = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .expect("the task did not read the reply to its own command");
+    assert_eq!(got.unwrap(), Value::Simple("PONG".into()));
+    drop(kept);
+    // And once more by the loop, which then sees the server end the connection and lets go.
+    let caller = conn.clone();
+    let mut own = tokio::task::spawn_blocking(move || {
+        let (reply, rx) = replies();
+        let mut own = call_own(&caller, &["PING"], deadline(), reply);
+        own.keep_watching();
+        assert!(read_as_a_loop(&mut own));
+        assert_eq!(
+            rx.try_recv().unwrap().unwrap(),
+            Value::Simple("PONG".into())
+        );
+        own
+    })
+    .await
+    .unwrap();
+    close_tx.send(()).unwrap();
+    server.join().unwrap();
+    let fd = own.fd();
+    tokio::task::spawn_blocking(move || wait_readable_fd(fd))
+        .await
+        .unwrap();
+    assert!(
+        !conn.is_closed(),
+        "the runtime watched the socket the loop kept"
+    );
+    own.give_back();
+    tokio::time::timeout(Duration::from_secs(10), conn.closed())
+        .await
+        .expect("the task did not see the end once the loop let go");
+}
