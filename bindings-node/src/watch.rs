@@ -77,8 +77,6 @@ pub(crate) struct Deliverer {
     /// This client's poll handle (null before its first watch and once closed). Its `data`
     /// points back here while it is open.
     poll: Cell<*mut c_void>,
-    /// The socket `poll` watches.
-    poll_fd: Cell<RawFd>,
     /// `poll` is started.
     polling: Cell<bool>,
     /// The reply watched for, or the last one (read, or given back), kept while `poll` may
@@ -118,7 +116,6 @@ impl Deliverer {
             make_error,
             decode,
             poll: Cell::new(ptr::null_mut()),
-            poll_fd: Cell::new(-1),
             polling: Cell::new(false),
             own: RefCell::new(None),
             due: Cell::new(false),
@@ -237,15 +234,15 @@ pub(crate) fn start(env: &Env, own: OwnReply, deliverer: &Rc<Deliverer>) {
         return;
     }
     let fd = own.fd();
-    let kept = deliverer.poll.get();
-    // The kept `OwnReply` holds the descriptor open: the same number is the same socket.
-    if !(deliverer.poll_fd.get() == fd && is_open(kept)) {
+    // The kept `OwnReply` holds the descriptor `poll` watches open: the same number is the same
+    // socket.
+    let watched = deliverer.own.borrow().as_ref().map(OwnReply::fd);
+    if !(watched == Some(fd) && is_open(deliverer.poll.get())) {
         close_poll(deliverer);
         let Some(handle) = new_handle(env, fd, deliverer) else {
             return;
         };
         deliverer.poll.set(handle);
-        deliverer.poll_fd.set(fd);
     }
     // The socket stays watched here after the reply (as long as the handle is open), so the
     // runtime need not watch it again in between: it is told when this loop lets go.

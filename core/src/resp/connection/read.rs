@@ -118,13 +118,12 @@ fn poll_task_read(stream: &Socket, shared: &Shared, cx: &mut Context<'_>) -> Pol
     if std::mem::take(&mut state.unprocessed) {
         return Poll::Ready(Event::Received);
     }
-    if std::mem::take(&mut state.watched_elsewhere) {
-        // Running anyway: the task watches (and reads) the socket itself again. The loop that
-        // watched it finds it readable at most once more, and lets go.
-        if let Err(e) = stream.resume_reads() {
-            return Poll::Ready(Event::ReadFailed(e));
-        }
-        state.recheck = true;
+    // Running anyway: the task watches (and reads) the socket itself again. The loop that
+    // watched it finds it readable at most once more, and lets go.
+    match take_back_from_loop(&mut state, stream) {
+        Ok(true) => state.recheck = true,
+        Ok(false) => {}
+        Err(e) => return Poll::Ready(Event::ReadFailed(e)),
     }
     let ReadState {
         side,
@@ -370,24 +369,31 @@ fn leave_watched(shared: &Shared, stream: &Socket, side: ReadSide) {
 pub(super) fn stop_watching_elsewhere(shared: &Shared, stream: &Socket) {
     let wake = {
         let mut state = shared.read.locked();
-        if !std::mem::take(&mut state.watched_elsewhere) {
-            return;
-        }
-        match stream.resume_reads() {
+        match take_back_from_loop(&mut state, stream) {
+            Ok(false) => return,
             Err(e) => {
                 state.broken = Some(Broken::Io(e));
                 true
             }
-            Ok(()) if !drained(stream) => {
+            Ok(true) if !drained(stream) => {
                 state.recheck = true;
                 true
             }
-            Ok(()) => false,
+            Ok(true) => false,
         }
     };
     if wake {
         shared.wake.notify_one();
     }
+}
+
+/// Under the read lock: puts the socket back in the runtime's watch if a loop watched it
+/// instead; whether it did.
+fn take_back_from_loop(state: &mut ReadState, stream: &Socket) -> io::Result<bool> {
+    if !std::mem::take(&mut state.watched_elsewhere) {
+        return Ok(false);
+    }
+    stream.resume_reads().map(|()| true)
 }
 
 /// [`give_back`], with a failure the lender's read ran into, which the task ends the

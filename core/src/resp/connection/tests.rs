@@ -1136,6 +1136,22 @@ fn read_as_a_loop(own: &mut OwnReply) -> bool {
     }
 }
 
+/// Sends PING on idle `conn` and reads the reply as a loop that keeps watching the socket;
+/// `previous`, the loop's last `OwnReply`, goes after this one's lend, as a loop replaces it.
+fn ping_read_by_a_loop(conn: &Connection, previous: Option<OwnReply>) -> OwnReply {
+    let (reply, rx) = replies();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut own = call_own(conn, &["PING"], deadline, reply);
+    own.keep_watching();
+    drop(previous);
+    assert!(read_as_a_loop(&mut own), "not read by the loop");
+    assert_eq!(
+        rx.try_recv().unwrap().unwrap(),
+        Value::Simple("PONG".into())
+    );
+    own
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loop_that_keeps_watching_reads_reply_after_reply_and_lets_go_to_the_task() {
     use std::io::{Read, Write};
@@ -1164,21 +1180,9 @@ async fn a_loop_that_keeps_watching_reads_reply_after_reply_and_lets_go_to_the_t
     let deadline = || Instant::now() + Duration::from_secs(60);
     let caller = conn.clone();
     let kept = tokio::task::spawn_blocking(move || {
-        let mut kept: Option<OwnReply> = None;
+        let mut kept = None;
         for _ in 0..3 {
-            let (reply, rx) = replies();
-            let mut own = call_own(&caller, &["PING"], deadline(), reply);
-            own.keep_watching();
-            // The previous one goes after this one's lend, as a loop replaces it.
-            drop(kept.replace(own));
-            assert!(
-                read_as_a_loop(kept.as_mut().unwrap()),
-                "not read by the loop"
-            );
-            assert_eq!(
-                rx.try_recv().unwrap().unwrap(),
-                Value::Simple("PONG".into())
-            );
+            kept = Some(ping_read_by_a_loop(&caller, kept));
         }
         kept
     })
@@ -1197,19 +1201,9 @@ async fn a_loop_that_keeps_watching_reads_reply_after_reply_and_lets_go_to_the_t
     drop(kept);
     // And once more by the loop, which then sees the server end the connection and lets go.
     let caller = conn.clone();
-    let mut own = tokio::task::spawn_blocking(move || {
-        let (reply, rx) = replies();
-        let mut own = call_own(&caller, &["PING"], deadline(), reply);
-        own.keep_watching();
-        assert!(read_as_a_loop(&mut own));
-        assert_eq!(
-            rx.try_recv().unwrap().unwrap(),
-            Value::Simple("PONG".into())
-        );
-        own
-    })
-    .await
-    .unwrap();
+    let mut own = tokio::task::spawn_blocking(move || ping_read_by_a_loop(&caller, None))
+        .await
+        .unwrap();
     close_tx.send(()).unwrap();
     server.join().unwrap();
     let fd = own.fd();
