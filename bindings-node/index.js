@@ -422,12 +422,14 @@ class Client extends EventEmitter {
     const self = new WeakRef(this)
     // The native side calls this with what finished (already taken from its queue): a batch of
     // a collected client has no one left to settle.
-    const onWake = (done) => {
+    const onWake = (done, ok, value) => {
       const client = self.deref()
-      if (client && client._native) client._settle(done)
+      if (client && client._native) client._settle(done, ok, value)
     }
     try {
       this._native = native.open(url, coreOptions(options), decode, onWake, makeError, mapFunction(options))
+      // The per-command call, bound to this client once (cheaper per call than a method).
+      this._execute = this._native.executor()
     } catch (e) {
       throw fromNative(e)
     }
@@ -478,7 +480,7 @@ class Client extends EventEmitter {
     const { timeoutMs, signal } = opts
     // Aborted before it started: nothing is sent.
     if (signal !== undefined && signal.aborted) return Promise.reject(abortError(signal))
-    return this._op((op) => this._native.execute(op, checked, timeoutMs, signal !== undefined), signal)
+    return this._op((op) => this._execute(op, checked, timeoutMs, signal !== undefined), signal)
   }
 
   /**
@@ -646,23 +648,30 @@ class Client extends EventEmitter {
 
   /**
    * Settles every finished operation and emits every event of `done` (`[id, ok, value, ...]`),
-   * in the order the core produced them. Runs on the event loop, woken by the core.
+   * in the order the core produced them; or, called as `(id, ok, value)`, settles that one
+   * operation (one completion read on this thread). Runs on the event loop, woken by the core.
    */
-  _settle(done) {
-    for (let i = 0; i < done.length; i += 3) {
-      const id = done[i]
-      if (id === 0) {
-        this._event(done[i + 2])
-        continue
+  _settle(done, ok, value) {
+    if (typeof done === 'number') {
+      this._complete(done, ok, value)
+    } else {
+      for (let i = 0; i < done.length; i += 3) {
+        const id = done[i]
+        if (id === 0) this._event(done[i + 2])
+        else this._complete(id, done[i + 1], done[i + 2])
       }
-      const p = this._pending.get(id)
-      if (p === undefined) continue
-      this._pending.delete(id)
-      if (p.cleanup !== null) p.cleanup()
-      if (done[i + 1]) p.resolve(done[i + 2])
-      else p.reject(done[i + 2])
     }
     this._release()
+  }
+
+  /** Settles operation `id` (if still pending) with `value`: resolved if `ok`, else rejected. */
+  _complete(id, ok, value) {
+    const p = this._pending.get(id)
+    if (p === undefined) return
+    this._pending.delete(id)
+    if (p.cleanup !== null) p.cleanup()
+    if (ok) p.resolve(value)
+    else p.reject(value)
   }
 
   _event(json) {

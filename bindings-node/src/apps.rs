@@ -12,13 +12,14 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use napi::bindgen_prelude::{Either, Function};
+use napi::bindgen_prelude::Function;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
 use sentinel_recovery::host::{log, ApiNames, HostTransaction};
 use sentinel_recovery::{Error as SrError, Value};
 
+use crate::args::Args;
 use crate::{deadline, napi_failure, Item, NativeClient, NativeOperation};
 
 /// How the Node API is named in error hints (MULTI refused on the shared connection, ...).
@@ -29,15 +30,6 @@ pub static NODE_API: ApiNames = ApiNames {
 
 /// A client's transactions by the id JavaScript gave them.
 pub type Transactions = Arc<Mutex<HashMap<u32, HostTransaction>>>;
-
-fn bytes(args: &[Either<String, &[u8]>]) -> Vec<Vec<u8>> {
-    args.iter()
-        .map(|a| match a {
-            Either::A(s) => s.as_bytes().to_vec(),
-            Either::B(b) => b.to_vec(),
-        })
-        .collect()
-}
 
 fn ended() -> SrError {
     SrError::config("the transaction has ended (after exec, discard, or close)")
@@ -51,7 +43,7 @@ impl NativeClient {
     pub fn pipeline(
         &self,
         id: u32,
-        commands: Vec<Vec<Either<String, &[u8]>>>,
+        #[napi(ts_arg_type = "Array<Array<string | Uint8Array>>")] commands: Vec<Args>,
         timeout_ms: Option<f64>,
         cancellable: bool,
     ) -> Option<NativeOperation> {
@@ -63,7 +55,7 @@ impl NativeClient {
                     return None;
                 }
             };
-            let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(|c| bytes(c)).collect();
+            let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(Args::to_vecs).collect();
             let shared = self.shared.clone();
             // Busy from now on: a reply this thread watches for goes back to the core.
             crate::watch::stop(&self.deliverer);
@@ -100,9 +92,14 @@ impl NativeClient {
 
     /// `WATCH keys...` in transaction `tx`; completes `id` with `null`.
     #[napi(catch_unwind)]
-    pub fn transaction_watch(&self, id: u32, tx: u32, keys: Vec<Either<String, &[u8]>>) {
+    pub fn transaction_watch(
+        &self,
+        id: u32,
+        tx: u32,
+        #[napi(ts_arg_type = "Array<string | Uint8Array>")] keys: Args,
+    ) {
         self.starting(id, || {
-            let keys = bytes(&keys);
+            let keys = keys.to_vecs();
             let table = self.transactions.lock().unwrap_or_else(|e| e.into_inner());
             match table.get(&tx) {
                 Some(t) => {
@@ -116,9 +113,14 @@ impl NativeClient {
 
     /// Runs one command now in transaction `tx`; completes `id` with its reply.
     #[napi(catch_unwind)]
-    pub fn transaction_execute(&self, id: u32, tx: u32, args: Vec<Either<String, &[u8]>>) {
+    pub fn transaction_execute(
+        &self,
+        id: u32,
+        tx: u32,
+        #[napi(ts_arg_type = "Array<string | Uint8Array>")] args: Args,
+    ) {
         self.starting(id, || {
-            let args = bytes(&args);
+            let args = args.to_vecs();
             let table = self.transactions.lock().unwrap_or_else(|e| e.into_inner());
             match table.get(&tx) {
                 Some(t) => {
@@ -133,9 +135,14 @@ impl NativeClient {
     /// MULTI, `commands`, EXEC in transaction `tx`, which ends; completes `id` with the replies
     /// (`null` when a watched key changed).
     #[napi(catch_unwind)]
-    pub fn transaction_exec(&self, id: u32, tx: u32, commands: Vec<Vec<Either<String, &[u8]>>>) {
+    pub fn transaction_exec(
+        &self,
+        id: u32,
+        tx: u32,
+        #[napi(ts_arg_type = "Array<Array<string | Uint8Array>>")] commands: Vec<Args>,
+    ) {
         self.starting(id, || {
-            let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(|c| bytes(c)).collect();
+            let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(Args::to_vecs).collect();
             let taken = self
                 .transactions
                 .lock()

@@ -31,7 +31,9 @@
 
 mod address_map;
 pub mod apps;
+pub mod args;
 pub mod doctor;
+mod execute;
 
 use std::ffi::c_void;
 use std::panic::AssertUnwindSafe;
@@ -41,7 +43,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use napi::bindgen_prelude::{Either, Function, ToNapiValue};
+use napi::bindgen_prelude::{Function, ToNapiValue, Unknown};
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{sys, Env, JsValue, Status};
 use napi_derive::napi;
@@ -142,6 +144,16 @@ impl Shared {
         }
     }
 
+    /// Runs `f`; if it panics before handing the completion to the core, `id` completes with
+    /// `internal` (a completion the core already had still completes too; JavaScript settles
+    /// each id once).
+    pub(crate) fn starting<R>(&self, id: u32, f: impl FnOnce() -> Option<R>) -> Option<R> {
+        std::panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+            self.push(Item::Completion(id, Err(SrError::internal(&*panic))));
+            None
+        })
+    }
+
     /// The completion of operation `id`, as the host layer calls it (once, on a core thread).
     pub(crate) fn done<T: Send + 'static>(
         self: &Arc<Self>,
@@ -209,14 +221,15 @@ pub fn panic_for_test() -> napi::Result<(), Code> {
 /// Parses `url`, applies `options` (a flat `[key, value, key, value, ...]` list of core
 /// option keys and their string values, each passed through the core's `Config::set`) and
 /// opens the client; returns at once, discovery runs on the core's threads. `wake` is called
-/// with the flat array `[id, ok, value, id, ok, value, ...]` of what finished: for a completion,
+/// with the flat array `[id, ok, value, id, ok, value, ...]` of what finished, or with
+/// `(id, ok, value)` for a single completion read on the JavaScript thread: for a completion,
 /// `ok` true means `value` is the reply, false that it is an error made by
 /// `makeError(code, message, serverCode)`; id 0 is an event, `value` its JSON. It does not keep
 /// the process alive (see [`NativeClient::hold`]).
 /// `address_map` is the function form of that option (see `address_map.rs`).
 #[napi(
     catch_unwind,
-    ts_args_type = "url: string, options: Array<string>, decode: boolean, wake: (batch: Array<unknown>) => void, makeError: (code: string, message: string, serverCode: string | null) => Error, addressMap?: ((arg: string) => string | null) | undefined | null"
+    ts_args_type = "url: string, options: Array<string>, decode: boolean, wake: (batch: Array<unknown> | number, ok?: boolean, value?: unknown) => void, makeError: (code: string, message: string, serverCode: string | null) => Error, addressMap?: ((arg: string) => string | null) | undefined | null"
 )]
 pub fn open(
     env: Env,
@@ -349,15 +362,9 @@ impl NativeClient {
         })
     }
 
-    /// Runs `f`; if it panics before handing the completion to the core, `id` completes with
-    /// `internal` (a completion the core already had still completes too; JavaScript settles
-    /// each id once).
+    /// See [`Shared::starting`].
     fn starting<R>(&self, id: u32, f: impl FnOnce() -> Option<R>) -> Option<R> {
-        std::panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|panic| {
-            self.shared
-                .push(Item::Completion(id, Err(SrError::internal(&*panic))));
-            None
-        })
+        self.shared.starting(id, f)
     }
 }
 
@@ -395,45 +402,24 @@ impl NativeClient {
         });
     }
 
-    /// Runs one command (`args`: strings and Buffers/Uint8Arrays) and completes `id` with its
-    /// reply. `timeoutMs` replaces the client's `command_timeout_ms` for this command. With
-    /// `cancellable`, returns the operation, to cancel it. A command written on this thread to an
-    /// idle connection has its reply read on this thread as well (see `watch`).
-    #[napi(catch_unwind)]
-    pub fn execute(
-        &self,
-        env: Env,
-        id: u32,
-        args: Vec<Either<String, &[u8]>>,
-        timeout_ms: Option<f64>,
-        cancellable: bool,
-    ) -> Option<NativeOperation> {
-        self.starting(id, || {
-            let timeout = match deadline(timeout_ms) {
-                Ok(timeout) => timeout,
-                Err(e) => {
-                    self.shared.push(Item::Completion(id, Err(e)));
-                    return None;
-                }
-            };
-            let args: Vec<&[u8]> = args
-                .iter()
-                .map(|a| match a {
-                    Either::A(s) => s.as_bytes(),
-                    Either::B(b) => *b,
-                })
-                .collect();
-            // Busy from now on: a reply this thread watches for goes back to the core.
-            watch::stop(&self.deliverer);
-            let (operation, own) =
-                self.handle
-                    .execute_watched(&args, timeout, self.shared.done(id, |v| v));
-            // Written here to an idle connection: the reply is read on this thread too.
-            if let Some(own) = own {
-                watch::start(&env, own, &self.deliverer);
-            }
-            cancellable.then_some(NativeOperation { operation })
-        })
+    /// The function `execute(id, args, timeoutMs, cancellable)` of this client (see
+    /// `execute.rs`): runs one command (`args`: strings and Buffers/Uint8Arrays) and completes
+    /// `id` with its reply; `timeoutMs` replaces the client's `command_timeout_ms` for this
+    /// command; with `cancellable` it returns the operation, to cancel it. Made once per client.
+    #[napi(
+        catch_unwind,
+        ts_return_type = "(id: number, args: Array<string | Uint8Array>, timeoutMs: number | undefined | null, cancellable: boolean) => NativeOperation | null"
+    )]
+    pub fn executor<'env>(&self, env: &'env Env) -> napi::Result<Unknown<'env>, Code> {
+        let executor = execute::Executor {
+            handle: self.handle.clone(),
+            shared: self.shared.clone(),
+            deliverer: self.deliverer.clone(),
+        };
+        let function = execute::function(env.raw(), executor)
+            .map_err(|e| js_error(&napi_failure("creating the execute function", e.reason)))?;
+        // SAFETY: a function just made in this environment.
+        Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), function) })
     }
 
     /// For the test suite only: an operation whose work panics on a core thread; `id`
@@ -704,7 +690,7 @@ unsafe fn big_number(env: sys::napi_env, digits: &[u8]) -> napi::Result<sys::nap
 
 /// One completion as `(ok, value)`; a reply that can't be converted still settles its promise,
 /// as an `internal` error.
-unsafe fn completion_value(
+pub(crate) unsafe fn completion_value(
     env: sys::napi_env,
     result: &sentinel_recovery::Result<Value>,
     decode: bool,

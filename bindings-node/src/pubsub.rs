@@ -7,22 +7,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use napi::bindgen_prelude::Either;
 use napi_derive::napi;
 use sentinel_recovery::host::{Done, Handle, Subscriber};
 use sentinel_recovery::{Error as SrError, Message, Value};
 
+use crate::args::Args;
 use crate::{Item, NativeClient, Shared};
-
-/// Names from JavaScript (strings and Buffers/Uint8Arrays) as bytes.
-fn names(list: &[Either<String, &[u8]>]) -> Vec<Vec<u8>> {
-    list.iter()
-        .map(|n| match n {
-            Either::A(s) => s.as_bytes().to_vec(),
-            Either::B(b) => b.to_vec(),
-        })
-        .collect()
-}
 
 /// A message as the reply `[channel, payload, pattern | null]`, or `null` once the subscription
 /// ended.
@@ -85,8 +75,8 @@ impl NativeSubscriber {
     pub fn open(
         &self,
         id: u32,
-        channels: Vec<Either<String, &[u8]>>,
-        patterns: Vec<Either<String, &[u8]>>,
+        #[napi(ts_arg_type = "Array<string | Uint8Array>")] channels: Args,
+        #[napi(ts_arg_type = "Array<string | Uint8Array>")] patterns: Args,
         buffer: Option<u32>,
     ) {
         let done = self.shared.done(id, |()| Value::Nil);
@@ -104,8 +94,8 @@ impl NativeSubscriber {
             done(result)
         });
         self.handle.subscribe(
-            &names(&channels),
-            &names(&patterns),
+            &channels.to_vecs(),
+            &patterns.to_vecs(),
             buffer.map(|b| b as usize),
             opened,
         );
@@ -126,12 +116,17 @@ impl NativeSubscriber {
     /// Starts `change` (`subscribe`, `psubscribe`, `unsubscribe`, `punsubscribe`) of `names`
     /// and completes `id` with `null` once the node confirmed it.
     #[napi(catch_unwind)]
-    pub fn change(&self, id: u32, change: String, list: Vec<Either<String, &[u8]>>) {
+    pub fn change(
+        &self,
+        id: u32,
+        change: String,
+        #[napi(ts_arg_type = "Array<string | Uint8Array>")] list: Args,
+    ) {
         let s = match self.subscriber() {
             Ok(s) => s,
             Err(e) => return self.fail(id, e),
         };
-        let list = names(&list);
+        let list = list.to_vecs();
         let done = self.shared.done(id, |()| Value::Nil);
         match change.as_str() {
             "subscribe" => drop(s.subscribe(&list, done)),

@@ -41,7 +41,7 @@ use napi::bindgen_prelude::{FunctionRef, ToNapiValue};
 use napi::{sys, Env, JsValue};
 use sentinel_recovery::host::OwnReply;
 
-use crate::{check, Batch, Shared};
+use crate::{check, completion_value, Batch, Item, Shared};
 
 /// `UV_POLL` of libuv's `uv_handle_type`.
 const UV_POLL: c_int = 8;
@@ -141,18 +141,42 @@ impl Deliverer {
         if items.is_empty() {
             return Ok(());
         }
-        let batch = Batch {
-            items,
-            decode: self.decode,
-            make_error,
+        // One completion (the sequential case) goes as the three arguments `(id, ok, value)`,
+        // not as a batch array of them: no array to make and fill, none to index in JavaScript.
+        let mut args = [ptr::null_mut(); 3];
+        let argc = match items.as_slice() {
+            [Item::Completion(id, result)] => {
+                let (ok, value) = completion_value(self.env, result, self.decode, make_error)?;
+                args = [
+                    ToNapiValue::to_napi_value(self.env, *id)?,
+                    ToNapiValue::to_napi_value(self.env, ok)?,
+                    value,
+                ];
+                3
+            }
+            _ => {
+                let batch = Batch {
+                    items,
+                    decode: self.decode,
+                    make_error,
+                };
+                args[0] = ToNapiValue::to_napi_value(self.env, batch)?;
+                1
+            }
         };
-        let batch = ToNapiValue::to_napi_value(self.env, batch)?;
         let mut recv = ptr::null_mut();
         // napi_make_callback wants an object as `this`; the wake function ignores it.
         check(sys::napi_get_global(self.env, &mut recv))?;
         let mut result = ptr::null_mut();
-        let status =
-            sys::napi_make_callback(self.env, self.context, recv, wake, 1, &batch, &mut result);
+        let status = sys::napi_make_callback(
+            self.env,
+            self.context,
+            recv,
+            wake,
+            argc,
+            args.as_ptr(),
+            &mut result,
+        );
         if status == sys::Status::napi_pending_exception {
             // Thrown by a handler the promise settled into: uncaught, as from any callback.
             let mut error = ptr::null_mut();
@@ -229,7 +253,7 @@ fn handle_layout() -> Layout {
 /// When it cannot (no loop, libuv refuses the socket, the environment is ending), `own` is
 /// dropped, which hands the reply back to the core thread: the command completes either way.
 /// `stop` came first: no reply of this client is due here.
-pub(crate) fn start(env: &Env, own: OwnReply, deliverer: &Rc<Deliverer>) {
+pub(crate) fn start(env: sys::napi_env, own: OwnReply, deliverer: &Rc<Deliverer>) {
     if WATCHES.with(|w| w.borrow().tearing_down) {
         return;
     }
@@ -265,10 +289,10 @@ pub(crate) fn start(env: &Env, own: OwnReply, deliverer: &Rc<Deliverer>) {
 
 /// A new, unreferenced poll handle of this thread's loop for `fd`, its `data` pointing to
 /// `deliverer`; `None` when there can be none (no loop, no cleanup hook, libuv refuses).
-fn new_handle(env: &Env, fd: RawFd, deliverer: &Rc<Deliverer>) -> Option<*mut c_void> {
+fn new_handle(env: sys::napi_env, fd: RawFd, deliverer: &Rc<Deliverer>) -> Option<*mut c_void> {
     let mut uv_loop = ptr::null_mut();
     // SAFETY: `env` is the current environment; the call only reads it.
-    if unsafe { sys::napi_get_uv_event_loop(env.raw(), &mut uv_loop) } != sys::Status::napi_ok
+    if unsafe { sys::napi_get_uv_event_loop(env, &mut uv_loop) } != sys::Status::napi_ok
         || uv_loop.is_null()
     {
         return None;
@@ -425,14 +449,14 @@ unsafe extern "C" fn closed(handle: *mut c_void) {
 
 /// Registers this environment's cleanup hook once; false when napi refuses it (then no watch
 /// starts: nothing could close it at teardown).
-fn ensure_hook(env: &Env) -> bool {
+fn ensure_hook(env: sys::napi_env) -> bool {
     if WATCHES.with(|w| w.borrow().hook.is_some()) {
         return true;
     }
     let mut hook = ptr::null_mut();
     // SAFETY: `teardown` takes no data; napi passes the hook's handle back to it.
     let status = unsafe {
-        sys::napi_add_async_cleanup_hook(env.raw(), Some(teardown), ptr::null_mut(), &mut hook)
+        sys::napi_add_async_cleanup_hook(env, Some(teardown), ptr::null_mut(), &mut hook)
     };
     if status != sys::Status::napi_ok || hook.is_null() {
         return false;

@@ -80,3 +80,32 @@ test('NaN and lone surrogates are refused with ConfigError before sending', asyn
     await c.close()
   }
 })
+
+test('strings of every length near the native first read arrive whole, in every UTF-8 width', async () => {
+  // The native side reads a string argument in one call when it fits in the room left in its
+  // buffer with room for one more character, and asks its length otherwise. The buffer starts
+  // at 256 bytes, doubles, and is kept for the next command unless it grew past 64 KiB: after a
+  // long argument (which resets it), lengths from 0 to 1 100 bytes cross its edges (about 508
+  // and 1 020 bytes) with 1-, 2-, 3- and 4-byte characters ending on each byte.
+  const c = await Client.connect(topo.url)
+  const long = '\u20ac'.repeat(40000)
+  try {
+    for (const unit of ['a', '\u00e9', '\u20ac', '\u{1F600}']) {
+      assert.deepEqual(await c.execute(['ECHO', long]), Buffer.from(long, 'utf8'))
+      for (let n = 0; n <= 1100; n++) {
+        const s = 'x'.repeat(n) + unit
+        const reply = await c.execute(['ECHO', s])
+        assert.deepEqual(reply, Buffer.from(s, 'utf8'), `${n} + U+${unit.codePointAt(0).toString(16)}`)
+      }
+    }
+    const bytes = Buffer.from([0, 255, 13, 10, 128])
+    const [a, b, d] = await c.pipeline([['ECHO', long], ['ECHO', bytes], ['ECHO', 'after']])
+    assert.deepEqual(a, Buffer.from(long, 'utf8'))
+    assert.deepEqual(b, bytes)
+    assert.deepEqual(d, Buffer.from('after'))
+    assert.deepEqual(await c.execute(['ECHO', new Uint8Array([1, 2, 3])]), Buffer.from([1, 2, 3]))
+    assert.deepEqual(await c.execute(['ECHO', '']), Buffer.alloc(0))
+  } finally {
+    await c.close()
+  }
+})
