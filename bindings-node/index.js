@@ -422,9 +422,9 @@ class Client extends EventEmitter {
     const self = new WeakRef(this)
     // The native side calls this with what finished (already taken from its queue): a batch of
     // a collected client has no one left to settle.
-    const onWake = (done, ok, value) => {
+    const onWake = (done, ok, value, offset, length) => {
       const client = self.deref()
-      if (client && client._native) client._settle(done, ok, value)
+      if (client && client._native) client._settle(done, ok, value, offset, length)
     }
     try {
       this._native = native.open(url, coreOptions(options), decode, onWake, makeError, mapFunction(options))
@@ -649,11 +649,13 @@ class Client extends EventEmitter {
   /**
    * Settles every finished operation and emits every event of `done` (`[id, ok, value, ...]`),
    * in the order the core produced them; or, called as `(id, ok, value)`, settles that one
-   * operation (one completion read on this thread). Runs on the event loop, woken by the core.
+   * operation (one completion read on this thread), and as `(id, true, slab, offset, length)`
+   * with a small Buffer reply: its bytes in the shared ArrayBuffer `slab` (as Node's own small
+   * Buffers share a pool). Runs on the event loop, woken by the core.
    */
-  _settle(done, ok, value) {
+  _settle(done, ok, value, offset, length) {
     if (typeof done === 'number') {
-      this._complete(done, ok, value)
+      this._complete(done, ok, offset === undefined ? value : Buffer.from(value, offset, length))
     } else {
       for (let i = 0; i < done.length; i += 3) {
         const id = done[i]

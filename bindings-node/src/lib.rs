@@ -34,6 +34,7 @@ pub mod apps;
 pub mod args;
 pub mod doctor;
 mod execute;
+mod pool;
 
 use std::ffi::c_void;
 use std::panic::AssertUnwindSafe;
@@ -222,14 +223,16 @@ pub fn panic_for_test() -> napi::Result<(), Code> {
 /// option keys and their string values, each passed through the core's `Config::set`) and
 /// opens the client; returns at once, discovery runs on the core's threads. `wake` is called
 /// with the flat array `[id, ok, value, id, ok, value, ...]` of what finished, or with
-/// `(id, ok, value)` for a single completion read on the JavaScript thread: for a completion,
+/// `(id, ok, value)` for a single completion read on the JavaScript thread, or with
+/// `(id, true, slab, offset, length)` when that completion is a small Buffer reply, the
+/// `length` bytes at `offset` of the ArrayBuffer `slab` (see `pool.rs`): for a completion,
 /// `ok` true means `value` is the reply, false that it is an error made by
 /// `makeError(code, message, serverCode)`; id 0 is an event, `value` its JSON. It does not keep
 /// the process alive (see [`NativeClient::hold`]).
 /// `address_map` is the function form of that option (see `address_map.rs`).
 #[napi(
     catch_unwind,
-    ts_args_type = "url: string, options: Array<string>, decode: boolean, wake: (batch: Array<unknown> | number, ok?: boolean, value?: unknown) => void, makeError: (code: string, message: string, serverCode: string | null) => Error, addressMap?: ((arg: string) => string | null) | undefined | null"
+    ts_args_type = "url: string, options: Array<string>, decode: boolean, wake: (batch: Array<unknown> | number, ok?: boolean, value?: unknown, offset?: number, length?: number) => void, makeError: (code: string, message: string, serverCode: string | null) => Error, addressMap?: ((arg: string) => string | null) | undefined | null"
 )]
 pub fn open(
     env: Env,

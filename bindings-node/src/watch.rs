@@ -41,6 +41,9 @@ use napi::bindgen_prelude::{FunctionRef, ToNapiValue};
 use napi::{sys, Env, JsValue};
 use sentinel_recovery::host::OwnReply;
 
+use sentinel_recovery::Value;
+
+use crate::pool::{self, Pool};
 use crate::{check, completion_value, Batch, Item, Shared};
 
 /// `UV_POLL` of libuv's `uv_handle_type`.
@@ -84,6 +87,8 @@ pub(crate) struct Deliverer {
     own: RefCell<Option<OwnReply>>,
     /// `own`'s reply is still due and read here.
     due: Cell<bool>,
+    /// Where small Buffer replies delivered from here are cut from.
+    pool: RefCell<Pool>,
 }
 
 impl Deliverer {
@@ -119,6 +124,7 @@ impl Deliverer {
             polling: Cell::new(false),
             own: RefCell::new(None),
             due: Cell::new(false),
+            pool: RefCell::new(Pool::new()),
         })
     }
 
@@ -143,15 +149,30 @@ impl Deliverer {
         }
         // One completion (the sequential case) goes as the three arguments `(id, ok, value)`,
         // not as a batch array of them: no array to make and fill, none to index in JavaScript.
-        let mut args = [ptr::null_mut(); 3];
+        let mut args = [ptr::null_mut(); 5];
         let argc = match items.as_slice() {
+            // A small Buffer reply: `(id, true, slab, offset, length)`, the view made in
+            // JavaScript (see `pool`).
+            [Item::Completion(id, Ok(Value::Bulk(bytes)))]
+                if !self.decode && bytes.len() <= pool::LARGEST =>
+            {
+                let (slab, offset) = self.pool.borrow_mut().place(self.env, bytes)?;
+                args = [
+                    ToNapiValue::to_napi_value(self.env, *id)?,
+                    ToNapiValue::to_napi_value(self.env, true)?,
+                    slab,
+                    ToNapiValue::to_napi_value(self.env, offset as u32)?,
+                    ToNapiValue::to_napi_value(self.env, bytes.len() as u32)?,
+                ];
+                5
+            }
             [Item::Completion(id, result)] => {
                 let (ok, value) = completion_value(self.env, result, self.decode, make_error)?;
-                args = [
+                args[..3].copy_from_slice(&[
                     ToNapiValue::to_napi_value(self.env, *id)?,
                     ToNapiValue::to_napi_value(self.env, ok)?,
                     value,
-                ];
+                ]);
                 3
             }
             _ => {
@@ -194,6 +215,7 @@ impl Drop for Deliverer {
         // SAFETY: dropped on the JavaScript thread (held by the client object and by watches,
         // both of that thread only), while its environment lives.
         unsafe {
+            self.pool.get_mut().release(self.env);
             sys::napi_async_destroy(self.env, self.context);
         }
     }

@@ -51,6 +51,44 @@ test('one command at a time: every reply is read on this thread and is its own',
   }
 })
 
+test('small Buffer replies read here share a slab and stay whole, each its own', async () => {
+  // Buffer replies up to 4 KiB read on this thread are views of a shared 8 KiB ArrayBuffer
+  // (src/pool.rs); larger ones have their own.
+  const c = await Client.connect(topo.url)
+  try {
+    const value = (i) => Buffer.from(`${i}:`.padEnd(97 + (i % 13), String.fromCharCode(97 + (i % 26))))
+    await c.pipeline(Array.from({ length: 400 }, (_, i) => ['SET', `own:buf:${i}`, value(i)]))
+    const before = native.repliesReadHereForTest()
+    const got = []
+    for (let i = 0; i < 400; i++) got.push(await c.execute(['GET', `own:buf:${i}`]))
+    assert.equal(native.repliesReadHereForTest() - before, 400)
+    assert.ok(got.every((b) => Buffer.isBuffer(b)))
+    // About 80 replies to a slab: several slabs, views of them, none overlapping another.
+    assert.ok(new Set(got.map((b) => b.buffer)).size >= 4)
+    assert.ok(got.some((b) => b.byteOffset > 0))
+    got[1].fill(0)
+    got.forEach((b, i) => assert.deepEqual(b, i === 1 ? Buffer.alloc(value(1).length) : value(i), `reply ${i}`))
+    // At and past the largest pooled size, empty, and nil.
+    for (const n of [4095, 4096, 4097, 20000]) {
+      await c.execute(['SET', 'own:buf:n', Buffer.alloc(n, 7)])
+      assert.deepEqual(await c.execute(['GET', 'own:buf:n']), Buffer.alloc(n, 7), `${n} bytes`)
+    }
+    await c.execute(['SET', 'own:buf:empty', ''])
+    assert.deepEqual(await c.execute(['GET', 'own:buf:empty']), Buffer.alloc(0))
+    assert.equal(await c.execute(['GET', 'own:buf:none']), null)
+    // Code that detaches the slab (transfers it away) gets no write into it: the next reply
+    // goes to a new slab.
+    const last = await c.execute(['GET', 'own:buf:5'])
+    const slab = last.buffer
+    structuredClone(slab, { transfer: [slab] })
+    assert.equal(last.length, 0)
+    for (let i = 0; i < 5; i++) assert.deepEqual(await c.execute(['GET', `own:buf:${i}`]), value(i))
+    assert.notEqual((await c.execute(['GET', 'own:buf:6'])).buffer, slab)
+  } finally {
+    await c.close()
+  }
+})
+
 test('a deadline ends the wait on a paused primary; its late reply reaches no other command', async () => {
   const port = topo.info.primary.port
   const c = await Client.connect(topo.url, { decodeResponses: true })
