@@ -202,7 +202,11 @@ export declare const EVENT_KINDS: readonly EventKind[]
  * `command_timeout_ms`). The same keys work in the URL query.
  */
 export interface ClientOptions {
-  /** Return strings instead of Buffers for bulk replies that are valid UTF-8. Default false. */
+  /**
+   * Return strings instead of Buffers for bulk replies that are valid UTF-8. Default false. A
+   * small Buffer reply (up to 4 KiB) may be a view of an ArrayBuffer shared with other replies,
+   * as Node's own small Buffers share a pool: use `byteOffset` and `length` with its `buffer`.
+   */
   decodeResponses?: boolean
   db?: number
   clientName?: string

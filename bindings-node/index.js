@@ -460,7 +460,8 @@ class Client extends EventEmitter {
   /**
    * Runs one command, e.g. `execute(['SET', 'k', 'v'])`. Arguments are strings, Buffers,
    * Uint8Arrays, numbers or bigints. Resolves with the reply (Buffers for bulk strings unless
-   * `decodeResponses`), rejects with a SentinelRecoveryError subclass. Numbers are written as in
+   * `decodeResponses`; a small one may share its ArrayBuffer with other replies, as Node's pooled
+   * Buffers do), rejects with a SentinelRecoveryError subclass. Numbers are written as in
    * every binding: NaN is refused (ConfigError), +/-Infinity become `inf` / `-inf`, others their
    * shortest round-trip text (`String(n)`, `-0` kept); a string with a lone surrogate is refused
    * (ConfigError) rather than sent with U+FFFD in its place.
