@@ -31,14 +31,9 @@ done
 command -v valgrind >/dev/null || { echo "callgrind.sh: valgrind missing (apt-get install valgrind)" >&2; exit 1; }
 rm -rf "$out" && mkdir -p "$out"
 
-coproc TOPO { exec "$topology_bin" up --json --replicas 0 --sentinels 1; }
-topo_in=${TOPO[1]}
-read -r -u "${TOPO[0]}" first
-# EOF on its stdin tears the topology down.
-stop_topology() { eval "exec $topo_in>&-" 2>/dev/null || true; wait "$TOPO_PID" 2>/dev/null || true; }
-trap stop_topology EXIT
-url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' <<<"$first")
-port=$(sed -n 's/.*"primary":{[^}]*"port":\([0-9]*\).*/\1/p' <<<"$first")
+# shellcheck source=bench/latency/topology.bash
+. "$here/topology.bash"
+start_topology "$topology_bin"
 redis-cli -h 127.0.0.1 -p "$port" SET 'key:__rand_int__' vvvvvvvvvvvvvvvv >/dev/null
 case "$url" in *\?*) url="$url&check_interval_ms=600000" ;; *) url="$url?check_interval_ms=600000" ;; esac
 echo "topology: primary 127.0.0.1:$port, 0 replicas, 1 sentinel; client URL $url"

@@ -30,14 +30,9 @@ ls "$root"/bindings-node/*.node >/dev/null 2>&1 || { echo "node_callgrind.sh: th
 command -v valgrind >/dev/null || { echo "node_callgrind.sh: valgrind missing (apt-get install valgrind)" >&2; exit 1; }
 rm -rf "$out" && mkdir -p "$out"
 
-coproc TOPO { exec "$topology_bin" up --json --replicas 0 --sentinels 1; }
-topo_in=${TOPO[1]}
-read -r -u "${TOPO[0]}" first
-# EOF on its stdin tears the topology down.
-stop_topology() { eval "exec $topo_in>&-" 2>/dev/null || true; wait "$TOPO_PID" 2>/dev/null || true; }
-trap stop_topology EXIT
-url=$(sed -n 's/.*"url":"\([^"]*\)".*/\1/p' <<<"$first")
-port=$(sed -n 's/.*"primary":{[^}]*"port":\([0-9]*\).*/\1/p' <<<"$first")
+# shellcheck source=bench/latency/topology.bash
+. "$here/topology.bash"
+start_topology "$topology_bin"
 echo "topology: primary 127.0.0.1:$port, 1 sentinel; node $(node --version), valgrind $(valgrind --version | sed 's/valgrind-//')"
 
 # total FILE: the instruction total of one thread's callgrind file.

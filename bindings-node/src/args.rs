@@ -15,6 +15,8 @@ use std::ptr;
 use napi::bindgen_prelude::{FromNapiValue, TypeName, ValidateNapiValue};
 use napi::{sys, Status, ValueType};
 
+use crate::check;
+
 /// Longest UTF-8 form of one character napi writes (a surrogate pair).
 const LONGEST_CHARACTER: usize = 4;
 
@@ -181,17 +183,6 @@ impl Drop for Args {
             // `try_with`: a thread that is ending has no spare buffers to keep.
             let _ = SPARE.try_with(|spare| *spare.borrow_mut() = Some((bytes, ends)));
         }
-    }
-}
-
-fn check(status: sys::napi_status) -> napi::Result<()> {
-    if status == sys::Status::napi_ok {
-        Ok(())
-    } else {
-        Err(napi::Error::new(
-            Status::from(status),
-            "reading a command's arguments failed",
-        ))
     }
 }
 

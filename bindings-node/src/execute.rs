@@ -18,7 +18,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use napi::bindgen_prelude::{FromNapiValue, ToNapiValue};
-use napi::sys;
+use napi::{sys, Status};
 use sentinel_recovery::host::Handle;
 use sentinel_recovery::Error as SrError;
 
@@ -148,7 +148,10 @@ unsafe fn call_inner(
             "execute: the operation id must be a number",
         ));
     }
-    let args = Args::from_napi_value(env, args).map_err(|e| SrError::config(e.reason))?;
+    let args = Args::from_napi_value(env, args).map_err(|e| match e.status {
+        Status::InvalidArg => SrError::config(e.reason),
+        _ => crate::napi_failure("reading the arguments", e.reason),
+    })?;
     let timeout_ms = optional_number(env, timeout_ms)?;
     let mut cancellable_value = false;
     if sys::napi_get_value_bool(env, cancellable, &mut cancellable_value) != sys::Status::napi_ok {

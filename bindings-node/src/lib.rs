@@ -509,7 +509,7 @@ fn check(status: sys::napi_status) -> napi::Result<()> {
     } else {
         Err(napi::Error::new(
             Status::from(status),
-            "converting a reply failed",
+            format!("a napi call failed (status {status})"),
         ))
     }
 }
