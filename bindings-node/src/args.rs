@@ -12,8 +12,8 @@
 use std::cell::RefCell;
 use std::ptr;
 
-use napi::bindgen_prelude::{FromNapiValue, TypeName, ValidateNapiValue};
-use napi::{sys, Status, ValueType};
+use napi::bindgen_prelude::FromNapiValue;
+use napi::{sys, Status};
 
 use crate::check;
 
@@ -214,15 +214,3 @@ impl FromNapiValue for Args {
         Ok(args)
     }
 }
-
-impl TypeName for Args {
-    fn type_name() -> &'static str {
-        "Array<string | Uint8Array>"
-    }
-
-    fn value_type() -> ValueType {
-        ValueType::Object
-    }
-}
-
-impl ValidateNapiValue for Args {}
