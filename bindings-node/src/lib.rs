@@ -453,6 +453,55 @@ impl NativeClient {
         });
     }
 
+    /// Completes `id` with `[host, port]` of the node a connection of another library (the
+    /// ioredis adapter) should go to: the verified primary for `primary`, else a node for reads
+    /// under `read_from`; it waits, as a command would, up to `timeoutMs` (the client's
+    /// `command_timeout_ms` when absent) through a promotion or a missing primary.
+    #[napi(catch_unwind)]
+    pub fn route(&self, id: u32, primary: bool, timeout_ms: Option<f64>) {
+        self.starting(id, || {
+            let done = self.shared.done(id, |a: sentinel_recovery::Address| {
+                Value::Array(vec![Value::Simple(a.host), Value::Int(i64::from(a.port))])
+            });
+            match deadline(timeout_ms) {
+                Ok(timeout) => Some(self.handle.route(route(primary), timeout, done)),
+                Err(e) => {
+                    done(Err(e));
+                    None
+                }
+            }
+        });
+    }
+
+    /// Whether a connection to `host:port` may still carry writes (`primary`) or reads. Never
+    /// waits; false from the moment a failover starts demoting the node.
+    #[napi(catch_unwind)]
+    pub fn is_routable(&self, host: String, port: u32, primary: bool) -> bool {
+        u16::try_from(port).is_ok_and(|port| {
+            self.handle
+                .is_routable(&sentinel_recovery::Address::new(host, port), route(primary))
+        })
+    }
+
+    /// Whether a failover is demoting, or has replaced, `host:port`. Never waits.
+    #[napi(catch_unwind)]
+    pub fn is_fenced(&self, host: String, port: u32) -> bool {
+        u16::try_from(port).is_ok_and(|port| {
+            self.handle
+                .is_fenced(&sentinel_recovery::Address::new(host, port))
+        })
+    }
+
+    /// Reports that a connection to `host:port` could not be opened or found the wrong role.
+    #[napi(catch_unwind)]
+    pub fn report_unusable(&self, host: String, port: u32) -> napi::Result<(), Code> {
+        let port = u16::try_from(port)
+            .map_err(|_| js_error(&SrError::config(format!("port {port} is out of range"))))?;
+        self.handle
+            .report_unusable(&sentinel_recovery::Address::new(host, port))
+            .map_err(|e| js_error(&e))
+    }
+
     /// The current topology snapshot as JSON. Never waits on network work.
     #[napi(catch_unwind)]
     pub fn topology(&self) -> napi::Result<String, Code> {
@@ -785,5 +834,14 @@ impl ToNapiValue for Batch {
             check(sys::napi_set_element(env, array, base + 2, value))?;
         }
         Ok(array)
+    }
+}
+
+/// The core's route for a connection that carries writes (`primary`) or reads.
+fn route(primary: bool) -> sentinel_recovery::Route {
+    if primary {
+        sentinel_recovery::Route::Primary
+    } else {
+        sentinel_recovery::Route::Read
     }
 }

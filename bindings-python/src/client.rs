@@ -275,6 +275,58 @@ impl NativeClient {
         Ok(convert::serialized(py, &topology)?.unbind())
     }
 
+    /// Starts waiting for the node a connection of another library should go to (`primary`:
+    /// writes, else reads under `read_from`); `future` gets `(host, port)`. `timeout`
+    /// (seconds) replaces `command_timeout_ms`.
+    #[pyo3(signature = (event_loop, future, primary, timeout=None))]
+    fn route_async(
+        &self,
+        event_loop: Py<PyAny>,
+        future: Py<PyAny>,
+        primary: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<Operation> {
+        let timeout = timeout.map(seconds).transpose()?;
+        let done = complete(event_loop, future, Outcome::Address)?;
+        Ok(Operation(self.handle.route(route(primary), timeout, done)))
+    }
+
+    /// Waits (GIL released, signals handled) for the node a connection of another library
+    /// should go to; returns `(host, port)` or raises (`TimeoutError` naming the last discovery
+    /// error, `ClosedError`, `AuthError`, ...).
+    #[pyo3(signature = (primary, timeout=None))]
+    fn route_blocking(
+        &self,
+        py: Python<'_>,
+        primary: bool,
+        timeout: Option<f64>,
+    ) -> PyResult<(String, u16)> {
+        let timeout = timeout.map(seconds).transpose()?;
+        let handle = &self.handle;
+        let address = wait(py, |done| handle.route(route(primary), timeout, done))?;
+        Ok((address.host, address.port))
+    }
+
+    /// Whether a connection to `host:port` may still carry writes (`primary`) or reads; never
+    /// waits. False once a failover starts demoting the node.
+    fn is_routable(&self, host: String, port: u16, primary: bool) -> bool {
+        self.handle
+            .is_routable(&sentinel_recovery::Address::new(host, port), route(primary))
+    }
+
+    /// Whether a failover is demoting, or has replaced, `host:port`; never waits.
+    fn is_fenced(&self, host: String, port: u16) -> bool {
+        self.handle
+            .is_fenced(&sentinel_recovery::Address::new(host, port))
+    }
+
+    /// Reports that a connection to `host:port` could not be opened or found the wrong role.
+    fn report_unusable(&self, host: String, port: u16) -> PyResult<()> {
+        self.handle
+            .report_unusable(&sentinel_recovery::Address::new(host, port))
+            .map_err(|e| to_pyerr(&e))
+    }
+
     /// The current topology snapshot as a dict; never waits.
     fn topology(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let t = self.handle.topology().map_err(|e| to_pyerr(&e))?;
@@ -539,5 +591,14 @@ impl EventIter {
                 }
             }
         }
+    }
+}
+
+/// The core's route for a connection that carries writes (`primary`) or reads.
+fn route(primary: bool) -> sentinel_recovery::Route {
+    if primary {
+        sentinel_recovery::Route::Primary
+    } else {
+        sentinel_recovery::Route::Read
     }
 }

@@ -44,6 +44,8 @@ pub enum Outcome {
     Topology(sentinel_recovery::Result<Topology>),
     /// Nothing (from `close`, a transaction's `watch`).
     Unit(sentinel_recovery::Result<()>),
+    /// A node's address, as `(host, port)` (from `route`).
+    Address(sentinel_recovery::Result<sentinel_recovery::Address>),
     /// A pub/sub subscription (see [`crate::pubsub`]); `decode` turns its strings into `str`.
     Subscriber(
         sentinel_recovery::Result<sentinel_recovery::host::Subscriber>,
@@ -411,6 +413,8 @@ pub(crate) fn outcome_to_py<'py>(
         Outcome::Reply(Ok(v), decode) => convert::value(py, v, decode),
         Outcome::Topology(Ok(t)) => convert::serialized(py, &t),
         Outcome::Unit(Ok(())) => Ok(py.None().into_bound(py)),
+        Outcome::Address(Ok(a)) => (a.host, a.port).into_pyobject(py).map(|t| t.into_any()),
+        Outcome::Address(Err(e)) => return Err(fail(&e)),
         Outcome::Subscriber(Ok(s), decode) => crate::pubsub::subscriber_to_py(py, s, decode),
         Outcome::Message(Ok(m), decode) => crate::pubsub::message_to_py(py, m, decode),
         Outcome::Subscriber(Err(e), _) => return Err(fail(&e)),

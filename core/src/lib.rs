@@ -28,7 +28,7 @@ pub mod host;
 pub mod runtime;
 pub mod types;
 
-pub use client::{Client, EventStream, Subscription, SubscriptionControl, Transaction};
+pub use client::{Client, EventStream, Route, Subscription, SubscriptionControl, Transaction};
 pub use config::{Config, ReadFrom};
 pub use doctor::{Options as DoctorOptions, Report as DoctorReport};
 pub use error::{Error, ErrorCode, Result};

@@ -12,6 +12,7 @@ mod call;
 mod command;
 mod execute;
 mod nodes;
+mod route;
 mod subscriber;
 mod transaction;
 
@@ -23,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 #[cfg(test)]
 pub(crate) use command::classify as classify_for_tests;
+pub use route::Route;
 pub use subscriber::{Subscription, SubscriptionControl, DEFAULT_BUFFER};
 pub use transaction::Transaction;
 

@@ -39,8 +39,8 @@ pub use inflight::{Done, Operation};
 pub use subscriptions::{MessageHandler, Subscriber};
 pub use transaction::HostTransaction;
 
-use crate::client::{Client, EventStream};
-use crate::config::Config;
+use crate::client::{Client, EventStream, Route};
+use crate::config::{Address, Config};
 use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::Topology;
 use crate::resp::Value;
@@ -253,6 +253,38 @@ impl Handle {
             },
             self.localized(done),
         )
+    }
+
+    /// Completes with the node a connection opened by another library should go to for
+    /// `route` (see [`Client::route`]); `timeout` replaces `command_timeout_ms`. What the
+    /// adapters (`sentinel_recovery.redis_py`, `sentinel-recovery/ioredis`) ask before every
+    /// new connection.
+    pub fn route(&self, route: Route, timeout: Option<Duration>, done: Done<Address>) -> Operation {
+        self.start(
+            |c| {
+                let timeout = timeout.unwrap_or(c.config().command_timeout());
+                Ok(async move { c.route(route, timeout).await })
+            },
+            done,
+        )
+    }
+
+    /// Whether a connection to `address` may still carry `route` (see [`Client::is_routable`]);
+    /// `false` on a closed handle. Never waits.
+    pub fn is_routable(&self, address: &Address, route: Route) -> bool {
+        guarded(|| Ok(self.client()?.is_routable(address, route))).unwrap_or(false)
+    }
+
+    /// Whether a failover is demoting or has replaced `address` (see [`Client::is_fenced`]).
+    /// Never waits.
+    pub fn is_fenced(&self, address: &Address) -> bool {
+        guarded(|| Ok(self.client()?.is_fenced(address))).unwrap_or(false)
+    }
+
+    /// Reports that a connection another library opened to `address` failed before it carried
+    /// anything, or found the wrong role there (see [`Client::report_unusable`]).
+    pub fn report_unusable(&self, address: &Address) -> Result<()> {
+        guarded(|| self.client()?.report_unusable(address))
     }
 
     /// The current topology; never waits on the network.
