@@ -16,6 +16,7 @@
 
 pub mod dns;
 mod fake;
+pub mod net;
 pub mod proxy;
 pub mod resp;
 pub mod security;

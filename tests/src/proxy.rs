@@ -45,10 +45,19 @@ pub struct LinkFaults {
     pub latency: Duration,
     /// Nothing is forwarded (bytes are held) and no new upstream connection is made.
     pub blackhole: bool,
+    /// Packet loss as a TCP stream feels it: this percentage of chunks (0-100) is held for one
+    /// more [`RETRANSMIT_DELAY`] (the retransmission of a dropped segment), and everything
+    /// behind it on the same connection waits too. Bytes are never dropped: TCP would resend them.
+    pub loss_percent: u8,
 }
+
+/// What one lost segment costs a TCP stream on Linux: the minimum retransmission timeout.
+pub const RETRANSMIT_DELAY: Duration = Duration::from_millis(200);
 
 struct Shared {
     target: SocketAddr,
+    /// The namespace upstream connections are made in (the test's own when `None`).
+    netns: Option<String>,
     affects: Affects,
     faults: Mutex<LinkFaults>,
     stop: AtomicBool,
@@ -92,6 +101,31 @@ impl FaultProxy {
     pub fn start(target: SocketAddr, affects: Affects) -> Result<FaultProxy, TestkitError> {
         let listener = TcpListener::bind("127.0.0.1:0")
             .map_err(|e| TestkitError::io("binding the fault proxy", e))?;
+        Self::serve_listener(listener, target, affects, None)
+    }
+
+    /// Listens on `listen` inside network namespace `netns` and forwards every connection to
+    /// `target`, also reached from inside `netns` (see [`crate::net`]).
+    pub fn start_in_netns(
+        netns: &str,
+        listen: SocketAddr,
+        target: SocketAddr,
+        affects: Affects,
+    ) -> Result<FaultProxy, TestkitError> {
+        let listener = crate::net::in_netns(netns, move || TcpListener::bind(listen))
+            .and_then(|r| r)
+            .map_err(|e| {
+                TestkitError::io(format!("binding the fault proxy on {listen} in {netns}"), e)
+            })?;
+        Self::serve_listener(listener, target, affects, Some(netns.to_string()))
+    }
+
+    fn serve_listener(
+        listener: TcpListener,
+        target: SocketAddr,
+        affects: Affects,
+        netns: Option<String>,
+    ) -> Result<FaultProxy, TestkitError> {
         listener
             .set_nonblocking(true)
             .map_err(|e| TestkitError::io("setting the proxy listener non-blocking", e))?;
@@ -101,6 +135,7 @@ impl FaultProxy {
             .port();
         let shared = Arc::new(Shared {
             target,
+            netns,
             affects,
             faults: Mutex::new(LinkFaults::default()),
             stop: AtomicBool::new(false),
@@ -270,7 +305,12 @@ fn serve(client: TcpStream, shared: Arc<Shared>) {
     if !alive(&shared, &conn) {
         return;
     }
-    let Ok(server) = TcpStream::connect_timeout(&shared.target, Duration::from_secs(2)) else {
+    let upstream = crate::net::dial(
+        shared.netns.as_deref(),
+        shared.target,
+        Duration::from_secs(2),
+    );
+    let Ok(server) = upstream else {
         conn.kill(true);
         return;
     };
@@ -376,11 +416,23 @@ fn pump(
             }
         })
     };
+    let mut dice = Dice::seeded();
     'deliver: loop {
         let (stamp, bytes) = match rx.recv_timeout(TICK) {
             Ok(item) => item,
             Err(RecvTimeoutError::Timeout) if alive(&shared, &conn) => continue,
             Err(_) => break,
+        };
+        // Whether this chunk is "lost" once is decided when it arrives, not on every look.
+        let loss = if conn.affected {
+            current(&shared).loss_percent
+        } else {
+            0
+        };
+        let stamp = if dice.percent() < u32::from(loss) {
+            stamp + RETRANSMIT_DELAY
+        } else {
+            stamp
         };
         loop {
             if !alive(&shared, &conn) {
@@ -411,6 +463,28 @@ fn pump(
         let _ = to.shutdown(Shutdown::Write);
     }
     let _ = reader.join();
+}
+
+/// A small xorshift generator for the loss draws (seeded per connection direction).
+struct Dice(u64);
+
+impl Dice {
+    fn seeded() -> Dice {
+        static SEQ: AtomicU64 = AtomicU64::new(0x9E37_79B9_7F4A_7C15);
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1);
+        Dice((t ^ SEQ.fetch_add(0x9E37_79B9, Ordering::Relaxed)) | 1)
+    }
+
+    /// 0..100, uniform enough for fault injection.
+    fn percent(&mut self) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        (self.0 % 100) as u32
+    }
 }
 
 fn is_timeout(e: &std::io::Error) -> bool {

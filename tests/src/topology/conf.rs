@@ -2,16 +2,23 @@
 
 use super::*;
 
-/// A data node's config; `extra` (TLS and ACL lines) is appended.
-pub(super) fn data_conf(dir: &Path, port: u16, primary: Option<u16>, extra: &str) -> String {
+/// A data node's config listening on `bind`, replicating from `primary` (`ip`, `port`) when
+/// given; `extra` (TLS and ACL lines) is appended.
+pub(super) fn data_conf(
+    dir: &Path,
+    port: u16,
+    bind: &str,
+    primary: Option<(&str, u16)>,
+    extra: &str,
+) -> String {
     let mut s = format!(
-        "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir \"{}\"\n\
+        "port {port}\nbind {bind}\nprotected-mode no\ndaemonize no\ndir \"{}\"\n\
          save \"\"\nappendonly no\nrepl-diskless-sync yes\nrepl-diskless-sync-delay 0\n\
          enable-debug-command yes\nloglevel notice\n",
         dir.display()
     );
-    if let Some(p) = primary {
-        s.push_str(&format!("replicaof 127.0.0.1 {p}\n"));
+    if let Some((ip, p)) = primary {
+        s.push_str(&format!("replicaof {ip} {p}\n"));
     }
     s.push_str(extra);
     s
@@ -25,6 +32,8 @@ pub(super) struct SentinelConf<'a> {
     pub(super) down_after_ms: u64,
     pub(super) failover_timeout_ms: u64,
     pub(super) known_replicas: &'a [(String, u16)],
+    /// The `bind` line's addresses.
+    pub(super) bind: String,
     /// Lines after the monitor lines (TLS, ACL).
     pub(super) extra: String,
 }
@@ -33,11 +42,12 @@ impl SentinelConf<'_> {
     pub(super) fn render(&self, dir: &Path, port: u16) -> String {
         let svc = self.service;
         let mut s = format!(
-            "port {port}\nbind 127.0.0.1\nprotected-mode no\ndaemonize no\ndir \"{}\"\n\
+            "port {port}\nbind {}\nprotected-mode no\ndaemonize no\ndir \"{}\"\n\
              sentinel monitor {svc} {} {} {}\n\
              sentinel down-after-milliseconds {svc} {}\n\
              sentinel failover-timeout {svc} {}\n\
              sentinel parallel-syncs {svc} 1\n",
+            self.bind,
             dir.display(),
             self.primary.0,
             self.primary.1,

@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
 use std::sync::{mpsc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::proxy::{Affects, FaultProxy, LinkFaults};
 use crate::resp::{Conn, Reply};
 use crate::security::{AclSetup, AclSpec, TlsFiles, TlsSpec};
 use crate::{free_port, wait_until, TestkitError};
@@ -32,6 +33,7 @@ mod stale;
 use conf::*;
 pub use node::Node;
 use node::NodeAccess;
+pub(crate) use node::Placement;
 pub use server::ServerKind;
 use spawn::*;
 pub use stale::{start_stale_sentinel, StaleSentinelSpec};
@@ -112,6 +114,33 @@ fn debug_commands(pairs: &[(String, u64)]) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Where each node of a [`Topology`] runs: by default every node on 127.0.0.1 in the test's own
+/// namespace; [`crate::net::NetTopology`] gives each its own host.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Placements {
+    pub(crate) primary: Placement,
+    pub(crate) replicas: Vec<Placement>,
+    pub(crate) sentinels: Vec<Placement>,
+}
+
+impl Placements {
+    fn replica(&self, i: usize) -> Placement {
+        self.replicas.get(i).cloned().unwrap_or_default()
+    }
+
+    /// Sentinels beyond the planned ones (added later) need a host of their own: refused on
+    /// placed topologies rather than started where nothing can reach them.
+    fn sentinel(&self, i: usize) -> Result<Placement, TestkitError> {
+        match self.sentinels.get(i) {
+            Some(p) => Ok(p.clone()),
+            None if self.primary.netns.is_none() => Ok(Placement::default()),
+            None => Err(TestkitError::Setup(
+                "no host planned for another sentinel on this network topology".into(),
+            )),
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 
 /// A primary, its replicas and the sentinels monitoring it, all on 127.0.0.1. Owns every process
@@ -127,6 +156,7 @@ pub struct Topology {
     sentinels: Vec<Node>,
     stale: Vec<Node>,
     binary: PathBuf,
+    placements: Placements,
 }
 
 impl Topology {
@@ -135,12 +165,20 @@ impl Topology {
     /// (`num-slaves`, no `s_down`/`disconnected` flags, `master-link-status` ok) and all other
     /// sentinels (`num-other-sentinels` = sentinels - 1). Takes about 1-3 s.
     pub fn start(spec: TopologySpec) -> Result<Topology, TestkitError> {
+        Self::start_placed(spec, Placements::default())
+    }
+
+    /// [`Topology::start`] with each node where `placements` says.
+    pub(crate) fn start_placed(
+        spec: TopologySpec,
+        placements: Placements,
+    ) -> Result<Topology, TestkitError> {
         if spec.sentinels > 0 && spec.quorum == 0 {
             return Err(TestkitError::Setup("quorum must be at least 1".into()));
         }
         let binary = spec.server.binary()?;
         let dir = make_temp_dir("topo")?;
-        let result = Self::start_in(spec, binary, dir.clone());
+        let result = Self::start_in(spec, binary, dir.clone(), placements);
         if result.is_err() {
             let _ = fs::remove_dir_all(&dir);
         }
@@ -151,6 +189,7 @@ impl Topology {
         spec: TopologySpec,
         binary: PathBuf,
         dir: PathBuf,
+        placements: Placements,
     ) -> Result<Topology, TestkitError> {
         let tls = match &spec.tls {
             Some(_) => Some(TlsFiles::generate(&dir.join("tls"))?),
@@ -165,32 +204,37 @@ impl Topology {
         let data_extra = |tls_port: u16| {
             tls_lines(tls_port) + &acl.as_ref().map(AclSetup::render_data).unwrap_or_default()
         };
-        let access = || NodeAccess {
+        let access = |placement: Placement| NodeAccess {
             tls: tls.is_some(),
             auth: acl.as_ref().map(AclSetup::admin),
+            placement,
         };
         let pdir = dir.join("primary");
+        let pbind = placements.primary.bind();
         let primary = Node::start_new(
             false,
             binary.clone(),
             pdir.clone(),
-            |p, t| data_conf(&pdir, p, None, &data_extra(t)),
+            |p, t| data_conf(&pdir, p, &pbind, None, &data_extra(t)),
             vec![],
             false,
-            access(),
+            access(placements.primary.clone()),
         )?;
         let pport = primary.client_port();
+        let pip = primary.ip().to_string();
         let mut replicas = Vec::new();
         for i in 1..=spec.replicas {
             let rdir = dir.join(format!("replica-{i}"));
+            let placement = placements.replica(i - 1);
+            let rbind = placement.bind();
             let node = Node::start_new(
                 false,
                 binary.clone(),
                 rdir.clone(),
-                |p, t| data_conf(&rdir, p, Some(pport), &data_extra(t)),
+                |p, t| data_conf(&rdir, p, &rbind, Some((&pip, pport)), &data_extra(t)),
                 vec![],
                 false,
-                access(),
+                access(placement),
             )?;
             replicas.push(node);
         }
@@ -204,10 +248,11 @@ impl Topology {
             sentinels: Vec::new(),
             stale: Vec::new(),
             binary,
+            placements,
         };
         topo.wait_replication(Duration::from_secs(20))?;
         for _ in 0..topo.spec.sentinels {
-            let node = topo.spawn_sentinel(("127.0.0.1", pport), &[], "sentinel")?;
+            let node = topo.spawn_sentinel((&pip, pport), &[], "sentinel")?;
             topo.sentinels.push(node);
         }
         if !topo.sentinels.is_empty() {
@@ -224,7 +269,9 @@ impl Topology {
     ) -> Result<Node, TestkitError> {
         let n = self.sentinels.len() + self.stale.len() + 1;
         let sdir = self.dir.join(format!("{tag}-{n}"));
+        let placement = self.placements.sentinel(n - 1)?;
         let conf = SentinelConf {
+            bind: placement.bind(),
             service: &self.spec.service,
             primary,
             quorum: self.spec.quorum,
@@ -264,6 +311,7 @@ impl Topology {
             NodeAccess {
                 tls: self.tls.is_some(),
                 auth: self.acl.as_ref().map(AclSetup::admin),
+                placement,
             },
         )
     }
@@ -563,7 +611,7 @@ impl Topology {
     pub fn add_sentinel(&mut self) -> Result<&Node, TestkitError> {
         let (ip, port) = self
             .reported_primary()
-            .unwrap_or_else(|| ("127.0.0.1".into(), self.primary.client_port()));
+            .unwrap_or_else(|| (self.primary.ip().to_string(), self.primary.client_port()));
         let node = self.spawn_sentinel((&ip, port), &[], "sentinel")?;
         let svc = self.spec.service.clone();
         let new_port = node.client_port();

@@ -17,6 +17,11 @@ pub struct Node {
     auth: Option<(String, String)>,
     child: Mutex<Option<Child>>,
     stopped: AtomicBool,
+    placement: Placement,
+    /// The proxy in front of the node on its host address, when [`Placement::proxied`].
+    link_proxy: Mutex<Option<FaultProxy>>,
+    /// The faults that proxy carries, kept across restarts.
+    link_faults: Mutex<LinkFaults>,
     post_start: Vec<Vec<String>>,
     owns_dir: bool,
 }
@@ -33,12 +38,48 @@ impl std::fmt::Debug for Node {
     }
 }
 
-/// How the testkit reaches a node: whether it gets a TLS port, and the credentials of the
-/// testkit's own connections.
+/// How the testkit reaches a node: whether it gets a TLS port, the credentials of the
+/// testkit's own connections, and where the node runs.
 #[derive(Default)]
 pub(super) struct NodeAccess {
     pub(super) tls: bool,
     pub(super) auth: Option<(String, String)>,
+    pub(super) placement: Placement,
+}
+
+/// Where a node's process runs and at which address peers and clients reach it.
+#[derive(Debug, Clone)]
+pub(crate) struct Placement {
+    /// The address peers, sentinels and clients use ([`Node::addr`]).
+    pub(crate) ip: String,
+    /// The network namespace the process runs in (`ip netns exec`); the testkit then talks to it
+    /// on 127.0.0.1 inside that namespace, so its control traffic is never cut. `None`: the test
+    /// process' own namespace, where it is reached at `ip`.
+    pub(crate) netns: Option<String>,
+    /// The server binds only 127.0.0.1 and a [`FaultProxy`] in its namespace listens on
+    /// `ip:port` in front of it, so every link into the node carries that proxy's faults.
+    pub(crate) proxied: bool,
+}
+
+impl Default for Placement {
+    fn default() -> Self {
+        Placement {
+            ip: "127.0.0.1".into(),
+            netns: None,
+            proxied: false,
+        }
+    }
+}
+
+impl Placement {
+    /// The `bind` line's addresses.
+    pub(crate) fn bind(&self) -> String {
+        if self.proxied || self.ip == "127.0.0.1" {
+            "127.0.0.1".into()
+        } else {
+            format!("127.0.0.1 {}", self.ip)
+        }
+    }
 }
 
 impl Node {
@@ -71,6 +112,9 @@ impl Node {
             auth: access.auth,
             child: Mutex::new(None),
             stopped: AtomicBool::new(false),
+            placement: access.placement,
+            link_proxy: Mutex::new(None),
+            link_faults: Mutex::new(LinkFaults::default()),
             post_start,
             owns_dir,
         };
@@ -112,7 +156,10 @@ impl Node {
         let log2 = log
             .try_clone()
             .map_err(|e| TestkitError::io("cloning log file", e))?;
-        let mut cmd = Command::new(&self.binary);
+        let mut cmd = match &self.placement.netns {
+            Some(ns) => crate::net::command_in(ns, &self.binary),
+            None => Command::new(&self.binary),
+        };
         cmd.arg(&self.conf);
         if self.sentinel {
             cmd.arg("--sentinel");
@@ -155,10 +202,58 @@ impl Node {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        self.start_link_proxy()?;
         for c in &self.post_start {
             self.cmd_with_timeout(c, CMD_TIMEOUT)?;
         }
         Ok(())
+    }
+
+    /// (Re)starts the link proxy of a proxied node on `ip:port`, keeping the faults in force.
+    fn start_link_proxy(&self) -> Result<(), TestkitError> {
+        let (true, Some(ns)) = (self.placement.proxied, &self.placement.netns) else {
+            return Ok(());
+        };
+        let mut slot = self.link_proxy.lock().unwrap_or_else(|e| e.into_inner());
+        drop(slot.take());
+        let faults = *self.link_faults.lock().unwrap_or_else(|e| e.into_inner());
+        let at = |ip: &str| -> Result<std::net::SocketAddr, TestkitError> {
+            format!("{ip}:{}", self.port())
+                .parse()
+                .map_err(|_| TestkitError::Setup(format!("bad address {ip}")))
+        };
+        let proxy = FaultProxy::start_in_netns(
+            ns,
+            at(&self.placement.ip)?,
+            at("127.0.0.1")?,
+            Affects::All,
+        )?;
+        proxy.set_faults(faults);
+        *slot = Some(proxy);
+        Ok(())
+    }
+
+    /// Sets the faults on every link into this node (latency, loss, blackhole), when it was
+    /// started behind a link proxy; returns false (and does nothing) otherwise.
+    pub fn set_link_faults(&self, faults: LinkFaults) -> bool {
+        *self.link_faults.lock().unwrap_or_else(|e| e.into_inner()) = faults;
+        match &*self.link_proxy.lock().unwrap_or_else(|e| e.into_inner()) {
+            Some(p) => {
+                p.set_faults(faults);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The network namespace the process runs in, `None` for the test's own.
+    pub fn netns(&self) -> Option<&str> {
+        self.placement.netns.as_deref()
+    }
+
+    /// The address peers and clients reach the node at (127.0.0.1 outside network namespaces).
+    pub fn ip(&self) -> &str {
+        &self.placement.ip
     }
 
     pub(super) fn log_since(&self, start: u64) -> String {
@@ -195,9 +290,9 @@ impl Node {
         self.tls_port().unwrap_or_else(|| self.port())
     }
 
-    /// `"127.0.0.1:<client_port>"`.
+    /// `"<ip>:<client_port>"` (`127.0.0.1` outside network namespaces).
     pub fn client_addr(&self) -> String {
-        format!("127.0.0.1:{}", self.client_port())
+        format!("{}:{}", self.placement.ip, self.client_port())
     }
 
     /// Process id while the process runs (also while SIGSTOPped); `None` after [`Node::kill9`].
@@ -215,9 +310,9 @@ impl Node {
         self.stopped.load(Ordering::SeqCst)
     }
 
-    /// `"127.0.0.1:<port>"`.
+    /// `"<ip>:<port>"` (`127.0.0.1` outside network namespaces).
     pub fn addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port())
+        format!("{}:{}", self.placement.ip, self.port())
     }
 
     /// True for a sentinel process.
@@ -243,7 +338,17 @@ impl Node {
     /// Opens a new RESP2 connection to the node's plain port, with `timeout` for
     /// connect/read/write; on ACL topologies it is authenticated as the testkit's admin user.
     pub fn connect(&self, timeout: Duration) -> Result<Conn, TestkitError> {
-        let mut conn = Conn::connect(&self.addr(), timeout)?;
+        let mut conn = match &self.placement.netns {
+            // Inside the node's own namespace: never cut, never behind the link proxy.
+            Some(ns) => {
+                let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port()));
+                let stream = crate::net::dial(Some(ns), addr, timeout)
+                    .map_err(|e| TestkitError::io(format!("connecting to {addr} in {ns}"), e))?;
+                stream.set_nodelay(true).ok();
+                Conn::from_stream(stream, timeout)?
+            }
+            None => Conn::connect(&self.addr(), timeout)?,
+        };
         if let Some((user, password)) = &self.auth {
             if let Reply::Error(e) = conn.call(&["AUTH", user.as_str(), password.as_str()])? {
                 return Err(TestkitError::Server(format!("AUTH as {user}: {e}")));
@@ -294,6 +399,13 @@ impl Node {
 
     /// SIGKILL and waitpid; afterwards [`Node::pid`] is `None`. No-op if already down.
     pub fn kill9(&self) {
+        // The proxy goes too: nothing answers on the host address of a dead node.
+        drop(
+            self.link_proxy
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(),
+        );
         if let Some(mut child) = self.lock_child().take() {
             let _ = child.kill();
             let _ = child.wait();

@@ -14,13 +14,10 @@ impl Topology {
             false,
             self.binary.clone(),
             pdir.clone(),
-            |p, _| data_conf(&pdir, p, None, ""),
+            |p, _| data_conf(&pdir, p, "127.0.0.1", None, ""),
             vec![],
             true,
-            NodeAccess {
-                tls: false,
-                auth: None,
-            },
+            NodeAccess::default(),
         )?;
         let port = primary.client_port().to_string();
         let quorum = self.spec.quorum.to_string();

@@ -50,6 +50,7 @@ pub fn start_stale_sentinel(spec: &StaleSentinelSpec) -> Result<Node, TestkitErr
         down_after_ms: spec.down_after_ms,
         failover_timeout_ms: spec.failover_timeout_ms,
         known_replicas: &spec.known_replicas,
+        bind: "127.0.0.1".into(),
         extra: String::new(),
     };
     let d = dir.clone();
