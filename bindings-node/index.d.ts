@@ -448,6 +448,20 @@ export declare class Client extends EventEmitter {
   [Symbol.asyncDispose](): Promise<void>
   /** The current topology snapshot; never waits on the network. Throws ClosedError once closed. */
   topology(): Topology
+  /**
+   * For adapters that open connections of another library (`sentinel-recovery/ioredis`): the
+   * node such a connection should go to. `primary` (default true): the ROLE-verified primary,
+   * never one a failover is demoting (waits through a promotion and while no primary is known,
+   * up to `timeoutMs`, default `commandTimeoutMs`, then TimeoutError); false: a node for reads
+   * under `read_from`. Rejects at once with AuthError, TlsError or ClosedError.
+   */
+  route(primary?: boolean, options?: { timeoutMs?: number }): Promise<{ host: string; port: number }>
+  /** Whether a connection to `host:port` may still carry writes (`primary`, default true) or reads. Sync, no I/O. */
+  isRoutable(host: string, port: number, primary?: boolean): boolean
+  /** Whether a failover is demoting, or has replaced, `host:port` (a reply read from it may be lost). Sync, no I/O. */
+  isFenced(host: string, port: number): boolean
+  /** A connection of another library to `host:port` failed or found the wrong role: rediscover, calmly. */
+  reportUnusable(host: string, port: number): void
   /** Whether close() was called. */
   readonly closed: boolean
   /**

@@ -572,6 +572,56 @@ class Client extends EventEmitter {
     return pubsub.subscribe(this, [], patterns, options ?? {})
   }
 
+  /**
+   * For adapters that open connections of another library (`sentinel-recovery/ioredis`): the
+   * node such a connection should go to, `{host, port}`. `primary` (default true) asks for the
+   * ROLE-verified primary, never one a failover is demoting: it waits through a promotion and
+   * while no primary is known, up to `options.timeoutMs` (default the client's
+   * `commandTimeoutMs`), then rejects with TimeoutError. `primary` false asks for a node for
+   * reads under the URL's `read_from`. Rejects at once on what waiting cannot fix (AuthError,
+   * TlsError, ClosedError).
+   * @param {boolean} [primary]
+   * @param {{timeoutMs?: number}} [options]
+   * @returns {Promise<{host: string, port: number}>}
+   */
+  async route(primary = true, options = undefined) {
+    if (typeof primary !== 'boolean') throw new TypeError('route: primary must be a boolean')
+    const opts = callOptions(options, 'route')
+    if (opts instanceof Error) throw opts
+    if (opts.signal !== undefined) throw new TypeError("unknown route option 'signal' (expected timeoutMs)")
+    const [host, port] = await this._op((op) => this._native.route(op, primary, opts.timeoutMs))
+    return { host: String(host), port: Number(port) }
+  }
+
+  /**
+   * Whether a connection to `host:port` may still carry writes (`primary` true) or reads now:
+   * false from the moment a failover starts demoting that node, or once it is no longer the
+   * primary (or, for reads, in the topology). Synchronous, no I/O.
+   */
+  isRoutable(host, port, primary = true) {
+    return this._native.isRoutable(host, port, primary)
+  }
+
+  /**
+   * Whether a failover is demoting, or has replaced, `host:port`: a reply read from it now may
+   * be discarded with its data set. Synchronous, no I/O.
+   */
+  isFenced(host, port) {
+    return this._native.isFenced(host, port)
+  }
+
+  /**
+   * Tells the core a connection of another library to `host:port` could not be opened or
+   * found the wrong role: the core runs a calm, rate-limited rediscovery.
+   */
+  reportUnusable(host, port) {
+    try {
+      this._native.reportUnusable(host, port)
+    } catch (e) {
+      throw fromNative(e)
+    }
+  }
+
   /** Whether close() was called. */
   get closed() {
     return this._native.closed
