@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
-use pyo3::types::PyTuple;
+use pyo3::types::{PyDict, PyTuple};
 use sentinel_recovery::host::{Done, EventSubscription, Handle};
 use sentinel_recovery::Event;
 
@@ -452,6 +452,27 @@ impl NativeClient {
     #[getter]
     fn queued(&self) -> usize {
         self.handle.queued()
+    }
+
+    /// What a connection opened by another library (the redis-py adapter) needs from the URL,
+    /// so that the adapter parses no URL itself: the data-node credential (`username`,
+    /// `password`; for sending to the node only, never for logs), `db`, `client_name`,
+    /// `data_tls`, and `command_timeout` / `connect_timeout` in seconds.
+    fn connection_settings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let config = self.handle.config().map_err(|e| to_pyerr(&e))?;
+        let settings = PyDict::new(py);
+        let (username, password) = match &config.auth {
+            Some(c) => (c.username.clone(), Some(c.password.expose().to_owned())),
+            None => (None, None),
+        };
+        settings.set_item("username", username)?;
+        settings.set_item("password", password)?;
+        settings.set_item("db", config.db)?;
+        settings.set_item("client_name", config.client_name.clone())?;
+        settings.set_item("data_tls", config.data_tls)?;
+        settings.set_item("command_timeout", config.command_timeout().as_secs_f64())?;
+        settings.set_item("connect_timeout", config.connect_timeout().as_secs_f64())?;
+        Ok(settings)
     }
 
     /// The URL with passwords redacted.

@@ -1,0 +1,172 @@
+"""One core client per (url, options), shared by every pool and connection of the adapter.
+
+The adapter never sends a command through the core: it asks the core where a connection goes
+(``route_*``), whether it may still go there (``is_routable`` / ``is_fenced``) and fans the
+core's events out to the pools so they can close connections to a demoted primary.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import weakref
+from typing import Any, Callable, Dict, Optional, Tuple
+
+from .. import _native, _open
+
+_LOGGER = logging.getLogger("sentinel_recovery.redis_py")
+
+#: Events after which a pooled connection may point at a node that must no longer be written.
+TOPOLOGY_EVENTS = frozenset({"primary_changed", "failover_started"})
+
+
+class Core:
+    """A core client and the pools listening to its events (internal)."""
+
+    def __init__(self, url: str, options: Dict[str, Any]) -> None:
+        self.native: "_native.NativeClient" = _open(url, False, dict(options))
+        self.url_redacted: str = self.native.url
+        self.service: str = self.native.topology()["service"]
+        self.settings: Dict[str, Any] = self.native.connection_settings()
+        self._listeners: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._pid = os.getpid()
+        self.native.set_event_callback(self._on_event)
+
+    def check_fork(self) -> None:
+        """After a fork, installs the event callback again in the child (the parent's callback
+        thread does not exist there); the core itself follows the fork."""
+        pid = os.getpid()
+        if pid != self._pid:
+            with self._lock:
+                if pid != self._pid:
+                    self._pid = pid
+                    self.native.set_event_callback(self._on_event)
+
+    def listen(self, pool: Any) -> None:
+        """``pool.on_topology_event()`` is called at ``primary_changed`` / ``failover_started``."""
+        with self._lock:
+            self._listeners.add(pool)
+
+    def _on_event(self, event: Dict[str, Any]) -> None:
+        # Runs on the binding's callback thread (never a core thread), one event at a time.
+        if event.get("kind") not in TOPOLOGY_EVENTS:
+            return
+        with self._lock:
+            pools = list(self._listeners)
+        for pool in pools:
+            try:
+                pool.on_topology_event()
+            except Exception:  # one broken pool must not starve the others
+                _LOGGER.exception("closing connections to a demoted primary failed")
+
+    def is_routable(self, host: str, port: int, primary: bool) -> bool:
+        return self.native.is_routable(host, int(port), primary)
+
+    def is_fenced(self, host: str, port: int) -> bool:
+        return self.native.is_fenced(host, int(port))
+
+    def report_unusable(self, host: str, port: int) -> None:
+        try:
+            self.native.report_unusable(host, int(port))
+        except Exception:  # a closed client: the caller's own error says enough
+            pass
+
+    def check_service(self, service_name: str) -> None:
+        if service_name != self.service:
+            raise ValueError(
+                f"service {service_name!r}: this adapter follows {self.service!r}, the service of "
+                f"{self.url_redacted}; open another Sentinel (URL) for another service"
+            )
+
+
+_CORES: Dict[Tuple[str, Tuple[Tuple[str, Any], ...]], Core] = {}
+_CORES_LOCK = threading.Lock()
+
+
+def _key(url: str, options: Dict[str, Any]) -> Tuple[str, Tuple[Tuple[str, Any], ...]]:
+    # Functions (address_map) count by identity; everything else by value.
+    items = []
+    for name in sorted(options):
+        value = options[name]
+        items.append((name, ("fn", id(value)) if callable(value) else value))
+    return url, tuple(items)
+
+
+def core_for(url: str, options: Optional[Dict[str, Any]] = None) -> Core:
+    """The one :class:`Core` of ``(url, options)``, opened on first use (raises the core's
+    ``ConfigError`` for a bad URL or option)."""
+    if not isinstance(url, str):
+        raise TypeError(f"sentinel_url must be a str (a redis+sentinel:// URL), got {type(url).__name__}")
+    options = dict(options or {})
+    key = _key(url, options)
+    with _CORES_LOCK:
+        core = _CORES.get(key)
+        if core is None or core.native.closed:
+            core = Core(url, options)
+            _CORES[key] = core
+    core.check_fork()
+    return core
+
+
+def role_of(reply: Any) -> str:
+    """The role name in a ROLE reply (bytes or str, RESP2 or RESP3)."""
+    if isinstance(reply, (list, tuple)) and reply:
+        first = reply[0]
+        if isinstance(first, bytes):
+            return first.decode("ascii", "replace")
+        return str(first)
+    return repr(reply)
+
+
+class TransactionState:
+    """Whether the server keeps WATCH or MULTI state for a connection: such a connection must
+    not be silently moved to another node (its EXEC would run without the WATCH)."""
+
+    __slots__ = ("watching", "multi")
+
+    def __init__(self) -> None:
+        self.watching = False
+        self.multi = False
+
+    @property
+    def active(self) -> bool:
+        return self.watching or self.multi
+
+    def clear(self) -> None:
+        self.watching = False
+        self.multi = False
+
+    def note(self, names: Tuple[str, ...]) -> None:
+        """Follows the commands about to be sent, in order."""
+        for name in names:
+            if name == "WATCH":
+                self.watching = True
+            elif name == "MULTI":
+                self.multi = True
+            elif name in ("EXEC", "DISCARD", "RESET"):
+                self.clear()
+            elif name == "UNWATCH":
+                self.watching = False
+
+
+#: Commands that end server-side transaction state: sending them to a new node is harmless.
+ENDING_COMMANDS = frozenset({"UNWATCH", "DISCARD", "RESET"})
+
+
+def command_name(args: Tuple[Any, ...]) -> str:
+    if not args:
+        return ""
+    first = args[0]
+    if isinstance(first, (bytes, bytearray, memoryview)):
+        first = bytes(first).decode("ascii", "replace")
+    # redis-py passes "CLIENT KILL" style names as one argument.
+    return str(first).split(" ", 1)[0].upper()
+
+
+def node_text(host: Any, port: Any) -> str:
+    return f"{host}:{port}"
+
+
+Callback = Callable[[], None]
