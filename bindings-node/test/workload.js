@@ -99,7 +99,7 @@ function judge(final, writers, since) {
  * built on a processor from `recorder()`) processes them. Returns `{stop(), added}`; `added`
  * maps id -> {jobId, at}.
  */
-function startProducers(queue, { producers = 4, prefix = 'j' } = {}) {
+function startProducers(queue, { producers = 8, prefix = 'j' } = {}) {
   const added = new Map()
   const errors = new Map()
   let stopped = false
@@ -114,7 +114,6 @@ function startProducers(queue, { producers = 4, prefix = 'j' } = {}) {
         errors.set(kind, (errors.get(kind) || 0) + 1)
         await sleep(5)
       }
-      await sleep(2)
     }
   }
   const running = Array.from({ length: producers }, (_, p) => loop(p))
@@ -128,29 +127,58 @@ function startProducers(queue, { producers = 4, prefix = 'j' } = {}) {
   }
 }
 
-/** A BullMQ processor that counts how often each job id ran, and the jobs reported stalled. */
+/**
+ * A BullMQ processor that counts how often each job id ran; also the jobs reported stalled, and
+ * when the worker saw each job's completion acknowledged (its 'completed' event).
+ */
 function recorder() {
   const processed = new Map()
   const stalled = new Set()
+  const completed = new Map()
   return {
     processed,
     stalled,
+    completed,
     processor: async (job) => {
       processed.set(job.data.id, (processed.get(job.data.id) || 0) + 1)
     },
     watch(worker) {
       worker.on('stalled', (jobId) => stalled.add(String(jobId)))
+      worker.on('completed', (job) => completed.set(job.data.id, performance.now()))
       worker.on('error', () => {})
     },
   }
 }
 
 /**
+ * The ids (`data.id`) of the jobs of queue `name` that `redis` (a connection to the new
+ * primary) holds as completed: a completion the worker saw acknowledged on a primary that a
+ * failover then discarded is missing here.
+ */
+async function completedOn(redis, name) {
+  const jobIds = await redis.zrange(`bull:${name}:completed`, 0, -1)
+  const pipeline = redis.pipeline()
+  for (const jobId of jobIds) pipeline.hget(`bull:${name}:${jobId}`, 'data')
+  const ids = new Set()
+  for (const [err, data] of await pipeline.exec()) if (!err && data) ids.add(JSON.parse(data).id)
+  return ids
+}
+
+/**
  * Judges BullMQ's counts: `lost` jobs whose add was acknowledged but never processed
  * (`lostAfter` of those added at or after `since`), `processedTwice` jobs run more than once,
- * `twiceNotStalled` of those that BullMQ never reported stalled (its at-least-once redelivery).
+ * `twiceNotStalled` of those that BullMQ never reported stalled (its at-least-once redelivery),
+ * `completionsLost` completions the worker saw acknowledged that `completedIds` (read from the
+ * new primary) lacks (`completionsLostAfter` of those acknowledged at or after `since`).
  */
-function judgeJobs(producers, rec, since) {
+function judgeJobs(producers, rec, since, completedIds) {
+  let completionsLost = 0
+  let completionsLostAfter = 0
+  for (const [id, at] of rec.completed) {
+    if (completedIds.has(id)) continue
+    completionsLost++
+    if (at >= since) completionsLostAfter++
+  }
   let lost = 0
   let lostAfter = 0
   let oldestLostBeforeMs = 0
@@ -177,8 +205,10 @@ function judgeJobs(producers, rec, since) {
     processedTwice,
     twiceNotStalled,
     stalled: rec.stalled.size,
+    completionsLost,
+    completionsLostAfter,
     addErrors: [...producers.errors.values()].reduce((a, b) => a + b, 0),
   }
 }
 
-module.exports = { startWriters, judge, startProducers, recorder, judgeJobs, sleep }
+module.exports = { startWriters, judge, startProducers, recorder, completedOn, judgeJobs, sleep }
