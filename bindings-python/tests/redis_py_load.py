@@ -40,12 +40,23 @@ class PromotionClock:
 
 
 class Writers:
-    """``threads`` threads RPUSHing ids ``"<thread>-<n>"`` (never reused) to ``key``."""
+    """``threads`` threads writing ids ``"<thread>-<n>"`` (never reused): RPUSH to ``key`` through
+    ``client``, or ``write(id)`` when given (Django's cache, RQ's enqueue)."""
 
-    def __init__(self, name: str, client: "redis.Redis", key: str, threads: int = 8) -> None:
+    def __init__(
+        self,
+        name: str,
+        client: Any = None,
+        key: str = "",
+        threads: int = 8,
+        write: Optional[Callable[[str], Any]] = None,
+        errors: Tuple[type, ...] = (),
+    ) -> None:
         self.name = name
         self.client = client
         self.key = key
+        self._write = write or (lambda item: client.rpush(key, item))
+        self._errors = (redis.ConnectionError, redis.TimeoutError, redis.ResponseError) + tuple(errors)
         self.acked: List[Tuple[str, float]] = []
         self.errors: Counter = Counter()
         self._stop = threading.Event()
@@ -63,8 +74,8 @@ class Writers:
             item = f"{index}-{n}"
             n += 1
             try:
-                self.client.rpush(self.key, item)
-            except (redis.ConnectionError, redis.TimeoutError, redis.ResponseError) as e:
+                self._write(item)
+            except self._errors as e:
                 with self._lock:
                     self.errors[type(e).__name__] += 1
                 time.sleep(0.01)
@@ -86,8 +97,9 @@ class Writers:
         for t in self._threads:
             t.join(30)
 
-    def judge(self, final: List[bytes], began: float) -> Dict[str, Any]:
-        present = Counter(x.decode() for x in final)
+    def judge(self, final: List[Any], began: float) -> Dict[str, Any]:
+        """``final``: the ids found afterwards (bytes or str; an id twice means applied twice)."""
+        present = Counter(x.decode() if isinstance(x, bytes) else x for x in final)
         lost = [item for item, _ in self.acked if item not in present]
         lost_after = [item for item, at in self.acked if at > began and item not in present]
         return {
