@@ -15,6 +15,7 @@ export type ErrorCode =
   | 'closed'
   | 'queue_full'
   | 'internal'
+  | 'not_replicated'
 
 /** An event kind shared by every language. */
 export type EventKindName =

@@ -35,6 +35,7 @@ namespace SentinelRecovery
                 case ErrorCode.Closed: return new ClientClosedException(message);
                 case ErrorCode.QueueFull: return new QueueFullException(message);
                 case ErrorCode.Internal: return new InternalException(message);
+                case ErrorCode.NotReplicated: return new NotReplicatedException(message);
                 default: return new SentinelRecoveryException(code, message);
             }
         }
@@ -166,5 +167,14 @@ namespace SentinelRecovery
     {
         /// <summary>Creates the error.</summary>
         public InternalException(string message) : base(ErrorCode.Internal, message) { }
+    }
+
+    /// <summary><see cref="ErrorCode.NotReplicated"/> (option <c>wait_replicas</c>): the write ran
+    /// on the primary, but fewer replicas than asked confirmed it within <c>wait_timeout_ms</c>,
+    /// so a failover may lose it. Never retried: it has run.</summary>
+    public class NotReplicatedException : SentinelRecoveryException
+    {
+        /// <summary>Creates the error.</summary>
+        public NotReplicatedException(string message) : base(ErrorCode.NotReplicated, message) { }
     }
 }

@@ -31,6 +31,8 @@ namespace SentinelRecovery
         QueueFull = 12,
         /// <summary><c>internal</c>: internal error (a bug in sentinel-recovery, caught).</summary>
         Internal = 13,
+        /// <summary><c>not_replicated</c>: the write ran on the primary but too few replicas confirmed it; a failover may lose it.</summary>
+        NotReplicated = 14,
         /// <summary><c>invalid_argument</c>: C ABI only: a NULL pointer where one is required, an empty command, an index out of range, a string that is not UTF-8, or a call not allowed where it was made.</summary>
         InvalidArgument = 100,
         /// <summary><c>wrong_type</c>: C ABI only: a reply accessor was used on a reply of another type.</summary>
@@ -91,6 +93,7 @@ namespace SentinelRecovery
                 case ErrorCode.Closed: return "closed";
                 case ErrorCode.QueueFull: return "queue_full";
                 case ErrorCode.Internal: return "internal";
+                case ErrorCode.NotReplicated: return "not_replicated";
                 case ErrorCode.InvalidArgument: return "invalid_argument";
                 case ErrorCode.WrongType: return "wrong_type";
                 default: return "unknown";

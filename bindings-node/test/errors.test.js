@@ -31,6 +31,7 @@ test('one class per stable code, all SentinelRecoveryError', () => {
   const codes = [
     'config', 'sentinels_unreachable', 'service_unknown', 'no_healthy_primary', 'timeout',
     'connection_lost', 'server', 'protocol', 'tls', 'auth', 'closed', 'queue_full', 'internal',
+    'not_replicated',
   ]
   assert.deepEqual(Object.keys(sr.ERROR_CLASSES), codes)
   for (const code of codes) {

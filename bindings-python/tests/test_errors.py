@@ -27,6 +27,7 @@ CODES = {
     "closed": sr.ClosedError,
     "queue_full": sr.QueueFullError,
     "internal": sr.InternalError,
+    "not_replicated": sr.NotReplicatedError,
 }
 
 

@@ -123,6 +123,15 @@ pub enum SentinelError {
         /// For a server error, its first word (`ERR`, `WRONGTYPE`, ...).
         server_code: Option<String>,
     },
+    /// `not_replicated`: the write ran on the primary but too few replicas confirmed it; a failover may lose it.
+    NotReplicated {
+        /// The shared code name.
+        code: String,
+        /// What went wrong (never a secret).
+        detail: String,
+        /// For a server error, its first word (`ERR`, `WRONGTYPE`, ...).
+        server_code: Option<String>,
+    },
 }
 
 impl SentinelError {
@@ -195,6 +204,11 @@ impl SentinelError {
                 detail,
                 server_code,
             },
+            ErrorCode::NotReplicated => SentinelError::NotReplicated {
+                code: name,
+                detail,
+                server_code,
+            },
             _ => SentinelError::Internal {
                 code: name,
                 detail,
@@ -218,7 +232,8 @@ impl SentinelError {
             | SentinelError::Auth { code, detail, .. }
             | SentinelError::Closed { code, detail, .. }
             | SentinelError::QueueFull { code, detail, .. }
-            | SentinelError::Internal { code, detail, .. } => (code, detail),
+            | SentinelError::Internal { code, detail, .. }
+            | SentinelError::NotReplicated { code, detail, .. } => (code, detail),
         }
     }
 }

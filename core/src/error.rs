@@ -37,11 +37,14 @@ pub enum ErrorCode {
     QueueFull,
     /// A bug in this library (a caught panic): the operation failed, the process goes on.
     Internal,
+    /// With `wait_replicas`: the write ran on the primary, but fewer replicas than asked
+    /// confirmed it within `wait_timeout_ms`, so a failover may lose it. Never retried.
+    NotReplicated,
 }
 
 impl ErrorCode {
     /// Every code, in the order of [`ErrorCode::as_i32`].
-    pub const ALL: [ErrorCode; 13] = [
+    pub const ALL: [ErrorCode; 14] = [
         ErrorCode::Config,
         ErrorCode::SentinelsUnreachable,
         ErrorCode::ServiceUnknown,
@@ -55,6 +58,7 @@ impl ErrorCode {
         ErrorCode::Closed,
         ErrorCode::QueueFull,
         ErrorCode::Internal,
+        ErrorCode::NotReplicated,
     ];
 
     /// The snake_case name shared by all bindings (`"no_healthy_primary"`, ...).
@@ -73,6 +77,7 @@ impl ErrorCode {
             ErrorCode::Closed => "closed",
             ErrorCode::QueueFull => "queue_full",
             ErrorCode::Internal => "internal",
+            ErrorCode::NotReplicated => "not_replicated",
         }
     }
 
@@ -96,6 +101,9 @@ impl ErrorCode {
             ErrorCode::Closed => "the client is closed",
             ErrorCode::QueueFull => "too many commands are waiting for a primary",
             ErrorCode::Internal => "internal error (a bug in sentinel-recovery, caught)",
+            ErrorCode::NotReplicated => {
+                "the write ran on the primary but too few replicas confirmed it; a failover may lose it"
+            }
         }
     }
 

@@ -84,6 +84,9 @@
 // Internal error (a bug in sentinel-recovery, caught).
 #define SR_ERR_INTERNAL 13
 
+// The write ran on the primary but too few replicas confirmed it; a failover may lose it.
+#define SR_ERR_NOT_REPLICATED 14
+
 // C ABI only: a NULL pointer where one is required, an empty command, an index out of range, a string that is not UTF-8, or a call not allowed where it was made.
 #define SR_ERR_INVALID_ARGUMENT 100
 

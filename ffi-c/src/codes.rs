@@ -28,6 +28,8 @@ pub const SR_ERR_CLOSED: c_int = 11;
 pub const SR_ERR_QUEUE_FULL: c_int = 12;
 /// Internal error (a bug in sentinel-recovery, caught).
 pub const SR_ERR_INTERNAL: c_int = 13;
+/// The write ran on the primary but too few replicas confirmed it; a failover may lose it.
+pub const SR_ERR_NOT_REPLICATED: c_int = 14;
 /// C ABI only: a NULL pointer where one is required, an empty command, an index out of range, a string that is not UTF-8, or a call not allowed where it was made.
 pub const SR_ERR_INVALID_ARGUMENT: c_int = 100;
 /// C ABI only: a reply accessor was used on a reply of another type.
@@ -75,6 +77,7 @@ pub(crate) fn code_texts_of(code: c_int) -> Option<(&'static CStr, &'static CStr
         SR_ERR_CLOSED => Some((c"closed", c"the client is closed")),
         SR_ERR_QUEUE_FULL => Some((c"queue_full", c"too many commands are waiting for a primary")),
         SR_ERR_INTERNAL => Some((c"internal", c"internal error (a bug in sentinel-recovery, caught)")),
+        SR_ERR_NOT_REPLICATED => Some((c"not_replicated", c"the write ran on the primary but too few replicas confirmed it; a failover may lose it")),
         SR_ERR_INVALID_ARGUMENT => Some((c"invalid_argument", c"a NULL pointer where one is required, an empty command, an index out of range, a string that is not UTF-8, or a call not allowed where it was made")),
         SR_ERR_WRONG_TYPE => Some((c"wrong_type", c"a reply accessor was used on a reply of another type")),
         _ => None,

@@ -90,6 +90,7 @@ mod tests {
             (SR_ERR_CLOSED, ErrorCode::Closed),
             (SR_ERR_QUEUE_FULL, ErrorCode::QueueFull),
             (SR_ERR_INTERNAL, ErrorCode::Internal),
+            (SR_ERR_NOT_REPLICATED, ErrorCode::NotReplicated),
         ];
         assert_eq!(c.len(), ErrorCode::ALL.len());
         for (value, code) in c {

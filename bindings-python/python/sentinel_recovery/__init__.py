@@ -46,6 +46,7 @@ from ._errors import (
     TimeoutError,
     TlsError,
     InternalError,
+    NotReplicatedError,
     _make_error,
 )
 from ._native import set_worker_threads

@@ -30,6 +30,7 @@ __all__ = [
     "ClosedError",
     "QueueFullError",
     "InternalError",
+    "NotReplicatedError",
 ]
 
 
@@ -139,6 +140,13 @@ class InternalError(Error):
     code = "internal"
 
 
+class NotReplicatedError(Error):
+    """With ``wait_replicas``: the write ran on the primary, but fewer replicas than asked
+    confirmed it within ``wait_timeout_ms``, so a failover may lose it. Never retried: it ran."""
+
+    code = "not_replicated"
+
+
 _NAMED: Tuple[Type[Error], ...] = (
     ConfigError,
     SentinelsUnreachableError,
@@ -153,6 +161,7 @@ _NAMED: Tuple[Type[Error], ...] = (
     ClosedError,
     QueueFullError,
     InternalError,
+    NotReplicatedError,
 )
 
 

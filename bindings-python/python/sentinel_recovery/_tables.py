@@ -15,6 +15,7 @@ ERROR_CODES = (
     ("closed", 11, "the client is closed"),
     ("queue_full", 12, "too many commands are waiting for a primary"),
     ("internal", 13, "internal error (a bug in sentinel-recovery, caught)"),
+    ("not_replicated", 14, "the write ran on the primary but too few replicas confirmed it; a failover may lose it"),
 )
 
 EVENT_KINDS = (

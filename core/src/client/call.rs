@@ -145,7 +145,10 @@ impl Pending {
 
     /// The node to send to now, when there is one and the command may go without waiting.
     fn route(&self) -> Option<Target> {
+        // A durable write needs the server's command table and a WAIT after it: the task does
+        // both (what WAIT costs dwarfs what the direct send saves).
         if matches!(self.kind, Kind::Blocking(_))
+            || (self.kind == Kind::Write && self.inner.durability.is_some())
             || self.cancel.is_cancelled()
             || self.inner.closed.is_cancelled()
         {

@@ -189,6 +189,11 @@ impl Name {
     }
 }
 
+/// Whether `name` (upper case) is one of the commands known to only read data.
+pub(crate) fn is_read_only(name: &str) -> bool {
+    READ_ONLY.binary_search(&name).is_ok()
+}
+
 /// Classifies `args`; commands that would break a shared connection get a config error that says
 /// what to use instead.
 pub fn classify<A: AsRef<[u8]>>(args: &[A]) -> Result<Kind> {
@@ -219,7 +224,7 @@ pub fn classify<A: AsRef<[u8]>>(args: &[A]) -> Result<Kind> {
     if let Some(block) = blocking_time(name, args)? {
         return Ok(Kind::Blocking(block));
     }
-    if READ_ONLY.binary_search(&name).is_ok() {
+    if is_read_only(name) {
         return Ok(Kind::Read);
     }
     Ok(Kind::Write)

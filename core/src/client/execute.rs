@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::call::Encoded;
 use super::command::{self, Kind};
+use super::durable;
 use super::{Client, Inner};
 use crate::config::{Address, ReadFrom};
 use crate::error::{Error, ErrorCode, Result};
@@ -374,11 +375,22 @@ pub(super) async fn run_shared(
                 continue;
             }
         };
-        let sent = tokio::time::timeout_at(
-            deadline,
-            conn.pipeline_encoded(&commands.bytes, commands.count),
-        )
-        .await;
+        let durable = match inner.durability.as_ref().filter(|_| kind != Kind::Read) {
+            Some(durability) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                let table = inner.write_tables.get(&conn, left).await;
+                Some((durability, durable::plan(durability, &table, commands)?))
+            }
+            None => None,
+        };
+        let (send, reply_by) = match &durable {
+            Some((durability, planned)) if planned.waits() => {
+                (&planned.encoded, deadline + durability.allowance())
+            }
+            _ => (commands, deadline),
+        };
+        let sent =
+            tokio::time::timeout_at(reply_by, conn.pipeline_encoded(&send.bytes, send.count)).await;
         let results = match sent {
             Err(_) => return Err(timed_out(monitor, &address, round)),
             // The connection had ended before anything was handed to it: nothing ran.
@@ -386,7 +398,10 @@ pub(super) async fn run_shared(
                 min_round = retry_after("data connection lost");
                 continue;
             }
-            Ok(Ok(results)) => results,
+            Ok(Ok(results)) => match &durable {
+                Some((durability, planned)) => durable::fold(durability, planned, results),
+                None => results,
+            },
         };
         match judge(inner, monitor, &address, expect, kind, round, results) {
             Judged::Retry { min_round: next } => min_round = next,
@@ -491,12 +506,34 @@ pub(super) async fn run_dedicated(
                 continue;
             }
         };
+        // A blocking command that pops or moves (BLMOVE, BLMPOP, BZPOPMIN...) writes, and
+        // gets its WAIT like any other write.
+        let durable = match inner.durability.as_ref() {
+            Some(durability) => {
+                let table = inner.write_tables.get(&conn, Duration::from_secs(5)).await;
+                Some((durability, durable::plan(durability, &table, command)?))
+            }
+            None => None,
+        };
+        let (send, reply_by) = match &durable {
+            Some((durability, planned)) if planned.waits() => (
+                &planned.encoded,
+                deadline.map(|d| d + durability.allowance()),
+            ),
+            _ => (command, deadline),
+        };
         let reply = tokio::select! {
             _ = inner.closed.cancelled() => Err(Error::closed()),
-            r = tokio::time::timeout_at(deadline.unwrap_or(far), conn.pipeline_encoded(&command.bytes, 1)) => match r {
+            r = tokio::time::timeout_at(reply_by.unwrap_or(far), conn.pipeline_encoded(&send.bytes, send.count)) => match r {
                 Err(_) => Err(Error::timeout(format!("no reply from {address} within the command deadline"))),
                 Ok(Err(e)) => Err(e),
-                Ok(Ok(mut results)) => results.pop().unwrap_or_else(|| Err(Error::protocol("no reply"))),
+                Ok(Ok(results)) => {
+                    let mut results = match &durable {
+                        Some((durability, planned)) => durable::fold(durability, planned, results),
+                        None => results,
+                    };
+                    results.pop().unwrap_or_else(|| Err(Error::protocol("no reply")))
+                }
             }
         };
         conn.close();

@@ -10,6 +10,7 @@
 
 mod call;
 mod command;
+mod durable;
 mod execute;
 mod nodes;
 mod route;
@@ -57,6 +58,10 @@ struct Inner {
     waiting: AtomicUsize,
     /// Round-robin position over replicas for reads.
     next_replica: AtomicUsize,
+    /// `wait_replicas`: what follows each write, if anything.
+    durability: Option<durable::Durability>,
+    /// The server's command table, read for `wait_replicas` (which commands write).
+    write_tables: durable::Tables,
     closed: CancellationToken,
     /// Events of this client alone (its subscriptions' `subscription_lost`/`_restored`), merged
     /// into its event streams with the monitor's.
@@ -85,6 +90,7 @@ impl Client {
             ..monitor.data_options().clone()
         };
         let nodes = Nodes::new(options, monitor.resolver().clone());
+        let durability = durable::Durability::of(&config);
         Ok(Client {
             inner: Arc::new(Inner {
                 config,
@@ -92,6 +98,8 @@ impl Client {
                 nodes,
                 waiting: AtomicUsize::new(0),
                 next_replica: AtomicUsize::new(0),
+                durability,
+                write_tables: durable::Tables::default(),
                 closed: CancellationToken::new(),
                 local_events: broadcast::channel(LOCAL_EVENT_BUFFER).0,
             }),

@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::call::Encoded;
 use super::command::{self, Kind};
+use super::durable;
 use super::execute::{on_core, wait_for_node};
 use super::Client;
 use crate::config::Address;
@@ -153,10 +155,26 @@ impl Transaction {
         }
         let conn = self.conn.clone();
         let primary = self.primary.clone();
-        let timeout = Duration::from_millis(self.client.config().command_timeout_ms);
+        let inner = self.client.inner.clone();
+        let mut timeout = Duration::from_millis(self.client.config().command_timeout_ms);
         on_core(async move {
-            match tokio::time::timeout(timeout, conn.pipeline(&commands)).await {
-                Ok(Ok(results)) => Ok(results),
+            let commands = Encoded::many(&commands);
+            // With wait_replicas, EXEC (and a write run right away) gets its WAIT here too.
+            let durable = match inner.durability.as_ref() {
+                Some(durability) => {
+                    let table = inner.write_tables.get(&conn, timeout).await;
+                    timeout += durability.allowance();
+                    Some((durability, durable::plan(durability, &table, &commands)?))
+                }
+                None => None,
+            };
+            let send = durable.as_ref().map_or(&commands, |(_, planned)| &planned.encoded);
+            let sent = conn.pipeline_encoded(&send.bytes, send.count);
+            match tokio::time::timeout(timeout, sent).await {
+                Ok(Ok(results)) => Ok(match &durable {
+                    Some((durability, planned)) => durable::fold(durability, planned, results),
+                    None => results,
+                }),
                 Ok(Err(_)) => Err(Error::connection_lost(format!(
                     "the transaction's connection to {primary} is gone (a failover closes it); nothing was applied"
                 ))),

@@ -61,6 +61,13 @@ pub struct Config {
     pub dns_server: Option<std::net::SocketAddr>,
     /// Commands allowed to wait for a primary at once; more fail with `queue_full`.
     pub queue_size: usize,
+    /// Durable acknowledgements (`wait_replicas`, 0 = off): every write is followed on its
+    /// connection by `WAIT wait_replicas wait_timeout_ms`, and succeeds only when that many
+    /// replicas confirmed it; else it fails with `not_replicated` (it ran on the primary, and a
+    /// failover may lose it).
+    pub wait_replicas: u32,
+    /// How long each write's `WAIT` may wait for its replicas (`wait_timeout_ms`, default 1000).
+    pub wait_timeout_ms: u64,
     /// Subscribe to sentinel events (`sentinel_events`, on by default). Off, changes are learnt
     /// only from discovery rounds (the periodic check and the data path's reports): for one-shot
     /// tools such as `exec`, which would otherwise open and drop a subscription per sentinel.
@@ -123,6 +130,8 @@ impl Default for Config {
             dns_timeout_ms: 1000,
             dns_server: None,
             queue_size: 4096,
+            wait_replicas: 0,
+            wait_timeout_ms: 1000,
             sentinel_events: true,
             sentinel_tls: false,
             data_tls: false,

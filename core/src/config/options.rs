@@ -37,6 +37,8 @@ impl Config {
             "retry_max_ms" => self.retry_max_ms = parse_num(key, value, 1, 3_600_000)?,
             "dns_timeout_ms" => self.dns_timeout_ms = parse_num(key, value, 1, 3_600_000)?,
             "queue_size" => self.queue_size = parse_num(key, value, 0, 10_000_000)?,
+            "wait_replicas" => self.wait_replicas = parse_num(key, value, 0, 1_000)?,
+            "wait_timeout_ms" => self.wait_timeout_ms = parse_num(key, value, 1, 3_600_000)?,
             "sentinel_events" => {
                 self.sentinel_events = match value {
                     "true" | "yes" | "1" => true,

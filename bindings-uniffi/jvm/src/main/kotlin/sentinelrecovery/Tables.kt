@@ -19,6 +19,7 @@ val SentinelException.errorCode: String
         is SentinelException.Closed -> code
         is SentinelException.QueueFull -> code
         is SentinelException.Internal -> code
+        is SentinelException.NotReplicated -> code
     }
 
 /** The shared error codes: name to description, in the C ABI's order. */
@@ -36,6 +37,7 @@ val ERROR_CODES: Map<String, String> = linkedMapOf(
     "closed" to "the client is closed",
     "queue_full" to "too many commands are waiting for a primary",
     "internal" to "internal error (a bug in sentinel-recovery, caught)",
+    "not_replicated" to "the write ran on the primary but too few replicas confirmed it; a failover may lose it",
 )
 
 /** The shared event kinds: name to description, in the C ABI's order. */

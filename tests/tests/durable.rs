@@ -1,0 +1,137 @@
+//! Durable acknowledgements (`wait_replicas`, `wait_timeout_ms`) against a real primary and two
+//! real replicas: a write succeeds only once enough replicas confirmed it, a write too few
+//! confirmed fails with `not_replicated` though it ran, and reads pay nothing.
+
+mod common;
+
+use common::*;
+use sentinel_recovery::{Client, ErrorCode, Value};
+use sentinel_recovery_testkit::{Topology, TopologySpec};
+
+/// WAIT commands the primary has run so far (`INFO commandstats`).
+fn waits(topo: &Topology) -> u64 {
+    topo.primary()
+        .info("commandstats")
+        .unwrap()
+        .get("cmdstat_wait")
+        .and_then(|s| s.split(',').find_map(|kv| kv.strip_prefix("calls=")))
+        .map_or(0, |n| n.parse().unwrap())
+}
+
+fn ok(v: &Value) -> bool {
+    matches!(v, Value::Simple(s) if s == "OK")
+}
+
+#[test]
+fn a_write_is_acknowledged_once_its_replicas_confirm_it_and_reads_wait_for_nothing() {
+    let topo = Topology::start(TopologySpec::default()).unwrap();
+    topo.wait_replication(std::time::Duration::from_secs(10))
+        .unwrap();
+    rt().block_on(async {
+        let url = url_with(&topo.url(), "wait_replicas=2&wait_timeout_ms=5000");
+        let client = Client::connect(&url).await.unwrap();
+        // The command table is read on the first write.
+        assert!(ok(&client.execute(&["SET", "d:a", "1"]).await.unwrap()));
+        let before = waits(&topo);
+        for _ in 0..5 {
+            client.execute(&["GET", "d:a"]).await.unwrap();
+        }
+        assert_eq!(waits(&topo), before, "a read got a WAIT");
+
+        assert_eq!(
+            client.execute(&["INCR", "d:n"]).await.unwrap(),
+            Value::Int(1)
+        );
+        let results = client
+            .pipeline(&[
+                vec!["SET", "d:b", "2"],
+                vec!["GET", "d:b"],
+                vec!["RPUSH", "d:l", "x"],
+            ])
+            .await
+            .unwrap();
+        assert!(ok(results[0].as_ref().unwrap()));
+        assert_eq!(results[1].as_ref().unwrap(), &Value::Bulk("2".into()));
+        assert_eq!(results[2].as_ref().unwrap(), &Value::Int(1));
+        let mut tx = client.transaction().await.unwrap();
+        tx.queue(&["SET", "d:c", "3"]).unwrap();
+        let exec = tx.exec().await.unwrap().unwrap();
+        assert!(ok(&exec[0]));
+        // One WAIT per send that wrote: INCR, the pipeline (one after its last write), EXEC.
+        assert_eq!(waits(&topo), before + 3);
+        // Each replica has every acknowledged write.
+        for replica in topo.replicas() {
+            let got = replica.cmd(&["GET", "d:c"]).unwrap();
+            assert_eq!(got.as_str().as_deref(), Some("3"), "{}", replica.addr());
+        }
+        client.close().await;
+    });
+}
+
+#[test]
+fn a_write_too_few_replicas_confirm_fails_as_not_replicated_though_it_ran() {
+    let topo = Topology::start(TopologySpec::default()).unwrap();
+    rt().block_on(async {
+        // Two replicas exist; three are asked for.
+        let url = url_with(&topo.url(), "wait_replicas=3&wait_timeout_ms=200");
+        let client = Client::connect(&url).await.unwrap();
+        let err = client.execute(&["SET", "n:a", "1"]).await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::NotReplicated, "{err}");
+        assert!(err.message().contains("of the 3 replicas"), "{err}");
+        assert!(err.message().contains("200 ms"), "{err}");
+        // It ran: the primary has it (and the error said so).
+        assert_eq!(
+            client.execute(&["GET", "n:a"]).await.unwrap(),
+            Value::Bulk("1".into())
+        );
+        // In a pipeline, each write fails and each read keeps its reply.
+        let results = client
+            .pipeline(&[vec!["SET", "n:b", "2"], vec!["GET", "n:a"]])
+            .await
+            .unwrap();
+        assert_eq!(
+            results[0].as_ref().unwrap_err().code(),
+            ErrorCode::NotReplicated
+        );
+        assert_eq!(results[1].as_ref().unwrap(), &Value::Bulk("1".into()));
+        let mut tx = client.transaction().await.unwrap();
+        tx.queue(&["SET", "n:c", "3"]).unwrap();
+        let err = tx.exec().await.unwrap_err();
+        assert_eq!(err.code(), ErrorCode::NotReplicated, "{err}");
+        client.close().await;
+    });
+}
+
+#[test]
+fn replicas_that_stop_answering_turn_writes_into_not_replicated_until_they_are_back() {
+    let topo = Topology::start(TopologySpec::default()).unwrap();
+    topo.wait_replication(std::time::Duration::from_secs(10))
+        .unwrap();
+    rt().block_on(async {
+        let url = url_with(&topo.url(), "wait_replicas=1&wait_timeout_ms=300");
+        let client = Client::connect(&url).await.unwrap();
+        assert!(ok(&client.execute(&["SET", "p:a", "1"]).await.unwrap()));
+        for replica in topo.replicas() {
+            replica.stop();
+        }
+        let err = client.execute(&["SET", "p:b", "2"]).await.unwrap_err();
+        for replica in topo.replicas() {
+            replica.cont();
+        }
+        assert_eq!(err.code(), ErrorCode::NotReplicated, "{err}");
+        assert!(err.message().contains("0 of the 1 replicas"), "{err}");
+        // Back: the next write is confirmed again (the replicas catch up within the timeout).
+        let mut last = None;
+        for _ in 0..50 {
+            match client.execute(&["SET", "p:c", "3"]).await {
+                Ok(v) => {
+                    last = Some(Ok(v));
+                    break;
+                }
+                Err(e) => last = Some(Err(e)),
+            }
+        }
+        assert!(ok(&last.unwrap().unwrap()));
+        client.close().await;
+    });
+}
