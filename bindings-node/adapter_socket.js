@@ -73,12 +73,14 @@ function writableAccessor(socket) {
 function guardSocket(socket, client, route) {
   const { host, port, primary } = route
   socket[ROUTE] = route
+  const routable = verdict(() => client.isRoutable(host, port, primary))
+  const fenced = verdict(() => client.isFenced(host, port))
   const writable = writableAccessor(socket)
   Object.defineProperty(socket, 'writable', {
     configurable: true,
     enumerable: writable.enumerable,
     get() {
-      if (!this.destroyed && !client.isRoutable(host, port, primary)) this.destroy()
+      if (!this.destroyed && !routable()) this.destroy()
       return writable.get.call(this)
     },
     set(value) {
@@ -87,7 +89,7 @@ function guardSocket(socket, client, route) {
   })
   const write = socket.write
   socket.write = function guardedWrite(chunk, encoding, callback) {
-    if (!client.isRoutable(host, port, primary)) {
+    if (!routable()) {
       socket.destroy()
       return false
     }
@@ -96,7 +98,7 @@ function guardSocket(socket, client, route) {
   if (primary) {
     const emit = socket.emit
     socket.emit = function guardedEmit(event) {
-      if (event === 'data' && client.isFenced(host, port)) {
+      if (event === 'data' && fenced()) {
         socket.destroy()
         return false
       }
@@ -104,6 +106,27 @@ function guardSocket(socket, client, route) {
     }
   }
   return socket
+}
+
+/**
+ * `ask()` (a question to the core, a native call) answered once per synchronous stretch of
+ * JavaScript: the answer is forgotten at the next microtask checkpoint. The commands ioredis
+ * sends from the replies of one chunk (64 in flight) share one answer instead of one call each;
+ * an answer is never older than the stretch of code it was asked in, which is no weaker than
+ * asking before each write (the core may learn of a failover just after any answer).
+ */
+function verdict(ask) {
+  let answer = null
+  const forget = () => {
+    answer = null
+  }
+  return () => {
+    if (answer === null) {
+      answer = ask()
+      queueMicrotask(forget)
+    }
+    return answer
+  }
 }
 
 /** Destroys `socket` if the core no longer routes its traffic to its node; true if it did. */
