@@ -32,6 +32,8 @@ export type EventKindName =
   | 'sentinel_service_unknown'
   | 'subscription_lost'
   | 'subscription_restored'
+  | 'sentinel_majority_lost'
+  | 'sentinel_majority_regained'
 
 export declare const ERROR_CODES: Readonly<Record<ErrorCode, [number, string]>>
 export declare const EVENT_KINDS: Readonly<Record<EventKindName, [number, string]>>

@@ -116,6 +116,17 @@ namespace SentinelRecovery
         public long GapMs { get; internal set; }
     }
 
+    /// <summary><c>sentinel_majority_lost</c> / <c>sentinel_majority_regained</c> (option
+    /// <c>sentinel_majority_ms</c>): fewer than a majority of the known sentinels answered in time,
+    /// so writes wait; or a majority names the primary again, so they resume. The counts
+    /// (<c>heard</c>, <c>confirmed</c>, <c>known</c>) are in <see cref="TopologyEventArgs.Json"/>.</summary>
+    public sealed class SentinelMajorityEventArgs : TopologyEventArgs
+    {
+        /// <summary>For <c>sentinel_majority_regained</c>: the primary the majority names; null for
+        /// <c>sentinel_majority_lost</c>.</summary>
+        public NodeAddress Primary { get; internal set; }
+    }
+
     /// <summary>An event handler threw (<see cref="SentinelClient.EventHandlerError"/>).</summary>
     public sealed class EventHandlerErrorEventArgs : EventArgs
     {
@@ -226,6 +237,10 @@ namespace SentinelRecovery
                 case EventKind.SubscriptionLost:
                 case EventKind.SubscriptionRestored:
                     a = new SubscriptionEventArgs { Address = NodeAddress.From(e->address), GapMs = (long)e->gap_ms };
+                    break;
+                case EventKind.SentinelMajorityLost:
+                case EventKind.SentinelMajorityRegained:
+                    a = new SentinelMajorityEventArgs { Primary = NodeAddress.From(e->address) };
                     break;
                 default:
                     a = new TopologyEventArgs();

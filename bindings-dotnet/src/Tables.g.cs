@@ -72,6 +72,10 @@ namespace SentinelRecovery
         SubscriptionLost = 12,
         /// <summary><c>subscription_restored</c>: a pub/sub subscription is back on a node (address, gap_ms).</summary>
         SubscriptionRestored = 13,
+        /// <summary><c>sentinel_majority_lost</c>: fewer than a majority of the known sentinels answered in time; writes wait (heard, known).</summary>
+        SentinelMajorityLost = 14,
+        /// <summary><c>sentinel_majority_regained</c>: a majority of the sentinels name the primary again; writes resume (primary, confirmed, known).</summary>
+        SentinelMajorityRegained = 15,
     }
 
     internal static class CodeNames
@@ -117,6 +121,8 @@ namespace SentinelRecovery
                 case EventKind.SentinelServiceUnknown: return "sentinel_service_unknown";
                 case EventKind.SubscriptionLost: return "subscription_lost";
                 case EventKind.SubscriptionRestored: return "subscription_restored";
+                case EventKind.SentinelMajorityLost: return "sentinel_majority_lost";
+                case EventKind.SentinelMajorityRegained: return "sentinel_majority_regained";
                 default: return "other";
             }
         }

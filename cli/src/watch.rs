@@ -138,6 +138,14 @@ fn print_event(e: &Event, json: bool) {
         EventKind::SubscriptionRestored { address, gap_ms } => {
             format!("{address} after {gap_ms} ms")
         }
+        EventKind::SentinelMajorityLost { heard, known } => {
+            format!("{heard} of {known} sentinels heard in time (writes wait)")
+        }
+        EventKind::SentinelMajorityRegained {
+            primary,
+            confirmed,
+            known,
+        } => format!("{confirmed} of {known} sentinels name {primary} (writes resume)"),
         _ => String::new(),
     };
     line(&format!("{} {} {detail}", stamp(e.at), e.kind.name()));

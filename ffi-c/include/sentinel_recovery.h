@@ -132,6 +132,12 @@
 // A pub/sub subscription is back on a node (address, gap_ms).
 #define SR_EVENT_SUBSCRIPTION_RESTORED 13
 
+// Fewer than a majority of the known sentinels answered in time; writes wait (heard, known).
+#define SR_EVENT_SENTINEL_MAJORITY_LOST 14
+
+// A majority of the sentinels name the primary again; writes resume (primary, confirmed, known).
+#define SR_EVENT_SENTINEL_MAJORITY_REGAINED 15
+
 // Most detailed records.
 #define SR_LOG_TRACE 5
 

@@ -60,6 +60,10 @@ pub const SR_EVENT_SENTINEL_SERVICE_UNKNOWN: c_int = 11;
 pub const SR_EVENT_SUBSCRIPTION_LOST: c_int = 12;
 /// A pub/sub subscription is back on a node (address, gap_ms).
 pub const SR_EVENT_SUBSCRIPTION_RESTORED: c_int = 13;
+/// Fewer than a majority of the known sentinels answered in time; writes wait (heard, known).
+pub const SR_EVENT_SENTINEL_MAJORITY_LOST: c_int = 14;
+/// A majority of the sentinels name the primary again; writes resume (primary, confirmed, known).
+pub const SR_EVENT_SENTINEL_MAJORITY_REGAINED: c_int = 15;
 
 /// The name and description of an error code.
 pub(crate) fn code_texts_of(code: c_int) -> Option<(&'static CStr, &'static CStr)> {

@@ -80,7 +80,8 @@ pub struct sr_event_t {
     /// primary_changed: the previous primary (NULL at the first discovery).
     pub old_primary: *const sr_address_t,
     /// primary_changed: the new primary; sentinel_down/up: the sentinel;
-    /// connection_lost/restored: the primary; subscription_lost/restored: the node subscribed on.
+    /// connection_lost/restored: the primary; subscription_lost/restored: the node subscribed on;
+    /// sentinel_majority_regained: the primary the majority names (counts are in `json`).
     pub address: *const sr_address_t,
     /// replicas_changed: the replicas now.
     pub replicas: *const sr_address_t,
@@ -300,6 +301,11 @@ impl EventBox {
                 view.kind = SR_EVENT_SUBSCRIPTION_RESTORED;
                 view.address = store.address(Some(address));
                 view.gap_ms = *gap_ms;
+            }
+            EventKind::SentinelMajorityLost { .. } => view.kind = SR_EVENT_SENTINEL_MAJORITY_LOST,
+            EventKind::SentinelMajorityRegained { primary, .. } => {
+                view.kind = SR_EVENT_SENTINEL_MAJORITY_REGAINED;
+                view.address = store.address(Some(primary));
             }
             _ => {}
         }

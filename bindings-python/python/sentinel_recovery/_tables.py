@@ -32,4 +32,6 @@ EVENT_KINDS = (
     ("sentinel_service_unknown", 11, "a reachable sentinel does not monitor the service (sentinel)"),
     ("subscription_lost", 12, "a pub/sub subscription lost its node; messages are missed until restored (address)"),
     ("subscription_restored", 13, "a pub/sub subscription is back on a node (address, gap_ms)"),
+    ("sentinel_majority_lost", 14, "fewer than a majority of the known sentinels answered in time; writes wait (heard, known)"),
+    ("sentinel_majority_regained", 15, "a majority of the sentinels name the primary again; writes resume (primary, confirmed, known)"),
 )

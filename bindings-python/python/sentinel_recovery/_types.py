@@ -31,6 +31,8 @@ __all__ = [
     "SubscriptionLostEvent",
     "SubscriptionRestoredEvent",
     "SentinelServiceUnknownEvent",
+    "SentinelMajorityLostEvent",
+    "SentinelMajorityRegainedEvent",
     "Event",
 ]
 
@@ -109,6 +111,8 @@ EventKind = Literal[
     "sentinel_service_unknown",
     "subscription_lost",
     "subscription_restored",
+    "sentinel_majority_lost",
+    "sentinel_majority_regained",
 ]
 
 
@@ -237,6 +241,29 @@ class SubscriptionRestoredEvent(TypedDict):
     gap_ms: int
 
 
+class SentinelMajorityLostEvent(TypedDict):
+    """With ``sentinel_majority_ms``: fewer than a majority of the ``known`` sentinels answered
+    within the bound (``heard`` did); writes wait until ``sentinel_majority_regained``."""
+
+    kind: Literal["sentinel_majority_lost"]
+    service: str
+    at: int
+    heard: int
+    known: int
+
+
+class SentinelMajorityRegainedEvent(TypedDict):
+    """With ``sentinel_majority_ms``: ``confirmed`` of the ``known`` sentinels (a majority)
+    name ``primary`` again; writes resume."""
+
+    kind: Literal["sentinel_majority_regained"]
+    service: str
+    at: int
+    primary: Address
+    confirmed: int
+    known: int
+
+
 #: An event: one of the dicts above, told apart by ``kind``.
 Event = Union[
     PrimaryChangedEvent,
@@ -252,4 +279,6 @@ Event = Union[
     SentinelServiceUnknownEvent,
     SubscriptionLostEvent,
     SubscriptionRestoredEvent,
+    SentinelMajorityLostEvent,
+    SentinelMajorityRegainedEvent,
 ]

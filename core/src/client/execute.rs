@@ -205,6 +205,8 @@ pub(super) fn pick(inner: &Inner, status: &Status, kind: Kind) -> Option<(Addres
         .clone()
         .filter(|_| primary_usable)
         .filter(|a| kind == Kind::Read || status.fenced_since(a).is_none())
+        // Cut off from the sentinel majority, the primary may already be replaced: writes wait.
+        .filter(|_| kind == Kind::Read || !status.majority_lost)
         .map(|a| (a, Expect::Primary));
     let rotate = |candidates: Vec<&Address>| {
         (!candidates.is_empty()).then(|| {

@@ -68,6 +68,11 @@ pub struct Config {
     pub wait_replicas: u32,
     /// How long each write's `WAIT` may wait for its replicas (`wait_timeout_ms`, default 1000).
     pub wait_timeout_ms: u64,
+    /// The sentinel-majority fence (`sentinel_majority_ms`, 0 = off): when fewer than a majority
+    /// of the known sentinels answered within this many milliseconds, writes wait (within their
+    /// deadlines) until a majority names the client's primary again. The monitor then asks
+    /// every sentinel four times per bound.
+    pub sentinel_majority_ms: u64,
     /// Subscribe to sentinel events (`sentinel_events`, on by default). Off, changes are learnt
     /// only from discovery rounds (the periodic check and the data path's reports): for one-shot
     /// tools such as `exec`, which would otherwise open and drop a subscription per sentinel.
@@ -132,6 +137,7 @@ impl Default for Config {
             queue_size: 4096,
             wait_replicas: 0,
             wait_timeout_ms: 1000,
+            sentinel_majority_ms: 0,
             sentinel_events: true,
             sentinel_tls: false,
             data_tls: false,

@@ -39,6 +39,16 @@ impl Config {
             "queue_size" => self.queue_size = parse_num(key, value, 0, 10_000_000)?,
             "wait_replicas" => self.wait_replicas = parse_num(key, value, 0, 1_000)?,
             "wait_timeout_ms" => self.wait_timeout_ms = parse_num(key, value, 1, 3_600_000)?,
+            "sentinel_majority_ms" => {
+                let ms = parse_num(key, value, 0, 3_600_000)?;
+                if ms != 0 && ms < 200 {
+                    return Err(Error::config(format!(
+                        "option sentinel_majority_ms must be 0 (off) or at least 200 (the \
+                         sentinels are asked four times per bound), not '{value}'"
+                    )));
+                }
+                self.sentinel_majority_ms = ms;
+            }
             "sentinel_events" => {
                 self.sentinel_events = match value {
                     "true" | "yes" | "1" => true,

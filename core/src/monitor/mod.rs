@@ -39,6 +39,9 @@ pub(crate) struct Status {
     /// and former ones a failover replaced (for a while, as they may still accept writes that
     /// the new primary will never have).
     pub fenced: Arc<Vec<Fenced>>,
+    /// With `sentinel_majority_ms`: fewer than a majority of the sentinels answered within the
+    /// bound, so writes wait.
+    pub majority_lost: bool,
 }
 
 /// A primary that writes must not go to, and since when.
@@ -115,6 +118,7 @@ impl Monitor {
                 healthy: false,
             }),
             last_error: None,
+            majority_lost: false,
             rounds: 0,
             fenced: Arc::new(Vec::new()),
         };

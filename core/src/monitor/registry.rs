@@ -12,7 +12,7 @@ use crate::sync::Locked;
 static MONITORS: Mutex<Option<HashMap<Config, Weak<Monitor>>>> = Mutex::new(None);
 
 /// The part of a configuration a monitor depends on. Data-path settings (db, command timeout,
-/// read policy) do not change what the monitor does, so clients that differ only there share.
+/// read policy, durable acknowledgements) do not change what the monitor does, so clients that differ only there share.
 /// Data-node credentials stay in the key because the monitor verifies primaries with ROLE using
 /// them.
 fn key(config: &Config) -> Config {
@@ -21,6 +21,8 @@ fn key(config: &Config) -> Config {
         db: defaults.db,
         command_timeout_ms: defaults.command_timeout_ms,
         read_from: defaults.read_from,
+        wait_replicas: defaults.wait_replicas,
+        wait_timeout_ms: defaults.wait_timeout_ms,
         ..config.clone()
     }
 }

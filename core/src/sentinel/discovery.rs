@@ -266,6 +266,32 @@ pub async fn run(settings: &RoundSettings, targets: Vec<SentinelTarget>, known: 
     }
 }
 
+/// Asks every target for the service's master entry at once, each within `deadline`, and
+/// returns every outcome and the ids that did not answer in time: what the sentinel-majority
+/// fence needs to know (who still hears us and which primary they name), without verifying
+/// anything. One `SENTINEL MASTER` per sentinel on its shared connection.
+pub async fn ask_each(
+    settings: &RoundSettings,
+    targets: Vec<SentinelTarget>,
+    deadline: Duration,
+) -> (Vec<SentinelOutcome>, Vec<u64>) {
+    let deadline = Instant::now() + deadline;
+    let mut tasks = JoinSet::new();
+    let mut pending: Vec<u64> = targets.iter().map(|t| t.id).collect();
+    for target in targets {
+        let settings = settings.clone();
+        tasks.spawn(async move { timeout_at(deadline, ask(&settings, target)).await });
+    }
+    let mut outcomes = Vec::new();
+    while let Some(joined) = tasks.join_next().await {
+        if let Ok(Ok(outcome)) = joined {
+            pending.retain(|id| *id != outcome.id);
+            outcomes.push(outcome);
+        }
+    }
+    (outcomes, pending)
+}
+
 /// Sentinels still being asked when the round's result was known. Waiting for them is left to
 /// the caller, after it has published the result, so a sentinel that accepts and never answers
 /// delays nothing but its own bookkeeping.

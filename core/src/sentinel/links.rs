@@ -41,6 +41,9 @@ pub fn sentinel_side(config: &Config) -> Config {
         command_timeout_ms: defaults.command_timeout_ms,
         read_from: defaults.read_from,
         queue_size: defaults.queue_size,
+        wait_replicas: defaults.wait_replicas,
+        wait_timeout_ms: defaults.wait_timeout_ms,
+        sentinel_majority_ms: defaults.sentinel_majority_ms,
         ..config.clone()
     }
 }

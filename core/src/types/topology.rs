@@ -137,12 +137,30 @@ pub enum EventKind {
         /// Milliseconds between `subscription_lost` and this event: how long messages were lost.
         gap_ms: u64,
     },
+    /// With `sentinel_majority_ms`: fewer than a majority of the known sentinels answered
+    /// within the bound; writes wait until `sentinel_majority_regained`.
+    SentinelMajorityLost {
+        /// Sentinels heard within the bound.
+        heard: usize,
+        /// Sentinels known.
+        known: usize,
+    },
+    /// With `sentinel_majority_ms`: a majority of the known sentinels name the client's
+    /// primary again; writes resume.
+    SentinelMajorityRegained {
+        /// The primary they name.
+        primary: Address,
+        /// Sentinels that named it within the bound.
+        confirmed: usize,
+        /// Sentinels known.
+        known: usize,
+    },
 }
 
 impl EventKind {
     /// Every kind's name and what it means, in the order of their C integer values (1-based):
     /// the table the bindings' event tables are generated from.
-    pub const TABLE: [(&'static str, &'static str); 13] = [
+    pub const TABLE: [(&'static str, &'static str); 15] = [
         ("primary_changed", "the verified primary moved (old, new)"),
         (
             "replicas_changed",
@@ -186,6 +204,14 @@ impl EventKind {
             "subscription_restored",
             "a pub/sub subscription is back on a node (address, gap_ms)",
         ),
+        (
+            "sentinel_majority_lost",
+            "fewer than a majority of the known sentinels answered in time; writes wait (heard, known)",
+        ),
+        (
+            "sentinel_majority_regained",
+            "a majority of the sentinels name the primary again; writes resume (primary, confirmed, known)",
+        ),
     ];
 
     /// The kind's integer (1-based position in [`EventKind::TABLE`]), as the C ABI uses it.
@@ -214,6 +240,8 @@ impl EventKind {
             EventKind::SentinelServiceUnknown { .. } => "sentinel_service_unknown",
             EventKind::SubscriptionLost { .. } => "subscription_lost",
             EventKind::SubscriptionRestored { .. } => "subscription_restored",
+            EventKind::SentinelMajorityLost { .. } => "sentinel_majority_lost",
+            EventKind::SentinelMajorityRegained { .. } => "sentinel_majority_regained",
         }
     }
 }
@@ -264,8 +292,14 @@ mod tests {
             },
             EventKind::SubscriptionLost { address: a.clone() },
             EventKind::SubscriptionRestored {
-                address: a,
+                address: a.clone(),
                 gap_ms: 1,
+            },
+            EventKind::SentinelMajorityLost { heard: 1, known: 3 },
+            EventKind::SentinelMajorityRegained {
+                primary: a,
+                confirmed: 2,
+                known: 3,
             },
         ];
         assert_eq!(kinds.len(), EventKind::TABLE.len());

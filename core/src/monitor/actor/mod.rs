@@ -3,6 +3,7 @@
 
 mod events;
 mod fence;
+mod majority;
 
 use fence::{Fence, Retired, RETIRED_FOR};
 mod replicas;
@@ -89,6 +90,10 @@ pub(super) struct Actor {
     publishing: Arc<Mutex<()>>,
     cancel: CancellationToken,
     tracker: TaskTracker,
+    /// The sentinel-majority fence, with `sentinel_majority_ms`.
+    majority: Option<majority::Majority>,
+    /// When the fence next asks every sentinel.
+    heartbeat_at: Instant,
 }
 
 impl Actor {
@@ -103,7 +108,13 @@ impl Actor {
     ) -> Actor {
         let (tx, rx) = mpsc::unbounded_channel();
         let (promotions_tx, promotions_rx) = mpsc::unbounded_channel();
+        let now = Instant::now();
+        let majority = (config.sentinel_majority_ms > 0).then(|| {
+            majority::Majority::new(Duration::from_millis(config.sentinel_majority_ms), now)
+        });
         Actor {
+            heartbeat_at: now + majority.as_ref().map_or(Duration::ZERO, |m| m.period()),
+            majority,
             fence: None,
             retired: Vec::new(),
             confirmed: true,
@@ -199,8 +210,15 @@ impl Actor {
                     None => std::future::pending().await,
                 }
             };
+            let heartbeat_at = self.heartbeat_at;
             tokio::select! {
                 _ = sleep_until(at) => return Some(if self.healthy { "periodic check" } else { "retry" }),
+                _ = sleep_until(heartbeat_at), if self.majority.is_some() => {
+                    self.heartbeat(sentinel_events, promotions).await;
+                    if let Some(reason) = self.deferred_trigger.take() {
+                        return Some(reason);
+                    }
+                }
                 cmd = commands.recv() => match cmd? {
                     Command::Refresh(reason) => return Some(reason),
                     Command::Report(reason, round) => {
@@ -360,6 +378,9 @@ impl Actor {
         outcomes.extend(stragglers.take_finished());
         self.record_sentinels(outcomes, Vec::new());
         let next = self.apply(result).await;
+        if self.check_majority() {
+            self.publish();
+        }
         let finished = self
             .listening(stragglers.finish(), sentinel_events, promotions)
             .await;
@@ -465,6 +486,78 @@ impl Actor {
         }
     }
 
+    /// Asks every known sentinel for the service's master entry (the sentinel-majority fence's
+    /// heartbeat), records who answered, and publishes when the fence changes. Sentinel events
+    /// and promotions are handled while it waits; a reason for a round they give is kept in
+    /// `deferred_trigger`.
+    async fn heartbeat(
+        &mut self,
+        sentinel_events: &mut mpsc::UnboundedReceiver<Received>,
+        promotions: &mut mpsc::UnboundedReceiver<Promoted>,
+    ) {
+        let Some(majority) = self.majority.as_ref() else {
+            return;
+        };
+        let period = majority.period();
+        let deadline = majority.deadline(self.config.sentinel_timeout());
+        let targets: Vec<SentinelTarget> = self
+            .list
+            .ask_order()
+            .into_iter()
+            .filter_map(|id| {
+                let entry = self.list.get(id)?;
+                Some(SentinelTarget {
+                    id,
+                    address: entry.address.clone(),
+                    conn: self.links.get(&id).cloned(),
+                    reported_down: false,
+                })
+            })
+            .collect();
+        let settings = self.settings.clone();
+        let asked = discovery::ask_each(&settings, targets, deadline);
+        if let Some((outcomes, timed_out)) =
+            self.listening(asked, sentinel_events, promotions).await
+        {
+            self.record_sentinels(outcomes, timed_out);
+        }
+        self.heartbeat_at = Instant::now() + period;
+        if self.check_majority() {
+            self.publish();
+        }
+    }
+
+    /// Judges the sentinel-majority fence now; true (and the event queued) when it changed.
+    fn check_majority(&mut self) -> bool {
+        let known = self.list.ask_order();
+        let primary = self.primary.clone();
+        let Some(majority) = self.majority.as_mut() else {
+            return false;
+        };
+        match majority.evaluate(&known, primary.as_ref(), Instant::now()) {
+            Some(majority::Change::Lost { heard, known }) => {
+                tracing::warn!(
+                    heard,
+                    known,
+                    "fewer than a majority of the sentinels answered in time: writes wait"
+                );
+                self.emit(EventKind::SentinelMajorityLost { heard, known });
+                true
+            }
+            Some(majority::Change::Regained { confirmed, known }) => {
+                let Some(primary) = primary else { return false };
+                tracing::info!(confirmed, known, primary = %primary, "a majority of the sentinels name the primary again: writes resume");
+                self.emit(EventKind::SentinelMajorityRegained {
+                    primary,
+                    confirmed,
+                    known,
+                });
+                true
+            }
+            None => false,
+        }
+    }
+
     fn publish(&mut self) {
         let topology = Topology {
             service: self.config.service.clone(),
@@ -480,6 +573,7 @@ impl Actor {
         self.status.send_replace(Status {
             topology: Arc::new(topology),
             last_error: self.last_error.clone(),
+            majority_lost: self.majority.as_ref().is_some_and(|m| m.is_lost()),
             rounds: self.rounds,
             fenced: Arc::new(self.fenced()),
         });

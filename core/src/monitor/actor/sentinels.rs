@@ -7,7 +7,11 @@ impl Actor {
     /// Bookkeeping of who answered: connections kept for the next round, resolutions and run ids
     /// recorded, up/down transitions published.
     pub(super) fn record_sentinels(&mut self, outcomes: Vec<SentinelOutcome>, timed_out: Vec<u64>) {
+        let now = tokio::time::Instant::now();
         for outcome in outcomes {
+            if let Some(majority) = self.majority.as_mut() {
+                majority.record(&outcome, now);
+            }
             if let Some(resolved) = outcome.resolved {
                 self.list.set_resolved(outcome.id, resolved);
             }

@@ -55,4 +55,6 @@ val EVENT_KINDS: Map<String, String> = linkedMapOf(
     "sentinel_service_unknown" to "a reachable sentinel does not monitor the service (sentinel)",
     "subscription_lost" to "a pub/sub subscription lost its node; messages are missed until restored (address)",
     "subscription_restored" to "a pub/sub subscription is back on a node (address, gap_ms)",
+    "sentinel_majority_lost" to "fewer than a majority of the known sentinels answered in time; writes wait (heard, known)",
+    "sentinel_majority_regained" to "a majority of the sentinels name the primary again; writes resume (primary, confirmed, known)",
 )
