@@ -410,7 +410,8 @@ typedef struct sr_event_t {
   // primary_changed: the previous primary (NULL at the first discovery).
   const struct sr_address_t *old_primary;
   // primary_changed: the new primary; sentinel_down/up: the sentinel;
-  // connection_lost/restored: the primary; subscription_lost/restored: the node subscribed on.
+  // connection_lost/restored: the primary; subscription_lost/restored: the node subscribed on;
+  // sentinel_majority_regained: the primary the majority names (counts are in `json`).
   const struct sr_address_t *address;
   // replicas_changed: the replicas now.
   const struct sr_address_t *replicas;
