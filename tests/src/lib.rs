@@ -20,6 +20,7 @@ pub mod net;
 pub mod proxy;
 pub mod resp;
 pub mod security;
+pub mod setfull;
 mod topology;
 
 use std::fmt;

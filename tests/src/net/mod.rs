@@ -12,6 +12,7 @@
 pub mod cuts;
 pub mod lan;
 pub mod ns;
+pub mod scenario;
 mod topology;
 
 pub use cuts::Cuts;

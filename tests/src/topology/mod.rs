@@ -35,6 +35,7 @@ pub use node::Node;
 use node::NodeAccess;
 pub(crate) use node::Placement;
 pub use server::ServerKind;
+pub(crate) use spawn::spawn_child as spawn_owned_child;
 use spawn::*;
 pub use stale::{start_stale_sentinel, StaleSentinelSpec};
 
@@ -211,11 +212,12 @@ impl Topology {
         };
         let pdir = dir.join("primary");
         let pbind = placements.primary.bind();
+        let pannounce = placements.primary.announce_lines();
         let primary = Node::start_new(
             false,
             binary.clone(),
             pdir.clone(),
-            |p, t| data_conf(&pdir, p, &pbind, None, &data_extra(t)),
+            |p, t| data_conf(&pdir, p, &pbind, None, &(data_extra(t) + &pannounce)),
             vec![],
             false,
             access(placements.primary.clone()),
@@ -227,11 +229,15 @@ impl Topology {
             let rdir = dir.join(format!("replica-{i}"));
             let placement = placements.replica(i - 1);
             let rbind = placement.bind();
+            let rannounce = placement.announce_lines();
             let node = Node::start_new(
                 false,
                 binary.clone(),
                 rdir.clone(),
-                |p, t| data_conf(&rdir, p, &rbind, Some((&pip, pport)), &data_extra(t)),
+                |p, t| {
+                    let extra = data_extra(t) + &rannounce;
+                    data_conf(&rdir, p, &rbind, Some((&pip, pport)), &extra)
+                },
                 vec![],
                 false,
                 access(placement),

@@ -72,6 +72,16 @@ impl Default for Placement {
 }
 
 impl Placement {
+    /// Config lines for a data node: behind a link proxy, its peers see connections from the
+    /// proxy (127.0.0.1), so a replica must announce its host address itself.
+    pub(crate) fn announce_lines(&self) -> String {
+        if self.proxied {
+            format!("replica-announce-ip {}\n", self.ip)
+        } else {
+            String::new()
+        }
+    }
+
     /// The `bind` line's addresses.
     pub(crate) fn bind(&self) -> String {
         if self.proxied || self.ip == "127.0.0.1" {

@@ -11,7 +11,7 @@ pub(super) struct SpawnReq {
     pub(super) reply: mpsc::Sender<io::Result<Child>>,
 }
 
-pub(super) fn spawn_child(mut cmd: Command) -> io::Result<Child> {
+pub(crate) fn spawn_child(mut cmd: Command) -> io::Result<Child> {
     static SPAWNER: OnceLock<Mutex<mpsc::Sender<SpawnReq>>> = OnceLock::new();
     let tx = SPAWNER
         .get_or_init(|| {
