@@ -245,8 +245,8 @@ mod tests {
         assert_eq!((w1.failed, w1.failed_but_present), (1, 1));
         assert_eq!((w1.indeterminate, w1.indeterminate_present), (1, 1));
         assert_eq!(w1.lost_window_ms, Some((100, 100)));
-        // w2: no ack between the fault (1000) and 4005.
-        assert_eq!(r.writers["w2"].max_unavailable_ms, 3005);
+        // w2: acks end at 1005 and then 4005.
+        assert_eq!(r.writers["w2"].max_unavailable_ms, 3000);
         assert_eq!((r.total.lost, r.unexpected), (1, 1));
         assert!((w1.lost_percent() - 33.33).abs() < 0.01);
     }
