@@ -11,6 +11,11 @@
 #   sentinel-recovery-debug-<v>-x86_64-linux-gnu.tar.gz                  (debug info of every shipped binary)
 #   SHA256SUMS
 #
+# The three cargo invocations below (cargo for the C library, CLI and uniffi library; maturin; the
+# napi CLI) select different packages, but workspace-hack/ gives every dependency one feature set
+# and common.sh's zig_env gives them one environment, so the core and everything under it are
+# compiled by the first and reused by the other two.
+#
 # Every native binary is built once, in the `dist` cargo profile for x86_64-unknown-linux-gnu and
 # linked by zig against glibc 2.17's symbol versions (scripts/dist/common.sh), then stripped with
 # its debug info kept in a separate .debug file (linked by .gnu_debuglink). The C library's
@@ -21,6 +26,9 @@ export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
 
 step "versions in the sources agree with the workspace version $version"
 "$dist_scripts/check-versions.sh" sources
+
+step "one feature set per dependency in every cargo invocation (workspace-hack/), so the core is compiled once"
+"$dist_scripts/check-features.sh"
 
 step "packaging tools (pinned: ${TOOL_PINS[*]}) and the zig environment"
 apt_need

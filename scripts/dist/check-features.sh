@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# One build of the core per profile: every package selection that `make test` and `make dist`
+# hand to cargo (or that maturin and the napi CLI hand to it) must resolve each dependency with
+# the features the whole workspace resolves it with. Cargo unifies features only over the packages
+# one invocation selects, so a selection that enables fewer (or other) features of a shared
+# dependency (tokio, serde_json, futures-util, syn, ...) gets its own build of that dependency and
+# of every crate above it, the core included. workspace-hack/ (a dependency of every member but
+# the core) lists the union; this check fails, naming the package and both feature sets, when a
+# new dependency or feature makes a selection differ. Only `cargo tree`: nothing is compiled.
+#   check-features.sh        exit 1 when some selection builds a dependency with other features
+source "$(dirname "$0")/common.sh"
+cd "$root"
+
+# "package version [features]" for each unit a selection builds (normal and build edges; dev
+# edges where the invocation builds tests).
+units() { # EDGES ARGS...
+  local edges=$1; shift
+  cargo tree --offline -q -e "$edges" --prefix none -f '{p} [{f}]' "$@" \
+    | sed -e '/^$/d' -e 's/ (\*)$//' -e "s| ($root[^)]*)||" -e 's/ (proc-macro)//' | sort -u
+}
+
+bad=0
+# compare NAME REFERENCE-FILE EDGES ARGS...: every unit of the selection is one the reference builds.
+compare() {
+  local name=$1 ref=$2; shift 2
+  local extra
+  extra=$(comm -23 <(units "$@") "$ref")
+  if [ -z "$extra" ]; then
+    printf '  ok   %s\n' "$name"
+    return
+  fi
+  printf '  BAD  %s builds these with other features than the whole workspace:\n' "$name"
+  while read -r pkg ver feats; do
+    printf '         %s %s %s; the workspace: %s\n' "$pkg" "$ver" "$feats" \
+      "$(grep "^$pkg $ver " "$ref" | cut -d' ' -f3- | paste -sd' ')"
+  done <<<"$extra"
+  bad=1
+}
+
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+member() { echo "-p sentinel-recovery-$1"; }
+
+echo "debug builds (make test): against cargo test --workspace --all-targets"
+units normal,build,dev --workspace > "$tmp/debug"
+# shellcheck disable=SC2046
+{
+  compare "cargo build --workspace (make build)" "$tmp/debug" normal,build --workspace
+  compare "cargo build -p ffi -p testkit (test-c, soak)" "$tmp/debug" normal,build $(member ffi) $(member testkit)
+  compare "cargo build -p testkit (the suites' sr-topology)" "$tmp/debug" normal,build $(member testkit)
+  compare "cargo build -p ffi (dotnet)" "$tmp/debug" normal,build $(member ffi)
+  compare "cargo build -p uniffi (jvm, ruby)" "$tmp/debug" normal,build $(member uniffi)
+  compare "cargo run -p xtask (lint)" "$tmp/debug" normal,build -p xtask
+}
+
+echo "dist builds (scripts/dist/build.sh, --target $TRIPLE): against cargo build --workspace"
+units normal,build --workspace --target "$TRIPLE" > "$tmp/dist"
+# shellcheck disable=SC2046
+{
+  compare "cargo build -p ffi -p cli -p uniffi" "$tmp/dist" normal,build --target "$TRIPLE" $(member ffi) $(member cli) $(member uniffi)
+  compare "maturin build (-p python)" "$tmp/dist" normal,build --target "$TRIPLE" $(member python)
+  compare "napi build (-p node)" "$tmp/dist" normal,build --target "$TRIPLE" $(member node)
+}
+
+if [ "$bad" != 0 ]; then
+  cat >&2 <<'EOF'
+check-features: some selection would compile the core (and what it stands on) once more.
+Add the features listed above to workspace-hack/Cargo.toml (the union of every member's), or
+regenerate it with `cargo hakari generate` (.config/hakari.toml), then run this again.
+EOF
+  exit 1
+fi
