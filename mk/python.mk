@@ -3,7 +3,8 @@
 # the pytest suite against real topologies. Quick when everything is already installed.
 PY_VENV ?= $(CARGO_TARGET_DIR)/py-venv
 PYTHON ?= python3
-PY_TEST_DEPS := maturin pytest pytest-asyncio pytest-timeout 'celery>=5.4,<6' 'kombu>=5.4,<6'
+PY_TEST_DEPS := maturin pytest pytest-asyncio pytest-timeout 'celery>=5.4,<6' 'kombu>=5.4,<6' \
+	'redis>=8,<9' 'django>=5,<6' 'rq>=2,<3'
 
 TEST_TARGETS += test-python
 
@@ -11,7 +12,7 @@ TEST_TARGETS += test-python
 
 python-venv:
 	@test -x $(PY_VENV)/bin/python || $(PYTHON) -m venv $(PY_VENV)
-	@$(PY_VENV)/bin/python -c "import maturin, pytest, pytest_asyncio, pytest_timeout, celery, kombu" 2>/dev/null \
+	@$(PY_VENV)/bin/python -c "import maturin, pytest, pytest_asyncio, pytest_timeout, celery, kombu, redis, django, rq" 2>/dev/null \
 	  || $(PY_VENV)/bin/python -m pip install -q $(PY_TEST_DEPS)
 
 # With USE_DIST_ARTIFACTS=1 (set by `make test`) it installs the wheel `make dist` built.
