@@ -109,3 +109,70 @@ fn bad_arguments_exit_2_naming_the_argument() {
     assert!(o.status.success());
     assert!(String::from_utf8_lossy(&o.stdout).contains("sr-topology up"));
 }
+
+/// `up --net`: hosts in namespaces, partition/heal and spawn over stdin, every namespace gone
+/// after `down`. Needs root: skips with a message otherwise.
+#[test]
+fn up_net_partitions_spawns_and_cleans_up() {
+    if let Err(why) = sentinel_recovery_testkit::net::netns_available() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let mut child = Command::new(BIN)
+        .args(["up", "--json", "--net", "--clients", "1"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    let up: serde_json::Value = serde_json::from_str(&first).expect("one JSON line");
+    assert!(up["hosts"]["client-1"]["ip"].is_string(), "{up}");
+    let mut ask = |cmd: &str| -> serde_json::Value {
+        writeln!(stdin, "{cmd}").unwrap();
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{cmd}: {line:?}: {e}"))
+    };
+    let v = ask("hosts");
+    assert_eq!(v["ok"], true, "{v}");
+    let hosts = v["hosts"].as_object().unwrap();
+    assert_eq!(hosts.len(), 7, "6 nodes + 1 client: {v}");
+    let client_ns = hosts["client-1"]["netns"].as_str().unwrap().to_string();
+    let primary_ip = hosts["primary"]["ip"].as_str().unwrap().to_string();
+    let prefix = client_ns.trim_end_matches("client-1").to_string();
+    let p = ask("primary");
+    assert_eq!(p["host"], primary_ip.as_str(), "{p}");
+    let port = p["port"].as_u64().unwrap() as u16;
+    let reach = || {
+        let addr = format!("{primary_ip}:{port}").parse().unwrap();
+        sentinel_recovery_testkit::net::dial(
+            Some(&client_ns),
+            addr,
+            std::time::Duration::from_millis(600),
+        )
+        .is_ok()
+    };
+    assert!(reach());
+    assert_eq!(ask("partition primary client-1")["ok"], true);
+    assert!(!reach(), "client-1 still reaches the primary");
+    assert_eq!(ask("heal")["ok"], true);
+    assert!(reach());
+    let bad = ask("partition primary,nobody client-1");
+    assert_eq!(bad["ok"], false, "{bad}");
+    let s = ask("spawn client-1 sleep 60");
+    let pid = s["pid"].as_u64().unwrap() as u32;
+    assert!(pid_alive(pid));
+    let f = ask("link-faults 50 20");
+    assert_eq!(f["ok"], false, "no --link-proxies: {f}");
+
+    writeln!(stdin, "down").unwrap();
+    assert!(child.wait().unwrap().success());
+    assert!(!pid_alive(pid), "spawned client left running");
+    assert_eq!(
+        sentinel_recovery_testkit::net::ns::namespaces_named(&prefix),
+        Vec::<String>::new()
+    );
+}

