@@ -72,8 +72,8 @@ struct Opts {
 /// What `up` started: a loopback topology or one on network namespaces, and the processes
 /// `spawn` started in them.
 enum Running {
-    Plain(Topology),
-    Net(NetTopology, Vec<std::process::Child>),
+    Plain(Box<Topology>),
+    Net(Box<NetTopology>, Vec<std::process::Child>),
 }
 
 impl Running {
@@ -342,7 +342,7 @@ fn control(run: &mut Running, line: &str) -> Result<Option<Value>, String> {
 /// The commands that work the same on both kinds of topology.
 fn control_shared(t: &Topology, cmd: &str, words: &[&str]) -> Result<Option<Value>, String> {
     let node = |t: &Topology| -> Result<u16, String> {
-        let p = port_arg(&words)?;
+        let p = port_arg(words)?;
         t.node_by_port(p)
             .map(|_| p)
             .ok_or_else(|| format!("no node on port {p}"))
@@ -355,7 +355,7 @@ fn control_shared(t: &Topology, cmd: &str, words: &[&str]) -> Result<Option<Valu
         "down" => return Ok(None),
         "primary" => primary(t),
         "wait-primary-not" => {
-            let p = port_arg(&words)?;
+            let p = port_arg(words)?;
             let ms: u64 = match words.get(2) {
                 Some(v) => v.parse().map_err(|_| format!("invalid TIMEOUT_MS {v:?}"))?,
                 None => 30_000,
@@ -409,13 +409,13 @@ fn main() -> ExitCode {
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
     let started = match opts.net {
-        None => Topology::start(opts.spec).map(Running::Plain),
+        None => Topology::start(opts.spec).map(|t| Running::Plain(Box::new(t))),
         Some((clients, link_proxies)) => NetTopology::start(NetSpec {
             topology: opts.spec,
             clients,
             link_proxies,
         })
-        .map(|n| Running::Net(n, Vec::new())),
+        .map(|n| Running::Net(Box::new(n), Vec::new())),
     };
     let mut topo = match started {
         Ok(t) => t,
