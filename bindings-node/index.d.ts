@@ -44,6 +44,8 @@ export declare class ClosedError extends SentinelRecoveryError {}
 export declare class QueueFullError extends SentinelRecoveryError {}
 /** A bug in sentinel-recovery, caught (a panic in the native code): the operation failed, the process goes on. */
 export declare class InternalError extends SentinelRecoveryError {}
+/** With `waitReplicas`: the write ran on the primary, but too few replicas confirmed it in time; a failover may lose it. */
+export declare class NotReplicatedError extends SentinelRecoveryError {}
 
 /**
  * Rejection of a command whose AbortSignal fired, as Node's own APIs reject. The command may have
@@ -174,6 +176,24 @@ export interface SubscriptionRestoredEvent extends EventBase {
   /** How long (ms) the subscription was lost: what was published then was not received. */
   gap_ms: number
 }
+/** With `sentinelMajorityMs`: fewer than a majority of the known sentinels answered in time; writes wait. */
+export interface SentinelMajorityLostEvent extends EventBase {
+  kind: 'sentinel_majority_lost'
+  /** Sentinels heard within the bound. */
+  heard: number
+  /** Sentinels known. */
+  known: number
+}
+/** With `sentinelMajorityMs`: a majority of the sentinels name the primary again; writes resume. */
+export interface SentinelMajorityRegainedEvent extends EventBase {
+  kind: 'sentinel_majority_regained'
+  /** The primary they name. */
+  primary: Address
+  /** Sentinels that named it within the bound. */
+  confirmed: number
+  /** Sentinels known. */
+  known: number
+}
 /** Any event. */
 export type SentinelEvent =
   | PrimaryChangedEvent
@@ -189,6 +209,8 @@ export type SentinelEvent =
   | SentinelServiceUnknownEvent
   | SubscriptionLostEvent
   | SubscriptionRestoredEvent
+  | SentinelMajorityLostEvent
+  | SentinelMajorityRegainedEvent
 /** The event kinds (generated from the core's table). */
 export type EventKind = EventKindName
 /** The event of one kind (`never` for a kind newer than these declarations). */

@@ -54,6 +54,11 @@ class ClosedError extends SentinelRecoveryError {}
 class QueueFullError extends SentinelRecoveryError {}
 /** A bug in sentinel-recovery, caught (a panic in the native code): the operation failed, the process goes on. */
 class InternalError extends SentinelRecoveryError {}
+/**
+ * With `waitReplicas` (`wait_replicas`): the write ran on the primary, but fewer replicas than
+ * asked confirmed it within `waitTimeoutMs`, so a failover may lose it. Never retried: it ran.
+ */
+class NotReplicatedError extends SentinelRecoveryError {}
 
 /** The classes above by name; a code is served by the class named after it (`queue_full` -> QueueFullError). */
 const DECLARED = {
@@ -70,6 +75,7 @@ const DECLARED = {
   ClosedError,
   QueueFullError,
   InternalError,
+  NotReplicatedError,
 }
 
 /** `queue_full` -> `QueueFullError`. */

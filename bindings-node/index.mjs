@@ -18,6 +18,7 @@ export const {
   ClosedError,
   QueueFullError,
   InternalError,
+  NotReplicatedError,
   AbortError,
   Subscription,
   Transaction,
