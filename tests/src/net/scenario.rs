@@ -328,9 +328,13 @@ fn drive(
             net.cut(&[Host::Primary], &[Host::Sentinel(1), Host::Sentinel(2)])?;
         }
     }
-    if spec.scenario != Scenario::D {
+    match spec.scenario {
+        Scenario::D => {}
+        // Long enough for the cut-off sentinels to see the primary down and ask each other for
+        // its odown several times (down-after is 1 s).
+        Scenario::E => std::thread::sleep(spec.hold.max(Duration::from_secs(5))),
         // The isolated side keeps going for a while: that is where losses come from.
-        std::thread::sleep(spec.hold);
+        _ => std::thread::sleep(spec.hold),
     }
     net.heal()?;
     if spec.scenario == Scenario::D {
