@@ -43,6 +43,7 @@ fn greet(netns: &str, addr: SocketAddr, timeout: Duration) -> Result<String, std
 }
 
 #[test]
+#[ignore = "needs root and network namespaces: make test-partitions runs it"]
 fn lan_hosts_talk_cuts_are_silent_and_heal() {
     if skip_without_netns() {
         return;
@@ -88,6 +89,7 @@ fn lan_hosts_talk_cuts_are_silent_and_heal() {
 }
 
 #[test]
+#[ignore = "needs root and network namespaces: make test-partitions runs it"]
 fn a_panic_mid_setup_deletes_what_was_created() {
     if skip_without_netns() {
         return;
@@ -106,6 +108,7 @@ fn a_panic_mid_setup_deletes_what_was_created() {
 }
 
 #[test]
+#[ignore = "needs root and network namespaces: make test-partitions runs it"]
 fn namespaces_of_dead_runs_are_removed_and_live_ones_kept() {
     if skip_without_netns() {
         return;
@@ -132,6 +135,7 @@ fn namespaces_of_dead_runs_are_removed_and_live_ones_kept() {
 }
 
 #[test]
+#[ignore = "needs root and network namespaces: make test-partitions runs it"]
 fn net_topology_runs_nodes_on_their_hosts_and_partitions_them() {
     if skip_without_netns() {
         return;
