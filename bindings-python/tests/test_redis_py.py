@@ -158,6 +158,38 @@ def test_planned_failover_fences_sends_and_breaks_watch(fresh_topology) -> None:
     wait_until(lambda: idle._sock is None, 10, "the idle connection to the old primary closed")
 
 
+def test_a_reply_read_after_the_fence_began_is_an_error_not_a_success(fresh_topology) -> None:
+    """The reply check alone: a SET sent to the primary before any fence, answered only after
+    the failover began demoting it (the primary was paused past down-after, as in a stalled VM),
+    must not come back as a success: the promoted replica never got that write."""
+    t = fresh_topology()
+    old = t.primary_port
+    sentinel = Sentinel(t.url)
+    core = sentinel._core
+    r = sentinel.master_for(t.service, socket_timeout=30)
+    r.set("py:rp:late", "0")
+    t.cmd(f"stop {old}")
+    outcome: list = []
+
+    def late_write() -> None:
+        try:
+            outcome.append(r.set("py:rp:late", "1"))
+        except BaseException as e:  # what the caller of redis-py gets
+            outcome.append(e)
+
+    writer = threading.Thread(target=late_write)
+    try:
+        writer.start()
+        # Sent before the fence: the core still routes writes to the paused primary.
+        wait_until(lambda: core.is_fenced("127.0.0.1", old), 30, "the failover fencing the paused primary")
+    finally:
+        t.cmd(f"cont {old}")
+    writer.join(40)
+    assert len(outcome) == 1, outcome
+    assert isinstance(outcome[0], redis.ConnectionError), outcome
+    assert "may be discarded" in str(outcome[0]) or "demot" in str(outcome[0]), outcome
+
+
 def _child_uses_inherited(r: "redis.Redis", port: int, out) -> None:
     try:
         r.set("py:rp:fork", "child")
