@@ -73,8 +73,9 @@ function writableAccessor(socket) {
 function guardSocket(socket, client, route) {
   const { host, port, primary } = route
   socket[ROUTE] = route
-  const routable = verdict(() => client.isRoutable(host, port, primary))
-  const fenced = verdict(() => client.isFenced(host, port))
+  const epoch = routingEpoch(client)
+  const routable = verdict(epoch, () => client.isRoutable(host, port, primary))
+  const fenced = verdict(epoch, () => client.isFenced(host, port))
   const writable = writableAccessor(socket)
   Object.defineProperty(socket, 'writable', {
     configurable: true,
@@ -108,22 +109,33 @@ function guardSocket(socket, client, route) {
   return socket
 }
 
-/**
- * `ask()` (a question to the core, a native call) answered once per synchronous stretch of
- * JavaScript: the answer is forgotten at the next microtask checkpoint. The commands ioredis
- * sends from the replies of one chunk (64 in flight) share one answer instead of one call each;
- * an answer is never older than the stretch of code it was asked in, which is no weaker than
- * asking before each write (the core may learn of a failover just after any answer).
- */
-function verdict(ask) {
-  let answer = null
-  const forget = () => {
-    answer = null
+/** One live view of each client's routing counter (see `Client.routingEpoch`). */
+const epochs = new WeakMap()
+
+function routingEpoch(client) {
+  let view = epochs.get(client)
+  if (view === undefined) {
+    view = client.routingEpoch()
+    epochs.set(client, view)
   }
+  return view
+}
+
+/**
+ * `ask()` (a question to the core, a native call) answered again only when the core's routing
+ * counter moved: the counter is bumped after every view the core publishes (a fence, a new
+ * primary, a lost sentinel majority...), so an answer kept while it reads the same is the
+ * answer the core would give now. The counter is read before asking, so an answer computed from
+ * a newer view than the count it is filed under is only asked again, never kept too long.
+ */
+function verdict(epoch, ask) {
+  let seen = -1
+  let answer = false
   return () => {
-    if (answer === null) {
+    const now = epoch[0]
+    if (now !== seen) {
       answer = ask()
-      queueMicrotask(forget)
+      seen = now
     }
     return answer
   }

@@ -482,6 +482,8 @@ export declare class Client extends EventEmitter {
   isRoutable(host: string, port: number, primary?: boolean): boolean
   /** Whether a failover is demoting, or has replaced, `host:port` (a reply read from it may be lost). Sync, no I/O. */
   isFenced(host: string, port: number): boolean
+  /** The low 32 bits of the core's routing counter, live: it changes whenever isRoutable / isFenced may answer differently. Read only. */
+  routingEpoch(): Uint32Array
   /** A connection of another library to `host:port` failed or found the wrong role: rediscover, calmly. */
   reportUnusable(host: string, port: number): void
   /** Whether close() was called. */

@@ -617,6 +617,15 @@ class Client extends EventEmitter {
   }
 
   /**
+   * A one-element Uint32Array over the low 32 bits of the core's routing counter: it changes
+   * whenever `isRoutable` / `isFenced` may answer differently, so a verdict can be kept while it
+   * reads the same (the ioredis adapter asks the core only then). Read it, never write it.
+   */
+  routingEpoch() {
+    return new Uint32Array(this._native.routingEpoch(), 0, 1)
+  }
+
+  /**
    * Tells the core a connection of another library to `host:port` could not be opened or
    * found the wrong role: the core runs a calm, rate-limited rediscovery.
    */

@@ -492,6 +492,23 @@ impl NativeClient {
         })
     }
 
+    /// An 8-byte ArrayBuffer over the core's routing counter (see `Handle::routing_epoch`): it
+    /// changes whenever `isRoutable` / `isFenced` may answer differently, so the ioredis adapter
+    /// keeps a verdict while the counter's low 32 bits read the same instead of calling in for
+    /// every command. The buffer keeps the counter alive; the core writes it, JavaScript reads.
+    #[napi(catch_unwind, ts_return_type = "ArrayBuffer")]
+    pub fn routing_epoch<'env>(&self, env: &'env Env) -> napi::Result<Unknown<'env>, Code> {
+        let epoch = self.handle.routing_epoch().map_err(|e| js_error(&e))?;
+        let buffer = epoch_buffer(env.raw(), epoch).map_err(|e| {
+            js_error(&napi_failure(
+                "creating the routing counter's buffer",
+                e.reason,
+            ))
+        })?;
+        // SAFETY: a value just made in this environment.
+        Ok(unsafe { Unknown::from_raw_unchecked(env.raw(), buffer) })
+    }
+
     /// Reports that a connection to `host:port` could not be opened or found the wrong role.
     #[napi(catch_unwind)]
     pub fn report_unusable(&self, host: String, port: u32) -> napi::Result<(), Code> {
@@ -844,4 +861,39 @@ fn route(primary: bool) -> sentinel_recovery::Route {
     } else {
         sentinel_recovery::Route::Read
     }
+}
+
+/// An external ArrayBuffer over `epoch`'s 8 bytes; the buffer's finalizer drops the `Arc`.
+fn epoch_buffer(
+    env: sys::napi_env,
+    epoch: Arc<std::sync::atomic::AtomicU64>,
+) -> napi::Result<sys::napi_value> {
+    unsafe extern "C" fn release(
+        _env: sys::napi_env,
+        _data: *mut std::ffi::c_void,
+        hint: *mut std::ffi::c_void,
+    ) {
+        // SAFETY: `hint` is the box leaked below, released once, by this finalizer.
+        drop(unsafe { Box::from_raw(hint.cast::<Arc<std::sync::atomic::AtomicU64>>()) });
+    }
+    let data = Arc::as_ptr(&epoch).cast_mut().cast::<std::ffi::c_void>();
+    let hint = Box::into_raw(Box::new(epoch));
+    let mut buffer = std::ptr::null_mut();
+    // SAFETY: `data` points at 8 bytes that live as long as `hint`'s Arc, which the finalizer
+    // drops only once V8 collected the buffer.
+    let made = check(unsafe {
+        sys::napi_create_external_arraybuffer(
+            env,
+            data,
+            std::mem::size_of::<std::sync::atomic::AtomicU64>(),
+            Some(release),
+            hint.cast(),
+            &mut buffer,
+        )
+    });
+    if made.is_err() {
+        // SAFETY: not handed to V8: ours to drop.
+        drop(unsafe { Box::from_raw(hint) });
+    }
+    made.map(|()| buffer)
 }

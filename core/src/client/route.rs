@@ -6,6 +6,8 @@
 //! Nothing here touches the network: answers come from the monitor's published status, and
 //! [`Client::route`] only waits for the next one.
 
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -80,6 +82,16 @@ impl Client {
     pub fn is_fenced(&self, address: &Address) -> bool {
         self.monitor()
             .is_ok_and(|monitor| monitor.fenced_since(address).is_some())
+    }
+
+    /// A counter that changes whenever the answers of [`Client::is_routable`] and
+    /// [`Client::is_fenced`] may change (it is bumped after every view the monitor publishes):
+    /// an adapter can keep a verdict while the counter reads the same, and ask again only when
+    /// it moved. Reading it is one atomic load, with no lock and no call into the core. A child
+    /// forked after this call must ask for the counter again (its client follows a monitor of
+    /// its own).
+    pub fn routing_epoch(&self) -> Result<Arc<AtomicU64>> {
+        Ok(self.monitor()?.routing_epoch())
     }
 
     /// Tells the core that a foreign connection to `address` could not be opened or found the

@@ -281,6 +281,12 @@ impl Handle {
         guarded(|| Ok(self.client()?.is_fenced(address))).unwrap_or(false)
     }
 
+    /// The counter that changes whenever [`Handle::is_routable`] and [`Handle::is_fenced`] may
+    /// answer differently (see [`Client::routing_epoch`]).
+    pub fn routing_epoch(&self) -> Result<Arc<std::sync::atomic::AtomicU64>> {
+        guarded(|| self.client()?.routing_epoch())
+    }
+
     /// Reports that a connection another library opened to `address` failed before it carried
     /// anything, or found the wrong role there (see [`Client::report_unusable`]).
     pub fn report_unusable(&self, address: &Address) -> Result<()> {

@@ -12,6 +12,7 @@ mod promotion;
 pub(crate) mod registry;
 mod subscriber;
 
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{broadcast, mpsc, watch};
@@ -42,6 +43,18 @@ pub(crate) struct Status {
     /// With `sentinel_majority_ms`: fewer than a majority of the sentinels answered within the
     /// bound, so writes wait.
     pub majority_lost: bool,
+}
+
+/// What the monitor task shares with readers about publishing a view: the lock that new
+/// subscribers take, and a counter bumped after every publish.
+#[derive(Default)]
+pub(crate) struct Publishing {
+    /// Held while a snapshot and its events go out (see the actor's `publish`).
+    pub lock: Mutex<()>,
+    /// Bumped after each published status: a verdict computed from the status (whether a node
+    /// is routable or fenced) holds while this is unchanged, so a host can cache it and read
+    /// one integer instead of asking again for every command.
+    pub epoch: Arc<AtomicU64>,
 }
 
 /// A primary that writes must not go to, and since when.
@@ -81,7 +94,7 @@ pub(crate) struct Monitor {
     data_options: crate::resp::ConnectOptions,
     status: watch::Receiver<Status>,
     events: broadcast::Sender<Event>,
-    publishing: Arc<Mutex<()>>,
+    publishing: Arc<Publishing>,
     commands: mpsc::UnboundedSender<Command>,
     cancel: CancellationToken,
     tracker: TaskTracker,
@@ -127,7 +140,7 @@ impl Monitor {
         let (commands, commands_rx) = mpsc::unbounded_channel();
         let cancel = CancellationToken::new();
         let tracker = TaskTracker::new();
-        let publishing = Arc::new(Mutex::new(()));
+        let publishing = Arc::new(Publishing::default());
         let actor = actor::Actor::new(
             config,
             settings,
@@ -186,14 +199,14 @@ impl Monitor {
     /// A receiver of all events published from now on: every change is either in the status
     /// already published or among the events this receiver gets.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
-        let _guard = self.publishing.locked();
+        let _guard = self.publishing.lock.locked();
         self.events.subscribe()
     }
 
     /// [`Monitor::subscribe`], with the primary of the status published at that moment: a
     /// primary this receiver will hear no `primary_changed` for.
     pub fn subscribe_with_primary(&self) -> (broadcast::Receiver<Event>, Option<Address>) {
-        let _guard = self.publishing.locked();
+        let _guard = self.publishing.lock.locked();
         let primary = self.status.borrow().topology.primary.clone();
         (self.events.subscribe(), primary)
     }
@@ -208,6 +221,11 @@ impl Monitor {
     /// backoff once the monitor knows it has no healthy primary.
     pub fn report(&self, reason: &'static str, round: u64) {
         let _ = self.commands.send(Command::Report(reason, round));
+    }
+
+    /// The counter bumped after every published status (see [`Publishing::epoch`]).
+    pub fn routing_epoch(&self) -> Arc<AtomicU64> {
+        self.publishing.epoch.clone()
     }
 
     /// Whether the monitor belongs to this process and still runs (a forked child must not use

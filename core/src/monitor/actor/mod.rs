@@ -10,7 +10,7 @@ mod replicas;
 mod sentinels;
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc, watch};
@@ -87,7 +87,7 @@ pub(super) struct Actor {
     /// Switches adopted on a verified announcement, to tell whether one happened meanwhile.
     switches: u64,
     unpublished: Vec<Event>,
-    publishing: Arc<Mutex<()>>,
+    publishing: Arc<super::Publishing>,
     cancel: CancellationToken,
     tracker: TaskTracker,
     /// The sentinel-majority fence, with `sentinel_majority_ms`.
@@ -102,7 +102,7 @@ impl Actor {
         settings: RoundSettings,
         status: watch::Sender<Status>,
         events: broadcast::Sender<Event>,
-        publishing: Arc<Mutex<()>>,
+        publishing: Arc<super::Publishing>,
         cancel: CancellationToken,
         tracker: TaskTracker,
     ) -> Actor {
@@ -569,7 +569,7 @@ impl Actor {
         };
         // Snapshot and events go out under the lock that new subscribers take, so a subscriber
         // either gets these events or a snapshot that already contains them, never neither.
-        let _guard = self.publishing.locked();
+        let _guard = self.publishing.lock.locked();
         self.status.send_replace(Status {
             topology: Arc::new(topology),
             last_error: self.last_error.clone(),
@@ -577,6 +577,10 @@ impl Actor {
             rounds: self.rounds,
             fenced: Arc::new(self.fenced()),
         });
+        // After the status: whoever sees the new count reads the new status.
+        self.publishing
+            .epoch
+            .fetch_add(1, std::sync::atomic::Ordering::Release);
         for event in self.unpublished.drain(..) {
             let _ = self.events.send(event);
         }
