@@ -7,8 +7,14 @@
 # Debian's Valkey 8 by default: its sentinels count commands per connection (CLIENT LIST
 # tot-cmds), which the checker needs to bound each writer process's sentinel traffic
 # (SOAK_SERVER=redis works too, with a coarser whole-sentinel bound).
+# SOAK_NET (auto|on|off, default auto: on as root with `ip`, as on CI) runs every node and writer
+# on its own host of a netns LAN and adds issue 28's partitions A, B, C to the schedule;
+# SOAK_URL_EXTRA (e.g. wait_replicas=2) is appended to every writer's URL, and the checker then
+# allows no acknowledged write to be lost.
 MINUTES ?= 30
 SEED ?=
+SOAK_NET ?= auto
+SOAK_URL_EXTRA ?=
 SOAK_SERVER ?= valkey8
 SOAK_OUT ?= $(CARGO_TARGET_DIR)/soak
 SOAK_C_WRITER := $(SOAK_OUT)/c-writer
@@ -27,7 +33,7 @@ soak-writers: deps python-install node-build
 
 soak_run = SR_SERVER=$(SOAK_SERVER) $(CARGO_TARGET_DIR)/debug/sr-soak run --minutes $(1) --seed "$(SEED)" \
 	  --out $(SOAK_OUT)/$(1)m --python $(PY_VENV)/bin/python --node node \
-	  --c-writer $(SOAK_C_WRITER)
+	  --c-writer $(SOAK_C_WRITER) --net $(SOAK_NET) --url-extra "$(SOAK_URL_EXTRA)"
 
 soak: soak-writers
 	$(call soak_run,$(MINUTES))

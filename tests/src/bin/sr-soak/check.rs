@@ -25,12 +25,27 @@
 //! 6. `resources_flat`: each writer's fds, threads and RSS at the end are within
 //!    [`FD_SLACK`], [`THREAD_SLACK`] and [`RSS_FACTOR`] x start + [`RSS_SLACK_KB`] of the
 //!    start (the first sample [`WARMUP_MS`] after every writer had its first acknowledged write).
+//! 7. `durable_acks_kept`, only when the writers ran with `wait_replicas` (the run's
+//!    `url_extra`): no acknowledged RPUSH is missing from the final list, whatever the fault —
+//!    an acknowledgement then means the asked number of replicas had the write.
+//!
+//! A failed call may have run (a timeout, a lost connection, and `not_replicated`, which says it
+//! ran on the primary but fewer replicas than asked confirmed it): it is indeterminate, counted
+//! per writer, and never a loss; its value may or may not be in the final list.
+//!
+//! Every lost acknowledged write is attributed to the fault whose window it overlaps (from the
+//! fault's start less [`LAG_ALLOWANCE_MS`] to the topology being healthy again) and counted per
+//! fault kind. In default mode a partition loses acknowledged writes by design (an isolated
+//! primary keeps acknowledging what the majority's promotion discards): losses inside a
+//! partition's window are reported apart (`lost_in_partition_windows`) and exempt from checks 3
+//! and 4; with `wait_replicas` nothing is exempt.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use serde_json::{json, Value};
 
+use crate::faults::PARTITION_PREFIX;
 use crate::jsonl;
 
 /// Slack over a call's deadline for scheduling on a busy 2-core machine.
@@ -122,6 +137,33 @@ pub fn check_dir(dir: &Path) -> Result<i32, String> {
         calls.insert(id.clone(), read_lines(&format!("{id}.jsonl"))?);
     }
     let failovers = failovers(&events, down_after);
+    let wait_replicas = meta["url_extra"]["wait_replicas"]
+        .as_str()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|n| *n > 0);
+    // With durable acknowledgements a write's deadline stretches by its WAIT's timeout (the
+    // client's documented allowance), default 1000 ms.
+    let wait_allowance = match wait_replicas {
+        Some(_) => meta["url_extra"]["wait_timeout_ms"]
+            .as_str()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(1000),
+        None => 0,
+    };
+    // (kind, window start, window end) of every fault.
+    let fault_windows: Vec<(String, u64, u64)> = faults
+        .iter()
+        .map(|f| {
+            let t0 = f["t0"].as_u64().unwrap_or(0);
+            let t1 = f["t1"].as_u64().unwrap_or(t0);
+            let end = f["healthy_at"].as_u64().unwrap_or(t1).max(t1);
+            (
+                f["kind"].as_str().unwrap_or("?").to_string(),
+                t0.saturating_sub(LAG_ALLOWANCE_MS),
+                end,
+            )
+        })
+        .collect();
 
     let mut dup = Check {
         name: "no_value_applied_twice",
@@ -131,7 +173,14 @@ pub fn check_dir(dir: &Path) -> Result<i32, String> {
     };
     let mut deadlines = Check {
         name: "deadlines_kept",
-        bound: format!("call duration <= {timeout} ms + {DEADLINE_SLACK_MS} ms"),
+        bound: format!(
+            "call duration <= {timeout} ms{} + {DEADLINE_SLACK_MS} ms",
+            if wait_allowance > 0 {
+                format!(" + {wait_allowance} ms (wait_timeout_ms)")
+            } else {
+                String::new()
+            }
+        ),
         observed: json!(null),
         evidence: vec![],
     };
@@ -155,6 +204,17 @@ pub fn check_dir(dir: &Path) -> Result<i32, String> {
     let mut lost_per_failover = vec![0u64; failovers.len()];
     let mut max_duration = 0u64;
     let mut total_lost = 0u64;
+    let mut lost_in_partitions = 0u64;
+    let mut lost_by_kind: BTreeMap<String, u64> = BTreeMap::new();
+    let mut durable = Check {
+        name: "durable_acks_kept",
+        bound: format!(
+            "0 acknowledged writes lost (wait_replicas={}: each acknowledged write was confirmed by that many replicas)",
+            wait_replicas.unwrap_or(0)
+        ),
+        observed: json!(null),
+        evidence: vec![],
+    };
     for (id, log) in &calls {
         let fin = &final_data[id];
         let list: Vec<u64> = fin["list"]
@@ -189,11 +249,13 @@ pub fn check_dir(dir: &Path) -> Result<i32, String> {
         }
         let mut errors: BTreeMap<String, u64> = BTreeMap::new();
         let mut lost_here = 0u64;
+        let mut lost_partition_here = 0u64;
+        let (mut indeterminate, mut indeterminate_applied) = (0u64, 0u64);
         for c in log {
             let (t0, t1) = (c["t0"].as_u64().unwrap_or(0), c["t1"].as_u64().unwrap_or(0));
             let d = t1.saturating_sub(t0);
             max_duration = max_duration.max(d);
-            if d > timeout + DEADLINE_SLACK_MS {
+            if d > timeout + wait_allowance + DEADLINE_SLACK_MS {
                 deadlines.evidence.push(format!(
                     "{id}: {} {} took {d} ms (t0 {t0}): {}",
                     c["op"].as_str().unwrap_or(""),
@@ -202,6 +264,12 @@ pub fn check_dir(dir: &Path) -> Result<i32, String> {
                 ));
             }
             if c["ok"] != json!(true) {
+                if c["op"] == "rpush" {
+                    indeterminate += 1;
+                    if c["v"].as_u64().is_some_and(|v| seen.contains_key(&v)) {
+                        indeterminate_applied += 1;
+                    }
+                }
                 let code = c["err"]
                     .as_str()
                     .unwrap_or("?")
@@ -220,17 +288,33 @@ pub fn check_dir(dir: &Path) -> Result<i32, String> {
                 continue;
             }
             lost_here += 1;
+            let kind = fault_windows
+                .iter()
+                .find(|(_, start, end)| t0 <= *end && t1 >= *start)
+                .map_or("none", |(k, _, _)| k.as_str());
+            *lost_by_kind.entry(kind.to_string()).or_default() += 1;
+            if wait_replicas.is_some() {
+                durable.evidence.push(format!(
+                    "{id}: id {v} acknowledged at [{t0}, {t1}] is lost (fault window: {kind})"
+                ));
+            }
+            // Default mode: an isolated primary's acknowledgements are lost by design.
+            let excused = wait_replicas.is_none() && kind.starts_with(PARTITION_PREFIX);
+            if excused {
+                lost_partition_here += 1;
+            }
             let hit = failovers
                 .iter()
                 .position(|f| t0 <= f.switch && t1 >= f.window_start);
             match hit {
+                None if excused => {}
                 None => windows.evidence.push(format!(
                     "{id}: id {v} acknowledged at [{t0}, {t1}] is lost, outside every promotion window"
                 )),
                 Some(i) => {
                     lost_per_failover[i] += 1;
                     let f = &failovers[i];
-                    if t0 > f.announce + ANNOUNCE_SLACK_MS {
+                    if !excused && t0 > f.announce + ANNOUNCE_SLACK_MS {
                         demotion.evidence.push(format!(
                             "{id}: id {v} sent at {t0}, {} ms after the demotion of {} was announced ({}), acknowledged at {t1}, lost",
                             t0 - f.announce, f.old, f.announce
@@ -240,6 +324,7 @@ pub fn check_dir(dir: &Path) -> Result<i32, String> {
             }
         }
         total_lost += lost_here;
+        lost_in_partitions += lost_partition_here;
         let acked = log
             .iter()
             .filter(|c| c["op"] == "rpush" && c["ok"] == json!(true))
@@ -248,18 +333,29 @@ pub fn check_dir(dir: &Path) -> Result<i32, String> {
             id.clone(),
             json!({"calls": log.len(), "ok": log.iter().filter(|c| c["ok"] == json!(true)).count(),
                    "errors": errors, "acked_writes": acked, "final_list": list.len(),
-                   "lost_acked_writes": lost_here, "incr_calls": incrs, "final_counter": counter}),
+                   "lost_acked_writes": lost_here,
+                   "lost_in_partition_windows": lost_partition_here,
+                   "indeterminate_writes": indeterminate,
+                   "indeterminate_writes_applied": indeterminate_applied,
+                   "incr_calls": incrs, "final_counter": counter}),
         );
     }
     dup.observed = json!({"writers": calls.len()});
     deadlines.observed = json!({"max_call_ms": max_duration});
-    windows.observed = json!({"lost_acked_writes": total_lost, "failovers": failovers.len()});
-    demotion.observed = json!({"lost_acked_writes": total_lost});
+    windows.observed = json!({"lost_acked_writes": total_lost, "failovers": failovers.len(),
+                              "exempt_in_partition_windows": lost_in_partitions});
+    demotion.observed = json!({"lost_acked_writes": total_lost,
+                               "exempt_in_partition_windows": lost_in_partitions});
+    durable.observed = json!({"lost_acked_writes": total_lost, "by_fault_kind": lost_by_kind});
 
     let baseline_until = meta["writers_started_ms"].as_u64().unwrap_or(0);
     let (calm, rates) = sentinel_calm(&samples, baseline_until);
     let resources = resources_flat(&samples, start_ms + WARMUP_MS, end_ms);
-    let checks = [dup, deadlines, windows, demotion, calm, resources];
+    let mut checks = vec![dup, deadlines, windows, demotion, calm, resources];
+    if wait_replicas.is_some() {
+        checks.push(durable);
+    }
+    let windows_ok = checks[2].evidence.is_empty();
     let passed = checks.iter().all(|c| c.evidence.is_empty());
     let mut by_kind: BTreeMap<String, u64> = BTreeMap::new();
     for f in &faults {
@@ -274,6 +370,11 @@ pub fn check_dir(dir: &Path) -> Result<i32, String> {
         "server": meta["server"],
         "faults": faults.len(),
         "faults_by_kind": by_kind,
+        "mode": {"net": meta["net"], "url_extra": meta["url_extra"],
+                 "wait_replicas": wait_replicas},
+        "lost_acked_writes": total_lost,
+        "lost_acked_writes_by_fault_kind": lost_by_kind,
+        "lost_in_partition_windows": lost_in_partitions,
         "failovers": failovers.iter().zip(&lost_per_failover).map(|(f, n)| json!({
             "old_proxy_port": f.old, "new_proxy_port": f.new, "first_sign": f.first_sign,
             "demotion_announced": f.announce, "switch_master": f.switch,
@@ -328,10 +429,9 @@ pub fn check_dir(dir: &Path) -> Result<i32, String> {
         }
     }
     println!(
-        "sr-soak: {} faults, {} failovers, {total_lost} acknowledged writes lost (all inside promotion windows: {}); summary {}",
+        "sr-soak: {} faults, {} failovers, {total_lost} acknowledged writes lost ({lost_in_partitions} inside partition windows; by fault: {lost_by_kind:?}; the rest inside promotion windows: {windows_ok}); summary {}",
         faults.len(),
         failovers.len(),
-        checks[2].evidence.is_empty(),
         dir.join("summary.json").display()
     );
     Ok(if passed { 0 } else { 1 })
@@ -665,6 +765,18 @@ mod tests {
     /// Writes a soak directory whose writer `w1` made `calls` and whose final list is `list`;
     /// returns the checker's exit code and the failed checks' names.
     fn judge(calls: &[Value], list: &[u64], counter: u64) -> (i32, Vec<String>) {
+        let (code, failed, _) = judge_run(calls, list, counter, &[], json!({}));
+        (code, failed)
+    }
+
+    /// [`judge`] with fault records and the run's URL extra keys; also returns the summary.
+    fn judge_run(
+        calls: &[Value],
+        list: &[u64],
+        counter: u64,
+        faults: &[Value],
+        url_extra: Value,
+    ) -> (i32, Vec<String>, Value) {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let dir =
@@ -672,6 +784,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let meta = json!({"seed": 1, "minutes": 0.1, "start_ms": 0, "end_ms": 100_000,
             "writers_started_ms": 0, "down_after_ms": 1000, "command_timeout_ms": 2000,
+            "url_extra": url_extra,
             "writers": [{"id": "w1", "lang": "rust", "read_from": "primary", "pid": 1}]});
         std::fs::write(dir.join("meta.json"), meta.to_string()).unwrap();
         let fin = json!({"w1": {"list": list, "counter": counter}});
@@ -679,7 +792,7 @@ mod tests {
         let lines = |v: &[Value]| v.iter().map(|x| x.to_string() + "\n").collect::<String>();
         std::fs::write(dir.join("events.jsonl"), lines(&events())).unwrap();
         std::fs::write(dir.join("w1.jsonl"), lines(calls)).unwrap();
-        std::fs::write(dir.join("faults.jsonl"), "").unwrap();
+        std::fs::write(dir.join("faults.jsonl"), lines(faults)).unwrap();
         let samples: Vec<Value> = (0..3)
             .map(|i| {
                 json!({"t": 6000 + i * 1000, "writer": "w1", "pid": 1, "fds": 10,
@@ -700,7 +813,94 @@ mod tests {
             .filter(|c| c["passed"] == json!(false))
             .map(|c| c["name"].as_str().unwrap().to_string())
             .collect();
-        (code, failed)
+        (code, failed, summary)
+    }
+
+    fn fault(kind: &str, t0: u64, t1: u64, healthy_at: u64) -> Value {
+        json!({"kind": kind, "t0": t0, "t1": t1, "healthy_at": healthy_at, "target": "x",
+               "detail": "y"})
+    }
+
+    fn err_call(v: u64, t0: u64, err: &str) -> Value {
+        json!({"w": "w1", "op": "rpush", "v": v, "t0": t0, "t1": t0 + 1000, "ok": false,
+               "reply": null, "err": err})
+    }
+
+    /// Id 2 acknowledged at 30 000, between the two failovers' windows, and lost.
+    fn lost_at_30s() -> Vec<Value> {
+        vec![
+            call("rpush", Some(1), 1000, 1001, true),
+            call("rpush", Some(2), 30_000, 30_005, true),
+            call("rpush", Some(3), 36_000, 36_001, true),
+        ]
+    }
+
+    #[test]
+    fn default_mode_reports_partition_losses_apart() {
+        let cut = fault("partition_primary_with_writer", 29_000, 33_000, 35_000);
+        let (code, failed, summary) = judge_run(&lost_at_30s(), &[1, 3], 0, &[cut], json!({}));
+        assert_eq!((code, failed), (0, Vec::<String>::new()));
+        assert_eq!(summary["lost_in_partition_windows"], 1);
+        assert_eq!(
+            summary["lost_acked_writes_by_fault_kind"]["partition_primary_with_writer"],
+            1
+        );
+        assert_eq!(summary["writers"]["w1"]["lost_in_partition_windows"], 1);
+        // The same loss inside any other fault's window is still a failure.
+        let latency = fault("net_latency", 29_000, 33_000, 35_000);
+        let (code, failed, summary) = judge_run(&lost_at_30s(), &[1, 3], 0, &[latency], json!({}));
+        assert_eq!(code, 1);
+        assert_eq!(failed, ["losses_only_in_promotion_windows"]);
+        assert_eq!(summary["lost_acked_writes_by_fault_kind"]["net_latency"], 1);
+        // After the topology was healthy again the partition excuses nothing.
+        let early = fault("partition_primary", 20_000, 24_000, 26_000);
+        let (code, _, _) = judge_run(&lost_at_30s(), &[1, 3], 0, &[early], json!({}));
+        assert_eq!(code, 1);
+    }
+
+    #[test]
+    fn wait_replicas_mode_allows_no_loss_and_counts_not_replicated_as_indeterminate() {
+        let durable = json!({"wait_replicas": "2"});
+        let cut = fault("partition_primary_with_writer", 29_000, 33_000, 35_000);
+        // Ran on the primary (in the final list) or not: both fine, both indeterminate.
+        let mut calls = vec![
+            call("rpush", Some(1), 1000, 1001, true),
+            err_call(2, 30_000, "not_replicated: 1 of 2 replicas confirmed"),
+            err_call(3, 31_000, "not_replicated: 0 of 2 replicas confirmed"),
+            call("rpush", Some(4), 36_000, 36_001, true),
+            // Within the deadline stretched by wait_timeout_ms (2000 + 1000 + slack 1000).
+            call("incr", None, 50_000, 53_500, false),
+        ];
+        let (code, failed, summary) = judge_run(
+            &calls,
+            &[1, 2, 4],
+            0,
+            std::slice::from_ref(&cut),
+            durable.clone(),
+        );
+        assert_eq!((code, failed), (0, Vec::<String>::new()));
+        let w = &summary["writers"]["w1"];
+        assert_eq!(
+            (
+                w["indeterminate_writes"].as_u64(),
+                w["indeterminate_writes_applied"].as_u64()
+            ),
+            (Some(2), Some(1))
+        );
+        assert_eq!(w["errors"]["not_replicated"], 2);
+        assert!(summary["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "durable_acks_kept" && c["passed"] == json!(true)));
+        // An acknowledged write lost, even inside a partition's window, fails the run.
+        calls.push(call("rpush", Some(5), 30_500, 30_501, true));
+        let (code, failed, _) = judge_run(&calls, &[1, 2, 4], 0, &[cut], durable);
+        assert_eq!(code, 1);
+        assert!(
+            failed.contains(&"durable_acks_kept".to_string()),
+            "{failed:?}"
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@ use crate::cluster::{Cluster, POLL};
 use crate::faults::Fault;
 use crate::jsonl::{now_ms, Sink};
 use crate::procs::{Writer, WriterSpec};
-use crate::record::Recorders;
+use crate::record::{Recorders, SentinelAt};
 use crate::rng::Rng;
 
 /// Every call's deadline (the writers' `command_timeout_ms`).
@@ -33,13 +33,26 @@ pub struct Options {
     pub out: PathBuf,
     /// The writers to start.
     pub writers: Vec<WriterSpec>,
+    /// Run on the netns LAN: every node and every writer on its own host, and partitions in
+    /// the schedule (needs root).
+    pub net: bool,
+    /// Extra query keys of every writer's URL (e.g. `wait_replicas=2`).
+    pub url_extra: Vec<(String, String)>,
 }
 
 /// Runs the soak; returns the checker's exit code (0 when every check passed).
 pub fn run(opts: Options) -> Result<i32, String> {
     println!(
-        "sr-soak: seed {} ({} min); replay with SEED={}",
-        opts.seed, opts.minutes, opts.seed
+        "sr-soak: seed {} ({} min, {}, URL extra {:?}); replay with SEED={}",
+        opts.seed,
+        opts.minutes,
+        if opts.net {
+            "netns LAN with partitions"
+        } else {
+            "loopback"
+        },
+        opts.url_extra,
+        opts.seed
     );
     let _ = std::fs::remove_dir_all(&opts.out);
     std::fs::create_dir_all(&opts.out).map_err(|e| format!("{}: {e}", opts.out.display()))?;
@@ -55,14 +68,28 @@ pub fn run(opts: Options) -> Result<i32, String> {
         down_after_ms: DOWN_AFTER_MS,
         ..TopologySpec::default()
     };
-    let cluster =
-        Cluster::start(spec.clone()).map_err(|e| format!("starting the topology: {e}"))?;
-    let sentinel_ports: Vec<u16> = cluster.topo.sentinels().iter().map(|s| s.port()).collect();
+    let cluster = Cluster::start(spec.clone(), opts.net.then_some(opts.writers.len()))
+        .map_err(|e| format!("starting the topology: {e}"))?;
+    let sentinel_ports: Vec<u16> = cluster
+        .topo()
+        .sentinels()
+        .iter()
+        .map(|s| s.port())
+        .collect();
+    let sentinel_at: Vec<SentinelAt> = cluster
+        .topo()
+        .sentinels()
+        .iter()
+        .map(|s| SentinelAt {
+            port: s.port(),
+            netns: s.netns().map(str::to_string),
+        })
+        .collect();
     let pids: Arc<Mutex<Vec<(String, u32)>>> = Arc::default();
     let recorders = {
         let pids = pids.clone();
         Recorders::start(
-            sentinel_ports.clone(),
+            sentinel_at,
             cluster.proxies.clone(),
             events,
             samples,
@@ -75,17 +102,21 @@ pub fn run(opts: Options) -> Result<i32, String> {
     let writers_started_ms = now_ms();
     let stop = out.join("STOP");
     let mut writers = Vec::new();
-    for w in &opts.writers {
-        let url = cluster.topo.url_with(
-            None,
-            None,
-            &[
-                ("command_timeout_ms", &COMMAND_TIMEOUT_MS.to_string()),
-                ("client_name", &w.id),
-                ("read_from", &w.read_from),
-            ],
-        );
-        let started = Writer::start(w.clone(), &url, out, &stop)
+    let mut hosts = Vec::new();
+    for (k, w) in opts.writers.iter().enumerate() {
+        let timeout = COMMAND_TIMEOUT_MS.to_string();
+        let mut query: Vec<(&str, &str)> = vec![
+            ("command_timeout_ms", &timeout),
+            ("client_name", &w.id),
+            ("read_from", &w.read_from),
+        ];
+        query.extend(opts.url_extra.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        let url = cluster.topo().url_with(None, None, &query);
+        let netns = cluster
+            .writer_netns(k)
+            .map_err(|e| format!("the host of writer {}: {e}", w.id))?;
+        hosts.push(json!({"writer": w.id, "netns": netns}));
+        let started = Writer::start(w.clone(), &url, out, &stop, netns.as_deref())
             .map_err(|e| format!("starting writer {}: {e}", w.id))?;
         pids.lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -102,14 +133,15 @@ pub fn run(opts: Options) -> Result<i32, String> {
 
     // The schedule: a fault, the wait for health, a quiet pause; until the time is up.
     let mut rng = Rng::new(opts.seed);
+    let writer_ids: Vec<String> = opts.writers.iter().map(|w| w.id.clone()).collect();
     let end = Instant::now() + Duration::from_secs_f64(opts.minutes * 60.0);
     let mut n = 0;
     while Instant::now() < end {
         let pause = rng.range(1500, 4000);
         std::thread::sleep(Duration::from_millis(pause));
-        let fault = Fault::pick(&mut rng);
+        let fault = Fault::pick(&mut rng, opts.net);
         n += 1;
-        let mut rec = fault.run(&cluster, &mut rng, DOWN_AFTER_MS);
+        let mut rec = fault.run(&cluster, &mut rng, DOWN_AFTER_MS, &writer_ids);
         let healed = cluster.wait_healthy(HEAL_TIMEOUT);
         if let Err(why) = &healed {
             cluster.repair();
@@ -158,10 +190,15 @@ pub fn run(opts: Options) -> Result<i32, String> {
         "down_after_ms": DOWN_AFTER_MS,
         "command_timeout_ms": COMMAND_TIMEOUT_MS,
         "service": spec.service,
+        "net": opts.net,
+        "writer_hosts": hosts,
+        "url_extra": opts.url_extra.iter().map(|(k, v)| (k.clone(), json!(v)))
+            .collect::<serde_json::Map<String, Value>>(),
         "server": spec.server.name(),
         "sentinels": sentinel_ports,
-        "proxies": cluster.proxies.iter().zip(cluster.topo.data_nodes())
-            .map(|(p, n)| json!({"proxy": p.port(), "node": n.port()})).collect::<Vec<_>>(),
+        "proxies": cluster.proxies.iter().enumerate().zip(cluster.topo().data_nodes())
+            .map(|((i, p), n)| json!({"proxy": p.port(), "ip": cluster.proxy_addr(i).0,
+                                      "node": n.port()})).collect::<Vec<_>>(),
         "writers": writers.iter().map(|w| json!({"id": w.spec.id, "lang": w.spec.lang,
             "read_from": w.spec.read_from, "pid": w.pid()})).collect::<Vec<_>>(),
         "writer_exits": exits,
@@ -184,7 +221,7 @@ fn first_ok(log: &Path) -> bool {
 
 /// Every writer's list and counter, read from the primary (data node index `primary`).
 fn read_final(c: &Cluster, primary: usize, writers: &[WriterSpec]) -> Result<Value, String> {
-    let node = c.topo.data_nodes()[primary];
+    let node = c.topo().data_nodes()[primary];
     let mut out = serde_json::Map::new();
     for w in writers {
         let list = node

@@ -1,10 +1,16 @@
 //! The faults the soak mixes, picked from the seeded [`Rng`], and how each is done and undone.
 //! A fault returns once it is over (a stopped process continued, a proxy healed); the driver then
 //! waits for the topology to be healthy again before the next one.
+//!
+//! On the netns LAN the schedule also draws issue 28's partitions (A, B, C; see
+//! `sentinel_recovery_testkit::net::scenario` for the same shapes as single tests): silent
+//! receiver-side cuts between hosts, healed once the sentinels have failed over.
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
+
+use sentinel_recovery_testkit::net::Host;
 
 use crate::cluster::{pollable, Cluster, POLL};
 use crate::jsonl::now_ms;
@@ -37,6 +43,15 @@ pub enum Fault {
     Blackhole,
     /// The client's connections to one data node reset.
     Reset,
+    /// Partition A (Jepsen's shape): the primary and one writer's host cut from the replicas,
+    /// the sentinels and the other writers; healed a while after the majority failed over.
+    PartitionPrimaryWithWriter,
+    /// Partition B: one writer's host cut from every sentinel (not from the data nodes) during a
+    /// planned `SENTINEL FAILOVER`; healed a while after it finished.
+    PartitionWriterFromSentinels,
+    /// Partition C: the primary cut from the sentinels and the replicas while every writer still
+    /// reaches it; healed a while after the majority failed over.
+    PartitionPrimary,
 }
 
 const WEIGHTED: [(Fault, u64); 11] = [
@@ -53,12 +68,25 @@ const WEIGHTED: [(Fault, u64); 11] = [
     (Fault::Reset, 2),
 ];
 
+/// Drawn besides [`WEIGHTED`] on the netns LAN only, so a loopback run's schedule for a seed is
+/// what it was before partitions existed.
+const PARTITIONS: [(Fault, u64); 3] = [
+    (Fault::PartitionPrimaryWithWriter, 2),
+    (Fault::PartitionWriterFromSentinels, 2),
+    (Fault::PartitionPrimary, 2),
+];
+
+/// Prefix of the partition faults' names (the checker tells them apart by it).
+pub const PARTITION_PREFIX: &str = "partition_";
+
 impl Fault {
-    /// The next fault of the schedule.
-    pub fn pick(rng: &mut Rng) -> Fault {
-        let total: u64 = WEIGHTED.iter().map(|(_, w)| w).sum();
+    /// The next fault of the schedule; partitions only when `net` (the cluster runs on the LAN).
+    pub fn pick(rng: &mut Rng, net: bool) -> Fault {
+        let extra: &[(Fault, u64)] = if net { &PARTITIONS } else { &[] };
+        let table: Vec<(Fault, u64)> = WEIGHTED.iter().chain(extra).copied().collect();
+        let total: u64 = table.iter().map(|(_, w)| w).sum();
         let mut x = rng.range(0, total - 1);
-        for (f, w) in WEIGHTED {
+        for (f, w) in table {
             if x < w {
                 return f;
             }
@@ -81,17 +109,21 @@ impl Fault {
             Fault::Latency => "net_latency",
             Fault::Blackhole => "net_blackhole",
             Fault::Reset => "net_reset",
+            Fault::PartitionPrimaryWithWriter => "partition_primary_with_writer",
+            Fault::PartitionWriterFromSentinels => "partition_writer_from_sentinels",
+            Fault::PartitionPrimary => "partition_primary",
         }
     }
 
     /// Does the fault (all its random choices from `rng`) and returns its record:
     /// `{"kind", "t0", "t1", "target", "detail"}` with `t0`/`t1` the unix ms when the fault
-    /// began and ended.
-    pub fn run(self, c: &Cluster, rng: &mut Rng, down_after_ms: u64) -> Value {
+    /// began and ended (for a partition: the cut and the heal). `writers` are the writers' ids,
+    /// writer `k` on client host `k + 1`.
+    pub fn run(self, c: &Cluster, rng: &mut Rng, down_after_ms: u64, writers: &[String]) -> Value {
         let t0 = now_ms();
         let primary = c.primary_index().unwrap_or(0);
-        let nodes = c.topo.data_nodes();
-        let sentinels = c.topo.sentinels();
+        let nodes = c.topo().data_nodes();
+        let sentinels = c.topo().sentinels();
         let pnode = nodes[primary];
         let mut target = format!(
             "data node {} (proxy {})",
@@ -115,7 +147,7 @@ impl Fault {
                 pnode.cont();
                 format!("stopped {ms} ms")
             }
-            Fault::ManualFailover => match c.topo.sentinel_failover() {
+            Fault::ManualFailover => match c.topo().sentinel_failover() {
                 Ok(()) => format!(
                     "failover seen: {}",
                     wait_primary_moves(c, c.proxies[primary].port())
@@ -165,6 +197,7 @@ impl Fault {
                 // Its link down for a while (it answers MASTERDOWN meanwhile), then a resync
                 // with the primary.
                 let ms = rng.range(1000, 2500);
+                // 127.0.0.1 is the node's own host, on the LAN too.
                 nodes[i].replicaof("127.0.0.1", sentinel_recovery_testkit::refusing_port());
                 // What a reader gets from it meanwhile (the record shows the fault took).
                 let answer = match nodes[i].cmd_with_timeout(&["GET", "soak:probe"], POLL) {
@@ -172,7 +205,8 @@ impl Fault {
                     Err(e) => e.to_string(),
                 };
                 std::thread::sleep(Duration::from_millis(ms));
-                nodes[i].replicaof("127.0.0.1", c.proxies[primary].port());
+                let (pip, pport) = c.proxy_addr(primary);
+                nodes[i].replicaof(pip, pport);
                 format!(
                     "replicating from a closed port for {ms} ms (a GET there: {answer}), then from the primary again"
                 )
@@ -214,9 +248,90 @@ impl Fault {
                 );
                 format!("{} connections reset", c.proxies[i].reset())
             }
+            Fault::PartitionPrimaryWithWriter
+            | Fault::PartitionWriterFromSentinels
+            | Fault::PartitionPrimary => {
+                let (t, d) = self.partition(c, rng, primary, writers);
+                target = t;
+                d
+            }
         };
         json!({"kind": self.name(), "t0": t0, "t1": now_ms(), "target": target,
                "detail": detail})
+    }
+}
+
+impl Fault {
+    /// Cuts, waits for the failover, holds the cut 1-3 s more (the isolated side keeps going:
+    /// that is where default mode's losses come from), heals. Returns (target, detail).
+    fn partition(
+        self,
+        c: &Cluster,
+        rng: &mut Rng,
+        primary: usize,
+        writers: &[String],
+    ) -> (String, String) {
+        let (Some(net), Some(phost)) = (c.net(), c.node_host(primary)) else {
+            return ("none".into(), "not on the netns LAN: skipped".into());
+        };
+        let old = c.proxies[primary].port();
+        let sentinels: Vec<Host> = (1..=c.topo().sentinels().len())
+            .map(Host::Sentinel)
+            .collect();
+        let replicas: Vec<Host> = (0..c.proxies.len())
+            .filter(|i| *i != primary)
+            .filter_map(|i| c.node_host(i))
+            .collect();
+        let w = rng.index(writers.len().max(1));
+        let whost = Host::Client(w + 1);
+        let wid = writers.get(w).map(String::as_str).unwrap_or("?");
+        let hold = rng.range(1000, 3000);
+        let (target, cut) = match self {
+            Fault::PartitionPrimaryWithWriter => {
+                let island = vec![phost, whost];
+                let rest: Vec<Host> = net
+                    .hosts()
+                    .into_iter()
+                    .filter(|h| !island.contains(h))
+                    .collect();
+                (
+                    format!("{phost} (primary) + {whost} ({wid}) | the rest"),
+                    net.partition(&[island, rest]),
+                )
+            }
+            Fault::PartitionWriterFromSentinels => (
+                format!("{whost} ({wid}) | every sentinel, during SENTINEL FAILOVER"),
+                net.cut(&[whost], &sentinels),
+            ),
+            _ => {
+                let mut others = replicas;
+                others.extend(&sentinels);
+                (
+                    format!("{phost} (primary) | replicas and sentinels"),
+                    net.cut(&[phost], &others),
+                )
+            }
+        };
+        let mut detail = match cut {
+            Ok(()) => String::new(),
+            Err(e) => format!("cut failed: {e}; "),
+        };
+        if self == Fault::PartitionWriterFromSentinels {
+            if let Err(e) = c.topo().sentinel_failover() {
+                detail.push_str(&format!("SENTINEL FAILOVER refused: {e}; "));
+            }
+        }
+        let moved = wait_primary_moves(c, old);
+        std::thread::sleep(Duration::from_millis(hold));
+        let healed = net.heal();
+        detail.push_str(&format!(
+            "failover seen: {moved}; held {hold} ms after it; healed: {}",
+            match healed {
+                Ok(()) => "yes".to_string(),
+                Err(e) => e.to_string(),
+            }
+        ));
+        (target, detail)
     }
 }
 

@@ -1,9 +1,18 @@
 //! `sr-soak`: the chaos soak of sentinel-recovery (issue 15).
 //!
-//! - `sr-soak run --minutes N [--seed S] --out DIR [--python PY --node NODE --c-writer BIN]`:
-//!   1 primary + 2 replicas + 3 sentinels on loopback, each data node behind a fault proxy;
-//!   writers in Rust, Python, Node and C (the latter three when their program is given); a
-//!   seeded random schedule of faults; then the checker. Exit 0 only if every check passed.
+//! - `sr-soak run --minutes N [--seed S] --out DIR [--python PY --node NODE --c-writer BIN]
+//!   [--net auto|on|off] [--url-extra K=V[,K=V...]]`: 1 primary + 2 replicas + 3 sentinels, each
+//!   data node behind a fault proxy; writers in Rust, Python, Node and C (the latter three when
+//!   their program is given); a seeded random schedule of faults; then the checker. Exit 0 only
+//!   if every check passed.
+//!
+//!   `--net` (default `auto`: on when running as root with `ip`, as CI does): every node and
+//!   every writer on its own host of a netns LAN, and the schedule also draws partitions A, B
+//!   and C of issue 28. Auto rather than opt-in so that `make test`'s soak on CI exercises the
+//!   fault that loses the most acknowledged writes with Sentinel; without root the soak runs on
+//!   loopback as before (a seed's loopback schedule is unchanged). `--url-extra` appends query
+//!   keys to every writer's URL, e.g. `wait_replicas=2` for durable acknowledgements, which the
+//!   checker then holds to 0 acknowledged writes lost.
 //! - `sr-soak check DIR`: the checker alone, on a directory a run left.
 //! - `sr-soak writer URL ID LOG STOPFILE READS`: the Rust writer process.
 
@@ -36,7 +45,7 @@ fn main() {
         },
         _ => {
             eprintln!(
-                "usage: sr-soak run --minutes N [--seed S] --out DIR [--python PY] [--node NODE] [--c-writer BIN]\n       sr-soak check DIR\n       sr-soak writer URL ID LOG STOPFILE READS"
+                "usage: sr-soak run --minutes N [--seed S] --out DIR [--python PY] [--node NODE] [--c-writer BIN] [--net auto|on|off] [--url-extra K=V[,K=V...]]\n       sr-soak check DIR\n       sr-soak writer URL ID LOG STOPFILE READS"
             );
             2
         }
@@ -56,6 +65,8 @@ fn parse_run(args: &[String]) -> Result<driver::Options, String> {
     let mut seed = None;
     let mut out = None;
     let (mut python, mut node, mut c) = (None, None, None);
+    let mut net = "auto".to_string();
+    let mut url_extra = Vec::new();
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         let value = it
@@ -80,6 +91,8 @@ fn parse_run(args: &[String]) -> Result<driver::Options, String> {
             "--python" => python = Some(value),
             "--node" => node = Some(value),
             "--c-writer" => c = Some(value),
+            "--net" => net = value,
+            "--url-extra" => url_extra.extend(parse_url_extra(&value)?),
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -109,10 +122,60 @@ fn parse_run(args: &[String]) -> Result<driver::Options, String> {
         writers.push(spec("c-1", "c", "primary", vec![c]));
     }
     let seed = seed.unwrap_or_else(|| jsonl::now_ms() % 1_000_000);
+    let net = match (
+        net.as_str(),
+        sentinel_recovery_testkit::net::netns_available(),
+    ) {
+        ("on", Err(why)) => return Err(format!("--net on: {why}")),
+        ("on", Ok(())) => true,
+        ("off", _) => false,
+        ("auto", Ok(())) => true,
+        ("auto", Err(why)) => {
+            println!("sr-soak: on loopback, without partitions: {why}");
+            false
+        }
+        (other, _) => return Err(format!("--net must be auto, on or off, not '{other}'")),
+    };
     Ok(driver::Options {
         minutes: minutes.ok_or("--minutes is required")?,
         seed,
         out: out.ok_or("--out is required")?,
         writers,
+        net,
+        url_extra,
     })
+}
+
+/// `K=V` pairs separated by `,` or `&` (an empty value adds none, so a Makefile can always pass
+/// the option).
+fn parse_url_extra(value: &str) -> Result<Vec<(String, String)>, String> {
+    value
+        .split([',', '&'])
+        .filter(|p| !p.trim().is_empty())
+        .map(|p| match p.trim().split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => Err(format!("--url-extra wants K=V pairs, not '{p}'")),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_url_extra;
+
+    #[test]
+    fn url_extra_pairs() {
+        let pairs = parse_url_extra("wait_replicas=2, wait_timeout_ms=500&x=").unwrap();
+        let want = [
+            ("wait_replicas", "2"),
+            ("wait_timeout_ms", "500"),
+            ("x", ""),
+        ];
+        assert_eq!(
+            pairs,
+            want.map(|(k, v)| (k.to_string(), v.to_string())).to_vec()
+        );
+        assert!(parse_url_extra("").unwrap().is_empty());
+        assert!(parse_url_extra("wait_replicas").is_err());
+    }
 }

@@ -31,8 +31,15 @@ pub struct Writer {
 
 impl Writer {
     /// Starts `spec` against `url`, logging to `dir/<id>.jsonl` (stdout and stderr to
-    /// `dir/<id>.out`).
-    pub fn start(spec: WriterSpec, url: &str, dir: &Path, stop: &Path) -> std::io::Result<Writer> {
+    /// `dir/<id>.out`); inside network namespace `netns` (a client host of the LAN) when given,
+    /// through `ip netns exec`, which execs the program: the pid is the writer's own.
+    pub fn start(
+        spec: WriterSpec,
+        url: &str,
+        dir: &Path,
+        stop: &Path,
+        netns: Option<&str>,
+    ) -> std::io::Result<Writer> {
         let log = dir.join(format!("{}.jsonl", spec.id));
         let out = std::fs::File::create(dir.join(format!("{}.out", spec.id)))?;
         let reads = if spec.read_from == "primary" {
@@ -40,7 +47,10 @@ impl Writer {
         } else {
             "1"
         };
-        let mut cmd = Command::new(&spec.program[0]);
+        let mut cmd = match netns {
+            Some(ns) => sentinel_recovery_testkit::net::command_in(ns, &spec.program[0]),
+            None => Command::new(&spec.program[0]),
+        };
         cmd.args(&spec.program[1..])
             .arg(url)
             .arg(&spec.id)

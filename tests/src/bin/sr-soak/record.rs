@@ -8,10 +8,33 @@ use std::sync::Arc;
 use std::thread::{self, JoinHandle};
 use std::time::Duration;
 
-use sentinel_recovery_testkit::{Conn, FaultProxy, Reply};
+use sentinel_recovery_testkit::{Conn, FaultProxy, Reply, TestkitError};
 use serde_json::{json, Map, Value};
 
 use crate::jsonl::{now_ms, Sink};
+
+/// Where the recorders reach a sentinel: its port on 127.0.0.1, inside its namespace on the
+/// netns LAN (so a partition never cuts the recording).
+#[derive(Debug, Clone)]
+pub struct SentinelAt {
+    /// The sentinel's port (also its id in the records).
+    pub port: u16,
+    /// Its namespace, `None` on loopback.
+    pub netns: Option<String>,
+}
+
+impl SentinelAt {
+    fn connect(&self, timeout: Duration) -> Result<Conn, TestkitError> {
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port));
+        let stream = sentinel_recovery_testkit::net::dial(self.netns.as_deref(), addr, timeout)
+            .map_err(|source| TestkitError::Io {
+                context: format!("connecting to sentinel {addr}"),
+                source,
+            })?;
+        stream.set_nodelay(true).ok();
+        Conn::from_stream(stream, timeout)
+    }
+}
 
 /// Background threads that stop (and are joined) when dropped.
 pub struct Recorders {
@@ -20,11 +43,11 @@ pub struct Recorders {
 }
 
 impl Recorders {
-    /// Starts one event recorder per sentinel port into `events`, and the once-a-second sampler
+    /// Starts one event recorder per sentinel into `events`, and the once-a-second sampler
     /// of `sentinels`, of the proxies' open connections and of the processes `pids()` returns
     /// into `samples`.
     pub fn start(
-        sentinels: Vec<u16>,
+        sentinels: Vec<SentinelAt>,
         proxies: Vec<Arc<FaultProxy>>,
         events: Sink,
         samples: Sink,
@@ -32,9 +55,9 @@ impl Recorders {
     ) -> Recorders {
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
-        for port in sentinels.iter().copied() {
+        for at in sentinels.iter().cloned() {
             let (stop, sink) = (stop.clone(), events.clone());
-            threads.push(thread::spawn(move || record_events(port, sink, stop)));
+            threads.push(thread::spawn(move || record_events(at, sink, stop)));
         }
         let s = stop.clone();
         threads.push(thread::spawn(move || {
@@ -53,10 +76,10 @@ impl Drop for Recorders {
     }
 }
 
-fn record_events(port: u16, sink: Sink, stop: Arc<AtomicBool>) {
-    let addr = format!("127.0.0.1:{port}");
+fn record_events(at: SentinelAt, sink: Sink, stop: Arc<AtomicBool>) {
+    let port = at.port;
     while !stop.load(Ordering::SeqCst) {
-        let Ok(mut conn) = Conn::connect(&addr, Duration::from_millis(500)) else {
+        let Ok(mut conn) = at.connect(Duration::from_millis(500)) else {
             thread::sleep(Duration::from_millis(200));
             continue;
         };
@@ -91,7 +114,7 @@ fn record_events(port: u16, sink: Sink, stop: Arc<AtomicBool>) {
 }
 
 fn sample(
-    sentinels: Vec<u16>,
+    sentinels: Vec<SentinelAt>,
     proxies: Vec<Arc<FaultProxy>>,
     sink: Sink,
     pids: impl Fn() -> Vec<(String, u32)>,
@@ -99,11 +122,11 @@ fn sample(
 ) {
     while !stop.load(Ordering::SeqCst) {
         let t = now_ms();
-        for port in &sentinels {
-            if let Some(rec) = sample_sentinel(*port) {
+        for at in &sentinels {
+            if let Some(rec) = sample_sentinel(at) {
                 let mut rec = rec;
                 rec.insert("t".into(), json!(t));
-                rec.insert("sentinel".into(), json!(port));
+                rec.insert("sentinel".into(), json!(at.port));
                 sink.put(&Value::Object(rec));
             }
         }
@@ -128,8 +151,8 @@ fn sample(
 /// `{"calls": total commands processed so far, "clients": {name: connections}, "conns":
 /// [[id, name, tot-cmds]]}`, or `None` when the
 /// sentinel does not answer within 300 ms.
-fn sample_sentinel(port: u16) -> Option<Map<String, Value>> {
-    let mut conn = Conn::connect(&format!("127.0.0.1:{port}"), Duration::from_millis(300)).ok()?;
+fn sample_sentinel(at: &SentinelAt) -> Option<Map<String, Value>> {
+    let mut conn = at.connect(Duration::from_millis(300)).ok()?;
     // Sentinels have no `INFO commandstats` section; `stats` has the total.
     let stats = conn.call(&["INFO", "stats"]).ok()?.as_str()?;
     let calls: u64 = stats
