@@ -342,3 +342,29 @@ fn wait_primary_moves(c: &Cluster, old: u16) -> bool {
     })
     .is_ok()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Fault, PARTITIONS, PARTITION_PREFIX};
+    use crate::rng::Rng;
+
+    fn draws(seed: u64, net: bool) -> Vec<Fault> {
+        let mut rng = Rng::new(seed);
+        (0..300).map(|_| Fault::pick(&mut rng, net)).collect()
+    }
+
+    #[test]
+    fn partitions_are_drawn_only_on_the_lan() {
+        let loopback = draws(2028, false);
+        assert!(loopback
+            .iter()
+            .all(|f| !f.name().starts_with(PARTITION_PREFIX)));
+        let lan = draws(2028, true);
+        for (p, _) in PARTITIONS {
+            assert!(p.name().starts_with(PARTITION_PREFIX));
+            assert!(lan.contains(&p), "{} never drawn", p.name());
+        }
+        // Same seed, same schedule.
+        assert_eq!(lan, draws(2028, true));
+    }
+}
