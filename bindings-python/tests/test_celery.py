@@ -19,6 +19,8 @@ not yet acked). Through a failover our transport must keep that for
   are what a failover discards, and the adapter fences them; before the promotion, Redis'
   asynchronous replication may lose an acknowledged write with a killed primary, which no
   client can prevent without WAIT;
+- the worker still answering Celery's remote control (pub/sub) after the failover (a demoted
+  primary still relays PUBLISH as a replica, so this does not tell where its connection is);
 - no task at all running twice: a publish whose reply was lost is not published again
   (PublishOutcomeUnknown), a BRPOP reply is delivered once, and the unacked records and acks
   are rewritten on the new primary. (A pop acknowledged in the last microseconds before a
@@ -49,7 +51,8 @@ def _line(row: Dict[str, Any]) -> str:
         f"celery {row['broker']:>14} {row['scenario']:>8}: sent {row['sent']}, acknowledged {row['acked']}, "
         f"executed {row['done']}, twice {row['twice']}, acknowledged lost {row['acked_lost']} "
         f"({row['acked_lost_after_promotion']} of {row['acked_after_promotion']} acknowledged after the promotion "
-        f"began), longest publish gap {row['longest_gap_s']} s, publish errors {row['failed_kinds']}"
+        f"began), longest publish gap {row['longest_gap_s']} s, publish errors {row['failed_kinds']}, "
+        f"workers answering a control ping afterwards {row['control_ping_replies']}"
     )
 
 
@@ -71,6 +74,8 @@ def test_celery_tasks_through_a_failover(scenario: str, tmp_path: Path, capsys: 
     assert ours["acked_after_promotion"] > 0, ours
     assert ours["acked_lost_after_promotion"] == 0, ours
     assert ours["twice"] == 0, ours
+    # The worker still hears Celery's remote control (pub/sub) after the failover.
+    assert ours["control_ping_replies"] == 1, ours
 
 
 def test_transport_needs_the_sentinel_url_in_its_options() -> None:

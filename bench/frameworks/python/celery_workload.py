@@ -122,11 +122,17 @@ def run(topology: Any, broker: str, scenario: str, workdir: str, before_s: float
     worker executed. Returns the tally as a dict with the broker, the scenario and the sentinel
     commands served during the run."""
     settings = broker_settings(broker, topology.info)
+    ports = sentinel_ports(topology.info)
+    # The sentinels' own traffic (pings, hellos, INFO to each other), before any client starts:
+    # subtracted from the run's count so the figure is what the clients asked.
+    idle_start, idle_t0 = sentinel_commands(ports), time.monotonic()
+    time.sleep(1.0)
+    idle_rate = (sentinel_commands(ports) - idle_start - len(ports)) / (time.monotonic() - idle_t0)
     log_path = os.path.join(workdir, f"celery-{broker}-{scenario}.log")
     worker = Worker(settings, log_path, os.path.join(workdir, f"celery-{broker}-{scenario}.out"), task_s)
     log = ExecutionLog(log_path)
     producer = make_app(settings, log_path)
-    watch = PromotionWatch(sentinel_ports(topology.info))
+    watch = PromotionWatch(ports)
     try:
         # Ready when a first task has run: the worker consumes and the publisher is connected.
         warm = f"warm-{uuid.uuid4().hex[:8]}"
@@ -135,7 +141,7 @@ def run(topology: Any, broker: str, scenario: str, workdir: str, before_s: float
         if not log.counts().get(warm):
             raise AssertionError(f"the Celery worker ran no task within 60 s; see {workdir}")
         acks = Acks()
-        commands_before = sentinel_commands(sentinel_ports(topology.info))
+        commands_before, t_before = sentinel_commands(ports), time.monotonic()
         n = 0
 
         def send_for(seconds: float) -> None:
@@ -154,12 +160,19 @@ def run(topology: Any, broker: str, scenario: str, workdir: str, before_s: float
         while injector.is_alive():
             send_for(0.05)
         send_for(after_s)
-        commands_after = sentinel_commands(sentinel_ports(topology.info))
+        commands = sentinel_commands(ports) - commands_before - idle_rate * (time.monotonic() - t_before)
         wait_settled(lambda: sum(1 for i in acks.acked if not log.counts().get(i)), quiet_s=4, limit_s=30)
+        # Celery's remote control goes over pub/sub (kombu's fanout): the worker must still hear
+        # it after the failover (a demoted primary relays PUBLISH as a replica, so an answer
+        # does not say which node the worker listens on).
+        try:
+            pings = len(producer.control.ping(timeout=3.0))
+        except Exception:  # a broker error is an answer too: no reply
+            pings = 0
         t = tally(acks, log.counts(), watch.at)
         row = {"broker": broker, "scenario": scenario, **t.row(),
-               "sentinel_commands": commands_after - commands_before,
-               "promotion_seen": watch.at is not None,
+               "sentinel_commands": max(0, round(commands)),
+               "promotion_seen": watch.at is not None, "control_ping_replies": pings,
                "failed_kinds": sorted(set(acks.failed.values()))}
         return row
     finally:
