@@ -215,6 +215,7 @@ fn color(kind: &str) -> &'static str {
         "sentinel_failover" => "#fb923c",
         "sentinel_restart" | "sentinel_tilt" => "#a78bfa",
         "net_latency" | "net_blackhole" | "net_reset" => "#60a5fa",
+        k if k.starts_with(crate::faults::PARTITION_PREFIX) => "#f472b6",
         _ => "#86efac",
     }
 }
