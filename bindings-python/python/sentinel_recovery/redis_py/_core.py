@@ -36,13 +36,35 @@ class Core:
 
     def check_fork(self) -> None:
         """After a fork, installs the event callback again in the child (the parent's callback
-        thread does not exist there); the core itself follows the fork."""
+        thread does not exist there); the core itself follows the fork.
+
+        The callback is installed on a thread of its own, never the caller's: installing it
+        waits until the binding's dispatcher has handed over what was already pushed, and in a
+        fresh child that is the child monitor's first ``primary_changed``, whose delivery
+        (``_on_event``) takes this core's lock and each pool's lock. The caller may hold one of
+        them: redis-py builds connections (and so calls this) under the pool's lock. Waiting
+        there deadlocked RQ's forked work-horses. Until it is installed the pools miss events,
+        which only delays closing idle connections: every connection still checks ``routable``
+        at checkout, before each send and after each reply."""
         pid = os.getpid()
-        if pid != self._pid:
-            with self._lock:
-                if pid != self._pid:
-                    self._pid = pid
-                    self.native.set_event_callback(self._on_event)
+        if pid == self._pid:
+            return
+        with self._lock:
+            if pid == self._pid:
+                return  # another thread of this child got here first
+            self._pid = pid
+        threading.Thread(target=self._listen_in_child, name="sr-redis-py-fork", daemon=True).start()
+
+    def _listen_in_child(self) -> None:
+        try:
+            self.native.set_event_callback(self._on_event)
+        except Exception:  # a closed client: connections report their own errors
+            _LOGGER.debug("event callback not installed in the forked child", exc_info=True)
+
+    def _after_fork_in_child(self) -> None:
+        # A thread of the parent may have held the lock at fork(): it does not exist in the
+        # child, so the child's copy would stay held for ever. Only the forking thread runs here.
+        self._lock = threading.Lock()
 
     def listen(self, pool: Any) -> None:
         """``pool.on_topology_event()`` is called at ``primary_changed`` / ``failover_started``."""
@@ -83,6 +105,19 @@ class Core:
 
 _CORES: Dict[Tuple[str, Tuple[Tuple[str, Any], ...]], Core] = {}
 _CORES_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """Fresh locks in a forked child (``os.register_at_fork``): a parent thread holding one at
+    the fork (opening a core, delivering an event) would otherwise leave it held for ever."""
+    global _CORES_LOCK
+    _CORES_LOCK = threading.Lock()
+    for core in list(_CORES.values()):
+        core._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _key(url: str, options: Dict[str, Any]) -> Tuple[str, Tuple[Tuple[str, Any], ...]]:
