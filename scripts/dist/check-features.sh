@@ -47,6 +47,7 @@ units normal,build,dev --workspace > "$tmp/debug"
   compare "cargo build --workspace (make build)" "$tmp/debug" normal,build --workspace
   compare "cargo build -p ffi -p testkit (test-c, soak)" "$tmp/debug" normal,build $(member ffi) $(member testkit)
   compare "cargo build -p testkit (the suites' sr-topology)" "$tmp/debug" normal,build $(member testkit)
+  compare "cargo test -p testkit (test-partitions)" "$tmp/debug" normal,build,dev $(member testkit)
   compare "cargo build -p ffi (dotnet)" "$tmp/debug" normal,build $(member ffi)
   compare "cargo build -p uniffi (jvm, ruby)" "$tmp/debug" normal,build $(member uniffi)
   compare "cargo run -p xtask (lint)" "$tmp/debug" normal,build -p xtask
