@@ -14,13 +14,19 @@ WHAT = {
 
 def main(path, command, commit):
     rows = [json.loads(l) for l in open(path) if l.strip()]
-    print("# Partitions: acknowledged writes lost, sentinel-recovery (default mode) vs redis-py\n")
+    print("# Partitions: acknowledged writes lost, sentinel-recovery (default mode, each option, "
+          "both) vs redis-py\n")
     print(f"Command: `{command}` at {commit} (as root; real network namespaces, "
           "1 primary + 2 replicas + 3 sentinels, quorum 2, down-after 1000 ms; one writer on "
           "each of two client hosts, SADD of unique ids every 10 ms; the cut is healed 2 s "
           "after the sentinels report the new primary; one final SMEMBERS after resync).\n")
     for s, what in WHAT.items():
         print(f"- **{s}**: {what}")
+    print("\nClients: `sentinel-recovery` (default mode), `sr-wait` (`wait_replicas=2`: both "
+          "replicas), `sr-majority` (`sentinel_majority_ms=1000`), `sr-both` (both options), "
+          "`redis-py` (`redis.sentinel.Sentinel(...).master_for(...)`). With `wait_replicas` a "
+          "write the replicas did not confirm fails as `not_replicated` and counts as "
+          "indeterminate, never as acknowledged.")
     print("\n| scenario | round | client | acknowledged | lost | % lost | indeterminate | "
           "lost by client-1 / client-2 | longest wait for an ack after the cut (ms) |")
     print("|---|---|---|---|---|---|---|---|---|")

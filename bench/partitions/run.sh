@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Partition scenarios A, B, C of issue 28 with sentinel-recovery's Rust client in default mode
-# and with redis-py's own Sentinel client, in the same scenarios, ROUNDS times each
+# Partition scenarios A, B, C of issue 28 with sentinel-recovery's Rust client in default mode,
+# with each partition option (wait_replicas=2: both replicas; sentinel_majority_ms=1000) and with
+# both, and with redis-py's own Sentinel client, in the same scenarios, ROUNDS times each
 # (interleaved), on real network namespaces (needs root). Writes results.jsonl and RESULTS.md
 # here, with the command that produced them.
 #
@@ -16,13 +17,17 @@ BIN="${CARGO_TARGET_DIR:-target}/debug"
 : > "$OUT/results.jsonl"
 for round in $(seq 1 "$ROUNDS"); do
   for scenario in A B C; do
-    for client in sentinel-recovery redis-py; do
+    for client in sentinel-recovery sr-wait sr-majority sr-both redis-py; do
+      extra=()
+      writer=("$BIN/sr-set-writer")
       case "$client" in
-        sentinel-recovery) writer=("$BIN/sr-set-writer") ;;
+        sr-wait) extra=(--url-extra wait_replicas=2) ;;
+        sr-majority) extra=(--url-extra sentinel_majority_ms=1000) ;;
+        sr-both) extra=(--url-extra wait_replicas=2 --url-extra sentinel_majority_ms=1000) ;;
         redis-py) writer=("$PY" "$OUT/redis_py_writer.py") ;;
       esac
       echo "round $round scenario $scenario $client" >&2
-      line=$("$BIN/sr-partitions" "$scenario" -- "${writer[@]}") || { echo "  failed" >&2; continue; }
+      line=$("$BIN/sr-partitions" "$scenario" "${extra[@]}" -- "${writer[@]}") || { echo "  failed" >&2; continue; }
       printf '{"round":%s,"client":"%s","run":%s}\n' "$round" "$client" "$line" >> "$OUT/results.jsonl"
     done
   done
