@@ -201,4 +201,3 @@ fn b_with_durable_acknowledgements_loses_no_acknowledged_write() {
 fn c_with_durable_acknowledgements_loses_no_acknowledged_write() {
     assert_durable_lost_nothing(Scenario::C);
 }
-
