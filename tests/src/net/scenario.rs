@@ -14,7 +14,7 @@ use super::topology::{Host, NetSpec, NetTopology};
 use crate::proxy::LinkFaults;
 use crate::setfull::{self, Outcome, Report};
 use crate::topology::spawn_owned_child;
-use crate::{wait_until, Reply, TestkitError, TopologySpec};
+use crate::{wait_until, Reply, TestkitError, Topology, TopologySpec};
 
 /// The set the writers add to (the writers' own constant).
 pub const SET_KEY: &str = "partitions:set";
@@ -130,6 +130,14 @@ pub struct ScenarioRun {
     pub failover_seen_at_ms: Option<u64>,
     /// See `fault_at_ms`.
     pub heal_at_ms: u64,
+    /// Commands the sentinels processed per second between fault and heal, all three together
+    /// (their `total_commands_processed`): the writers' monitors plus the sentinels' own traffic
+    /// among themselves, so a client that storms the sentinels under a fault shows here.
+    pub sentinel_commands_per_s: f64,
+    /// The same rate over 3 s before the fault, writers connected and writing, nothing cut
+    /// (scenario D only; for the others a window too short to mean anything): what the fault
+    /// added is the difference.
+    pub sentinel_commands_per_s_before: f64,
 }
 
 fn now_ms() -> u64 {
@@ -183,6 +191,8 @@ pub fn run(spec: &ScenarioSpec) -> Result<ScenarioRun, TestkitError> {
             .then_some(())
     });
     let Driven {
+        sentinel_commands_per_s,
+        sentinel_commands_per_s_before,
         fault_at_ms,
         failover_seen_at_ms,
         heal_at_ms,
@@ -226,7 +236,28 @@ pub fn run(spec: &ScenarioSpec) -> Result<ScenarioRun, TestkitError> {
         failover_seen_at_ms,
         heal_at_ms,
         median_call_during_fault_ms,
+        sentinel_commands_per_s,
+        sentinel_commands_per_s_before,
     })
+}
+
+/// Commands all sentinels have processed so far (`INFO stats`, asked on each sentinel's own
+/// 127.0.0.1, which no cut or fault proxy touches).
+fn sentinel_commands(t: &Topology) -> Result<u64, TestkitError> {
+    let mut total = 0;
+    for s in t.sentinels() {
+        let stats = s.info("stats")?;
+        total += stats
+            .get("total_commands_processed")
+            .and_then(|n| n.parse::<u64>().ok())
+            .ok_or_else(|| {
+                TestkitError::Setup(format!(
+                    "sentinel {} has no total_commands_processed",
+                    s.addr()
+                ))
+            })?;
+    }
+    Ok(total)
 }
 
 fn start_writer(
@@ -263,6 +294,8 @@ fn start_writer(
 
 /// What [`drive`] saw (see [`ScenarioRun`]).
 struct Driven {
+    sentinel_commands_per_s: f64,
+    sentinel_commands_per_s_before: f64,
     fault_at_ms: u64,
     failover_seen_at_ms: Option<u64>,
     heal_at_ms: u64,
@@ -290,7 +323,16 @@ fn drive(
     .map_err(|e| e.with_detail(&writer_errors(writers)))?;
     let sentinels: Vec<Host> = (1..=t.sentinels().len()).map(Host::Sentinel).collect();
     let replicas: Vec<Host> = (1..=t.replicas().len()).map(Host::Replica).collect();
+    // D judges what its fault adds to the sentinels' load: the steady rate before it (writers
+    // connected and writing, their start-up over) is the baseline. The other scenarios skip it.
+    let steady_from = now_ms();
+    let steady_commands = sentinel_commands(t)?;
+    if spec.scenario == Scenario::D {
+        std::thread::sleep(Duration::from_secs(3));
+    }
+    let commands_before = sentinel_commands(t)?;
     let fault_at = now_ms();
+    let steady_secs = (fault_at.saturating_sub(steady_from)).max(1) as f64 / 1000.0;
     let failover_wait = Duration::from_secs(40);
     let mut failover_seen = None;
     match spec.scenario {
@@ -336,6 +378,8 @@ fn drive(
         // The isolated side keeps going for a while: that is where losses come from.
         _ => std::thread::sleep(spec.hold),
     }
+    let commands_at_heal = sentinel_commands(t)?;
+    let fault_secs = (now_ms().saturating_sub(fault_at)).max(1) as f64 / 1000.0;
     net.heal()?;
     if spec.scenario == Scenario::D {
         net.set_link_faults(LinkFaults::default())?;
@@ -357,6 +401,10 @@ fn drive(
         .map(|w| (w.id.clone(), follows(net, w, heal_at)))
         .collect();
     Ok(Driven {
+        sentinel_commands_per_s: commands_at_heal.saturating_sub(commands_before) as f64
+            / fault_secs,
+        sentinel_commands_per_s_before: commands_before.saturating_sub(steady_commands) as f64
+            / steady_secs,
         fault_at_ms: fault_at,
         failover_seen_at_ms: failover_seen,
         heal_at_ms: heal_at,
