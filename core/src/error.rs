@@ -326,7 +326,8 @@ mod tests {
         assert_eq!(ErrorCode::Config.as_i32(), 1);
         assert_eq!(ErrorCode::from_i32(0), None);
         assert_eq!(ErrorCode::Internal.as_i32(), 13);
-        assert_eq!(ErrorCode::from_i32(14), None);
+        assert_eq!(ErrorCode::NotReplicated.as_i32(), 14);
+        assert_eq!(ErrorCode::from_i32(15), None);
     }
 
     #[test]
