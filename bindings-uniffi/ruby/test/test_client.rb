@@ -60,8 +60,8 @@ class TestClient < Minitest::Test
     end
 
     # One class per code of the core's table, each found by its shared name.
-    assert_equal 13, SentinelRecovery::ERRORS.size
-    %w[no_healthy_primary queue_full closed internal].each { |code| assert SentinelRecovery::ERRORS.key?(code), code }
+    assert_equal 14, SentinelRecovery::ERRORS.size
+    %w[no_healthy_primary queue_full closed internal not_replicated].each { |code| assert SentinelRecovery::ERRORS.key?(code), code }
   end
 
   def test_doctor_of_a_healthy_topology
