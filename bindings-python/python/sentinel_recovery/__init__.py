@@ -66,6 +66,8 @@ from ._types import (
     ReplicasChangedEvent,
     SentinelDownEvent,
     SentinelInfo,
+    SentinelMajorityLostEvent,
+    SentinelMajorityRegainedEvent,
     SentinelServiceUnknownEvent,
     SentinelsChangedEvent,
     SentinelTiltEvent,
