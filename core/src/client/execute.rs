@@ -512,7 +512,8 @@ pub(super) async fn run_dedicated(
         // gets its WAIT like any other write.
         let durable = match inner.durability.as_ref() {
             Some(durability) => {
-                let table = inner.write_tables.get(&conn, Duration::from_secs(5)).await;
+                let left = connect_by.saturating_duration_since(Instant::now());
+                let table = inner.write_tables.get(&conn, left).await;
                 Some((durability, durable::plan(durability, &table, command)?))
             }
             None => None,

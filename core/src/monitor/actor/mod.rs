@@ -326,15 +326,9 @@ impl Actor {
         }
     }
 
-    /// Runs one round and applies it; returns when the next scheduled round is due.
-    async fn round_and_apply(
-        &mut self,
-        reason: &'static str,
-        sentinel_events: &mut mpsc::UnboundedReceiver<Received>,
-        promotions: &mut mpsc::UnboundedReceiver<Promoted>,
-    ) -> Instant {
-        let targets: Vec<SentinelTarget> = self
-            .list
+    /// Every known sentinel in asking order, with its open connection if any.
+    fn targets(&self) -> Vec<SentinelTarget> {
+        self.list
             .ask_order()
             .into_iter()
             .filter_map(|id| {
@@ -346,7 +340,17 @@ impl Actor {
                     reported_down: entry.reported_down,
                 })
             })
-            .collect();
+            .collect()
+    }
+
+    /// Runs one round and applies it; returns when the next scheduled round is due.
+    async fn round_and_apply(
+        &mut self,
+        reason: &'static str,
+        sentinel_events: &mut mpsc::UnboundedReceiver<Received>,
+        promotions: &mut mpsc::UnboundedReceiver<Promoted>,
+    ) -> Instant {
+        let targets = self.targets();
         let now = Instant::now();
         self.retired
             .retain(|r| now.duration_since(r.since) < RETIRED_FOR);
@@ -500,18 +504,13 @@ impl Actor {
         };
         let period = majority.period();
         let deadline = majority.deadline(self.config.sentinel_timeout());
+        // Every sentinel at once: a heartbeat does not stagger those reported down.
         let targets: Vec<SentinelTarget> = self
-            .list
-            .ask_order()
+            .targets()
             .into_iter()
-            .filter_map(|id| {
-                let entry = self.list.get(id)?;
-                Some(SentinelTarget {
-                    id,
-                    address: entry.address.clone(),
-                    conn: self.links.get(&id).cloned(),
-                    reported_down: false,
-                })
+            .map(|t| SentinelTarget {
+                reported_down: false,
+                ..t
             })
             .collect();
         let settings = self.settings.clone();
