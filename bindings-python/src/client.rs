@@ -320,6 +320,23 @@ impl NativeClient {
             .is_fenced(&sentinel_recovery::Address::new(host, port))
     }
 
+    /// A read-only 8-byte memoryview over the core's routing counter (a native-endian u64; see
+    /// `Handle::routing_epoch`): it changes whenever `is_routable` / `is_fenced` may answer
+    /// differently, so the redis-py adapter keeps a verdict while it reads the same instead of
+    /// calling in for every command. A forked child's core uses a counter of its own: ask again
+    /// after a fork.
+    fn routing_epoch_view<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let epoch = self.handle.routing_epoch().map_err(|e| to_pyerr(&e))?;
+        let counter = kept_for_process(epoch);
+        // SAFETY: `counter` points at 8 bytes that stay allocated for the rest of the process
+        // (`kept_for_process`); the view only reads them.
+        unsafe {
+            let view =
+                pyo3::ffi::PyMemoryView_FromMemory(counter.cast_mut().cast(), 8, PY_BUF_READ);
+            Bound::from_owned_ptr_or_err(py, view)
+        }
+    }
+
     /// Reports that a connection to `host:port` could not be opened or found the wrong role.
     fn report_unusable(&self, host: String, port: u16) -> PyResult<()> {
         self.handle
@@ -622,4 +639,23 @@ fn route(primary: bool) -> sentinel_recovery::Route {
     } else {
         sentinel_recovery::Route::Read
     }
+}
+
+/// `PyBUF_READ` of CPython's `memoryobject.h` (stable ABI; pyo3 only exports it without abi3).
+const PY_BUF_READ: std::ffi::c_int = 0x100;
+
+/// The address of `counter`, kept allocated for the rest of the process: a memoryview has no
+/// owner to keep it alive, and the monitor that writes it may be dropped first. Each counter is
+/// kept once however often it is asked for (one per monitor the process opens).
+fn kept_for_process(
+    counter: Arc<std::sync::atomic::AtomicU64>,
+) -> *const std::sync::atomic::AtomicU64 {
+    static KEPT: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+    let address = Arc::as_ptr(&counter);
+    let mut kept = KEPT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if !kept.contains(&(address as usize)) {
+        kept.push(address as usize);
+        std::mem::forget(counter);
+    }
+    address
 }

@@ -45,7 +45,18 @@ from redis.retry import Retry
 from redis.sentinel import MasterNotFoundError, SlaveNotFoundError
 
 from .. import Error as _CoreError
-from ._core import ENDING_COMMANDS, Core, TransactionState, command_name, core_for, node_text, role_of
+from ._core import (
+    MOVE,
+    NAMES,
+    TRANSACTION_COMMANDS,
+    Core,
+    Guard,
+    command_name,
+    core_for,
+    node_text,
+    remember_name,
+    role_of,
+)
 from ._settings import ADAPTER_KEYS, merge_url_settings, no_retry_defaults
 
 __all__ = [
@@ -88,9 +99,7 @@ class _RoutedMixin:
         self.sentinel_options = dict(sentinel_options or {})
         self.sentinel_primary = bool(sentinel_primary)
         self._core = core_for(sentinel_url, self.sentinel_options)
-        self._transaction = TransactionState()
-        self._handshaking = False
-        self._pending_names: Tuple[str, ...] = ()
+        self._guard = Guard(self._core, self.sentinel_primary)
         kwargs.pop("host", None)
         kwargs.pop("port", None)
         super().__init__(host="", port=0, **kwargs)  # type: ignore[call-arg]
@@ -105,6 +114,7 @@ class _RoutedMixin:
 
     def _routed_connect(self, attempt: Any) -> None:
         core = self._core
+        guard = self._guard
         core.check_fork()
         budget = self._connect_budget()
         deadline = time.monotonic() + budget
@@ -118,7 +128,7 @@ class _RoutedMixin:
             except _CoreError as e:
                 raise _route_error(core, self.sentinel_primary, budget, e) from e
             self.host, self.port = host, port
-            self._handshaking = True
+            guard.handshaking = True
             try:
                 attempt()
                 role = self._role() if self.sentinel_primary else None
@@ -132,14 +142,14 @@ class _RoutedMixin:
                 time.sleep(min(_RETRY_PAUSE, max(0.0, deadline - time.monotonic())))
                 continue
             finally:
-                self._handshaking = False
+                guard.handshaking = False
             if role is not None and role != "master":
                 self.disconnect()
                 core.report_unusable(host, port)
                 last = f"{node_text(host, port)} answered ROLE {role}"
                 time.sleep(min(_RETRY_PAUSE, max(0.0, deadline - time.monotonic())))
                 continue
-            if not core.is_routable(host, port, self.sentinel_primary):
+            if not guard.routable(host, port):
                 # A failover began while we connected: nothing was sent, ask again.
                 self.disconnect()
                 last = f"a failover began demoting {node_text(host, port)}"
@@ -168,36 +178,43 @@ class _RoutedMixin:
             self._routed_connect(super().connect)  # type: ignore[misc]
 
     # ---- sending: never to a node that is no longer routable ----
+    # The checks before the send and after the reply cost one comparison while the core's
+    # routing counter stays where it was when the core last allowed this connection (Guard).
 
     def send_command(self, *args: Any, **kwargs: Any) -> None:
-        self._pending_names = (command_name(args),)
-        super().send_command(*args, **kwargs)  # type: ignore[misc]
+        guard = self._guard
+        if not guard.handshaking:
+            try:
+                name = NAMES[args[0]]
+            except (KeyError, TypeError, IndexError):
+                name = remember_name(args)
+            if guard.verified != guard.epoch[0]:
+                self._fence_before_send((name,))
+            if name in TRANSACTION_COMMANDS:
+                guard.transaction.note((name,))
+        # redis-py's own send_command, so the common path adds no call of its own.
+        self.send_packed_command(self._command_packer.pack(*args), check_health=kwargs.get("check_health", True))
 
     def pack_commands(self, commands: Any) -> Any:
+        """Packs a pipeline; the fence runs here, just before redis-py sends what this returns."""
         commands = [tuple(c) for c in commands]
-        self._pending_names = tuple(command_name(c) for c in commands)
+        guard = self._guard
+        if not guard.handshaking:
+            names = tuple(command_name(c) for c in commands)
+            if guard.verified != guard.epoch[0]:
+                self._fence_before_send(names)
+            guard.transaction.note(names)
         return super().pack_commands(commands)  # type: ignore[misc]
-
-    def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        names, self._pending_names = self._pending_names, ()
-        if not self._handshaking:
-            self._fence_before_send(names)
-            self._transaction.note(names)
-        super().send_packed_command(command, check_health)  # type: ignore[misc]
 
     def _fence_before_send(self, names: Tuple[str, ...]) -> None:
         if not self._sock:
             return  # the send connects through the core
-        host, port = self.host, self.port
-        if self._core.is_routable(host, port, self.sentinel_primary):
+        refused = self._guard.before_send(self.host, self.port, names)
+        if refused is None:
             return
-        carried = self._transaction.active
         self.disconnect()
-        if carried and not (names and all(n in ENDING_COMMANDS for n in names)):
-            raise redis.ConnectionError(
-                f"{node_text(host, port)} is no longer the primary (a failover began): the WATCH/MULTI "
-                "of this connection cannot move to another server; nothing was sent"
-            )
+        if refused is not MOVE:
+            raise refused
 
     # ---- reading: a reply from a primary being demoted is not trusted ----
 
@@ -218,24 +235,24 @@ class _RoutedMixin:
                 self._core.report_unusable(host, port)
                 raise redis.ConnectionError(f"{node_text(host, port)} was demoted while the command blocked") from e
             raise
-        if self.sentinel_primary and not self._handshaking and self._core.is_fenced(self.host, self.port):
-            host, port = self.host, self.port
-            self.disconnect()
-            raise redis.ConnectionError(
-                f"{node_text(host, port)} answered after a failover began demoting it: the reply is "
-                "not trusted, a write may be discarded by the failover (not retried)"
-            )
+        guard = self._guard
+        if guard.verified != guard.epoch[0] and self.sentinel_primary and not guard.handshaking:
+            distrusted = guard.after_reply(self.host, self.port)
+            if distrusted is not None:
+                self.disconnect()
+                raise distrusted
         return response
 
     def disconnect(self, *args: Any, **kwargs: Any) -> None:
-        self._transaction.clear()  # the server forgets WATCH and MULTI with the socket
+        self._guard.forget()
         super().disconnect(*args, **kwargs)  # type: ignore[misc]
 
     def routable(self) -> bool:
         """Whether this connection is unconnected or connected to a node it may still use."""
         if not self._sock:
             return True
-        return self._core.is_routable(self.host, self.port, self.sentinel_primary)
+        guard = self._guard
+        return guard.verified == guard.epoch[0] or guard.routable(self.host, self.port)
 
     def repr_pieces(self) -> List[Tuple[str, Any]]:
         role = "primary" if self.sentinel_primary else "read"
@@ -264,8 +281,8 @@ class ConnectionPool(redis.ConnectionPool):
 
     Promises, beyond the connections' own: at the core's ``failover_started`` and
     ``primary_changed`` events the idle connections to a node no longer routable are closed at
-    once (under the pool's lock); a connection checked out is checked again, and one in use is
-    closed when it is released. After ``fork()`` the child's pool starts empty (redis-py's pid
+    once (under the pool's lock); a connection checked out is checked before its first send, and
+    one in use is closed when it is released. After ``fork()`` the child's pool starts empty (redis-py's pid
     check) and its connections route through the core in the child.
     """
 
@@ -317,14 +334,10 @@ class ConnectionPool(redis.ConnectionPool):
                 if not connection.routable():
                     connection.disconnect()
 
-    def get_connection(self, *args: Any, **kwargs: Any) -> Any:
-        connection = super().get_connection(*args, **kwargs)
-        if not connection.routable():
-            connection.disconnect()  # its next send connects through the core
-        return connection
-
     def release(self, connection: Any) -> None:
-        if isinstance(connection, _RoutedMixin) and not connection.routable():
+        # A checked-out connection needs no check of its own: its first send is fenced.
+        guard = getattr(connection, "_guard", None)
+        if guard is not None and guard.verified != guard.epoch[0] and not connection.routable():
             connection.disconnect()
         super().release(connection)
 

@@ -13,6 +13,8 @@ import threading
 import weakref
 from typing import Any, Callable, Dict, Optional, Tuple
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+
 from .. import _native, _open
 
 _LOGGER = logging.getLogger("sentinel_recovery.redis_py")
@@ -32,6 +34,9 @@ class Core:
         self._listeners: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._lock = threading.Lock()
         self._pid = os.getpid()
+        #: The core's routing counter (``epoch[0]``): while it reads what a connection saw when
+        #: the core last allowed it, the core's answer has not changed (see :class:`Guard`).
+        self.epoch: memoryview = self.native.routing_epoch_view().cast("Q")
         self.native.set_event_callback(self._on_event)
 
     def check_fork(self) -> None:
@@ -53,6 +58,8 @@ class Core:
             if pid == self._pid:
                 return  # another thread of this child got here first
             self._pid = pid
+        # The child's core follows its own monitor, with a counter of its own.
+        self.epoch = self.native.routing_epoch_view().cast("Q")
         threading.Thread(target=self._listen_in_child, name="sr-redis-py-fork", daemon=True).start()
 
     def _listen_in_child(self) -> None:
@@ -188,6 +195,11 @@ class TransactionState:
 
 #: Commands that end server-side transaction state: sending them to a new node is harmless.
 ENDING_COMMANDS = frozenset({"UNWATCH", "DISCARD", "RESET"})
+#: Commands that start or end server-side transaction state (what :class:`TransactionState` follows).
+TRANSACTION_COMMANDS = frozenset({"WATCH", "MULTI", "EXEC"}) | ENDING_COMMANDS
+
+#: A verdict no counter value equals: the connection has not been allowed anywhere yet.
+UNVERIFIED = -1
 
 
 def command_name(args: Tuple[Any, ...]) -> str:
@@ -198,6 +210,92 @@ def command_name(args: Tuple[Any, ...]) -> str:
         first = bytes(first).decode("ascii", "replace")
     # redis-py passes "CLIENT KILL" style names as one argument.
     return str(first).split(" ", 1)[0].upper()
+
+
+#: First arguments seen, by value, with their command names: the shells look a name up here
+#: (one dict lookup) instead of normalizing it for every command.
+NAMES: Dict[Any, str] = {}
+_NAMES_KEPT = 4096
+
+
+def remember_name(args: Tuple[Any, ...]) -> str:
+    """``command_name(args)``, kept in :data:`NAMES` (up to a bound, so first arguments that are
+    data cannot grow it without end)."""
+    name = command_name(args)
+    if args and len(NAMES) < _NAMES_KEPT:
+        try:
+            NAMES[args[0]] = name
+        except TypeError:  # an unhashable first argument (bytearray)
+            pass
+    return name
+
+
+class Guard:
+    """Where one adapter connection stands with the core; the sync and asyncio connections share
+    it and do the I/O it decides (close, raise).
+
+    The core's verdicts (``is_routable`` / ``is_fenced``) only change when its routing counter
+    moves, so a connection asks the core once per counter value: the shells compare
+    ``verified`` with ``epoch[0]`` inline before each send and after each reply, and call the
+    methods here only when they differ. The counter is read *before* asking, so a change during
+    the question makes the next comparison ask again.
+    """
+
+    __slots__ = ("core", "primary", "epoch", "verified", "transaction", "handshaking")
+
+    def __init__(self, core: Core, primary: bool) -> None:
+        self.core = core
+        self.primary = primary
+        self.epoch = core.epoch
+        self.verified = UNVERIFIED
+        self.transaction = TransactionState()
+        #: True while the connection runs its own handshake (AUTH, HELLO, ROLE): not fenced.
+        self.handshaking = False
+
+    def routable(self, host: str, port: int) -> bool:
+        """Whether the connected node may still be used; remembers a yes for this counter value."""
+        seen = self.epoch[0]
+        if self.core.is_routable(host, port, self.primary):
+            self.verified = seen
+            return True
+        return False
+
+    def before_send(self, host: str, port: int, names: Tuple[str, ...]) -> Optional[Exception]:
+        """Called when the counter moved, with the commands about to be sent on a connection to
+        ``host:port``. Returns None to send there; otherwise the shell closes the connection and
+        then raises the returned exception, or, when it is :data:`MOVE`, sends through a new
+        connection the core routes."""
+        if self.routable(host, port):
+            return None
+        if self.transaction.active and not (names and all(n in ENDING_COMMANDS for n in names)):
+            return RedisConnectionError(
+                f"{node_text(host, port)} is no longer the primary (a failover began): the WATCH/MULTI "
+                "of this connection cannot move to another server; nothing was sent"
+            )
+        return MOVE
+
+    def after_reply(self, host: str, port: int) -> Optional[Exception]:
+        """Called when the counter moved, after a reply was read from ``host:port`` (primary
+        connections only). Returns None to trust it; otherwise the shell closes the connection and
+        raises the returned exception (the reply may be a write the failover discards)."""
+        seen = self.epoch[0]
+        if self.core.is_fenced(host, port):
+            return RedisConnectionError(
+                f"{node_text(host, port)} answered after a failover began demoting it: the reply is "
+                "not trusted, a write may be discarded by the failover (not retried)"
+            )
+        if self.core.is_routable(host, port, self.primary):
+            self.verified = seen
+        return None
+
+    def forget(self) -> None:
+        """The socket closed: the server forgot WATCH and MULTI, and nothing is verified."""
+        self.verified = UNVERIFIED
+        self.transaction.clear()
+
+
+#: :meth:`Guard.before_send`'s answer for "close, then send through a connection the core routes".
+MOVE = ConnectionAbortedError("moved to the node the core routes to")
 
 
 def node_text(host: Any, port: Any) -> str:

@@ -28,7 +28,18 @@ from redis.sentinel import MasterNotFoundError, SlaveNotFoundError
 from .. import Error as _CoreError
 from .. import _settled
 from . import _route_error, _RETRY_PAUSE, _DEMOTED_UNBLOCKED
-from ._core import ENDING_COMMANDS, Core, TransactionState, command_name, core_for, node_text, role_of
+from ._core import (
+    MOVE,
+    NAMES,
+    TRANSACTION_COMMANDS,
+    Core,
+    Guard,
+    command_name,
+    core_for,
+    node_text,
+    remember_name,
+    role_of,
+)
 from ._settings import merge_url_settings, no_retry_defaults
 
 __all__ = [
@@ -64,9 +75,8 @@ class _AsyncRoutedMixin:
         self.sentinel_options = dict(sentinel_options or {})
         self.sentinel_primary = bool(sentinel_primary)
         self._core = core_for(sentinel_url, self.sentinel_options)
-        self._transaction = TransactionState()
-        self._handshaking = False
-        self._pending_names: Tuple[str, ...] = ()
+        self._guard = Guard(self._core, self.sentinel_primary)
+        self._pipeline_names: Tuple[str, ...] = ()
         kwargs.pop("host", None)
         kwargs.pop("port", None)
         super().__init__(host="", port=0, **kwargs)  # type: ignore[call-arg]
@@ -79,6 +89,7 @@ class _AsyncRoutedMixin:
 
     async def _routed_connect(self, attempt: Any) -> None:
         core = self._core
+        guard = self._guard
         core.check_fork()
         budget = self._connect_budget()
         deadline = time.monotonic() + budget
@@ -92,7 +103,7 @@ class _AsyncRoutedMixin:
             except _CoreError as e:
                 raise _route_error(core, self.sentinel_primary, budget, e) from e
             self.host, self.port = host, port
-            self._handshaking = True
+            guard.handshaking = True
             try:
                 await attempt()
                 role = await self._role() if self.sentinel_primary else None
@@ -106,14 +117,14 @@ class _AsyncRoutedMixin:
                 await asyncio.sleep(min(_RETRY_PAUSE, max(0.0, deadline - time.monotonic())))
                 continue
             finally:
-                self._handshaking = False
+                guard.handshaking = False
             if role is not None and role != "master":
                 await self.disconnect()
                 core.report_unusable(host, port)
                 last = f"{node_text(host, port)} answered ROLE {role}"
                 await asyncio.sleep(min(_RETRY_PAUSE, max(0.0, deadline - time.monotonic())))
                 continue
-            if not core.is_routable(host, port, self.sentinel_primary):
+            if not guard.routable(host, port):
                 await self.disconnect()
                 last = f"a failover began demoting {node_text(host, port)}"
                 continue
@@ -140,35 +151,47 @@ class _AsyncRoutedMixin:
                 return
             await self._routed_connect(super().connect)  # type: ignore[misc]
 
+    # The checks before the send and after the reply cost one comparison while the core's
+    # routing counter stays where it was when the core last allowed this connection (Guard).
+
     async def send_command(self, *args: Any, **kwargs: Any) -> None:
-        self._pending_names = (command_name(args),)
-        await super().send_command(*args, **kwargs)  # type: ignore[misc]
+        guard = self._guard
+        if not guard.handshaking:
+            try:
+                name = NAMES[args[0]]
+            except (KeyError, TypeError, IndexError):
+                name = remember_name(args)
+            if guard.verified != guard.epoch[0]:
+                await self._fence_before_send((name,))
+            if name in TRANSACTION_COMMANDS:
+                guard.transaction.note((name,))
+        # redis-py's own send_command, so the common path adds no call of its own.
+        await self.send_packed_command(self.pack_command(*args), check_health=kwargs.get("check_health", True))
 
     def pack_commands(self, commands: Any) -> Any:
+        """Packs a pipeline (synchronously); the fence runs in :meth:`send_packed_command`."""
         commands = [tuple(c) for c in commands]
-        self._pending_names = tuple(command_name(c) for c in commands)
+        self._pipeline_names = tuple(command_name(c) for c in commands)
         return super().pack_commands(commands)  # type: ignore[misc]
 
     async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        names, self._pending_names = self._pending_names, ()
-        if not self._handshaking:
-            await self._fence_before_send(names)
-            self._transaction.note(names)
+        names, self._pipeline_names = self._pipeline_names, ()
+        guard = self._guard
+        if names and not guard.handshaking:
+            if guard.verified != guard.epoch[0]:
+                await self._fence_before_send(names)
+            guard.transaction.note(names)
         await super().send_packed_command(command, check_health)  # type: ignore[misc]
 
     async def _fence_before_send(self, names: Tuple[str, ...]) -> None:
         if not self.is_connected:
+            return  # the send connects through the core
+        refused = self._guard.before_send(self.host, self.port, names)
+        if refused is None:
             return
-        host, port = self.host, self.port
-        if self._core.is_routable(host, port, self.sentinel_primary):
-            return
-        carried = self._transaction.active
         await self.disconnect()
-        if carried and not (names and all(n in ENDING_COMMANDS for n in names)):
-            raise redis.ConnectionError(
-                f"{node_text(host, port)} is no longer the primary (a failover began): the WATCH/MULTI "
-                "of this connection cannot move to another server; nothing was sent"
-            )
+        if refused is not MOVE:
+            raise refused
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -187,24 +210,24 @@ class _AsyncRoutedMixin:
                 self._core.report_unusable(host, port)
                 raise redis.ConnectionError(f"{node_text(host, port)} was demoted while the command blocked") from e
             raise
-        if self.sentinel_primary and not self._handshaking and self._core.is_fenced(self.host, self.port):
-            host, port = self.host, self.port
-            await self.disconnect()
-            raise redis.ConnectionError(
-                f"{node_text(host, port)} answered after a failover began demoting it: the reply is "
-                "not trusted, a write may be discarded by the failover (not retried)"
-            )
+        guard = self._guard
+        if guard.verified != guard.epoch[0] and self.sentinel_primary and not guard.handshaking:
+            distrusted = guard.after_reply(self.host, self.port)
+            if distrusted is not None:
+                await self.disconnect()
+                raise distrusted
         return response
 
     async def disconnect(self, *args: Any, **kwargs: Any) -> None:
-        self._transaction.clear()
+        self._guard.forget()
         await super().disconnect(*args, **kwargs)  # type: ignore[misc]
 
     def routable(self) -> bool:
         """Whether this connection is unconnected or connected to a node it may still use."""
         if not self.is_connected:
             return True
-        return self._core.is_routable(self.host, self.port, self.sentinel_primary)
+        guard = self._guard
+        return guard.verified == guard.epoch[0] or guard.routable(self.host, self.port)
 
     def repr_pieces(self) -> List[Tuple[str, Any]]:
         role = "primary" if self.sentinel_primary else "read"
@@ -224,7 +247,8 @@ class ConnectionPool(redis.asyncio.ConnectionPool):
     """A ``redis.asyncio.ConnectionPool`` of :class:`SentinelRoutedConnection`
     (:meth:`from_url`, :meth:`Sentinel.master_for`). At ``failover_started`` / ``primary_changed``
     the idle connections to a node no longer routable are closed on the pool's event loop (under
-    the pool's lock); a checked-out connection is checked again; an in-use one is closed at release.
+    the pool's lock); a checked-out connection is checked before its first send; an in-use one is
+    closed at release.
     """
 
     def __init__(self, connection_class: Optional[Type[Any]] = None, max_connections: Optional[int] = None, **connection_kwargs: Any) -> None:
@@ -279,14 +303,14 @@ class ConnectionPool(redis.asyncio.ConnectionPool):
                     await connection.disconnect()
 
     async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        # The loop the pool's events close idle connections on; the connection itself is
+        # checked before its first send.
         self._loop = asyncio.get_running_loop()
-        connection = await super().get_connection(*args, **kwargs)
-        if not connection.routable():
-            await connection.disconnect()
-        return connection
+        return await super().get_connection(*args, **kwargs)
 
     async def release(self, connection: Any) -> None:
-        if isinstance(connection, _AsyncRoutedMixin) and not connection.routable():
+        guard = getattr(connection, "_guard", None)
+        if guard is not None and guard.verified != guard.epoch[0] and not connection.routable():
             await connection.disconnect()
         await super().release(connection)
 
