@@ -6,10 +6,10 @@ use pyo3::types::{PyList, PyTuple};
 use sentinel_recovery::host::{ApiNames, Handle, HostTransaction};
 use sentinel_recovery::Value;
 
-use crate::client::{complete, seconds, wait, Operation};
+use crate::completion::{outcome, seconds, wait, Operation};
 use crate::convert;
-use crate::dispatch::Outcome;
 use crate::errors::error_object;
+use crate::waker::complete;
 
 /// How the Python API is named in error hints (MULTI refused on the shared connection, ...).
 pub static PYTHON_API: ApiNames = ApiNames {
@@ -19,7 +19,7 @@ pub static PYTHON_API: ApiNames = ApiNames {
 };
 
 /// Each command's arguments, converted once (see [`convert::args`]).
-pub fn commands<'py>(commands: &[Bound<'py, PyTuple>]) -> PyResult<Vec<convert::Args<'py>>> {
+fn commands<'py>(commands: &[Bound<'py, PyTuple>]) -> PyResult<Vec<convert::Args<'py>>> {
     commands.iter().map(convert::args).collect()
 }
 
@@ -29,7 +29,7 @@ fn slices<'a>(args: &'a [convert::Args<'_>]) -> Vec<Vec<&'a [u8]>> {
 
 /// A pipeline's results as a list: each reply, or the exception object of that command's error
 /// in its place.
-pub fn results<'py>(
+fn results<'py>(
     py: Python<'py>,
     items: Vec<sentinel_recovery::Result<Value>>,
     decode: bool,
@@ -45,7 +45,7 @@ pub fn results<'py>(
 }
 
 /// EXEC's replies as a list, or `None` when a watched key changed.
-pub fn exec_result<'py>(
+fn exec_result<'py>(
     py: Python<'py>,
     replies: Option<Vec<Value>>,
     decode: bool,
@@ -73,7 +73,9 @@ pub fn pipeline_async(
 ) -> PyResult<Operation> {
     let args = commands(&cmds)?;
     let timeout = timeout.map(seconds).transpose()?;
-    let done = complete(event_loop, future, move |r| Outcome::Replies(r, decode))?;
+    let done = complete(event_loop, future, move |r| {
+        outcome(r, move |py, items| Ok(results(py, items, decode)?.unbind()))
+    })?;
     Ok(Operation(handle.pipeline(&slices(&args), timeout, done)))
 }
 
@@ -100,7 +102,11 @@ pub fn begin_async(
     future: Py<PyAny>,
 ) -> PyResult<Operation> {
     let done = complete(event_loop, future, move |r| {
-        Outcome::Transaction(r.map(|tx| NativeTransaction { tx, decode }))
+        outcome(r, move |py, tx| {
+            Ok(Bound::new(py, NativeTransaction { tx, decode })?
+                .into_any()
+                .unbind())
+        })
     })?;
     Ok(Operation(handle.begin_transaction(done)))
 }
@@ -139,7 +145,7 @@ impl NativeTransaction {
         keys: &Bound<'_, PyTuple>,
     ) -> PyResult<Operation> {
         let keys = convert::args(keys)?;
-        let done = complete(event_loop, future, Outcome::Unit)?;
+        let done = complete(event_loop, future, |r| outcome(r, |py, ()| Ok(py.None())))?;
         Ok(Operation(self.tx.watch(&keys.slices(), done)))
     }
 
@@ -159,7 +165,9 @@ impl NativeTransaction {
     ) -> PyResult<Operation> {
         let args = convert::args(args)?;
         let decode = self.decode;
-        let done = complete(event_loop, future, move |r| Outcome::Reply(r, decode))?;
+        let done = complete(event_loop, future, move |r| {
+            outcome(r, move |py, v| Ok(convert::value(py, v, decode)?.unbind()))
+        })?;
         Ok(Operation(self.tx.execute(&args.slices(), done)))
     }
 
@@ -181,7 +189,11 @@ impl NativeTransaction {
     ) -> PyResult<Operation> {
         let args = self::commands(&commands)?;
         let decode = self.decode;
-        let done = complete(event_loop, future, move |r| Outcome::Exec(r, decode))?;
+        let done = complete(event_loop, future, move |r| {
+            outcome(r, move |py, replies| {
+                Ok(exec_result(py, replies, decode)?.unbind())
+            })
+        })?;
         Ok(Operation(self.tx.exec(&slices(&args), done)))
     }
 
@@ -200,18 +212,5 @@ impl NativeTransaction {
     /// Ends the transaction without running anything. Idempotent.
     fn discard(&self) {
         self.tx.discard();
-    }
-}
-
-/// The transaction object for a future, or the exception.
-pub fn transaction_object<'py>(
-    py: Python<'py>,
-    tx: sentinel_recovery::Result<NativeTransaction>,
-) -> Result<Bound<'py, PyAny>, Bound<'py, PyAny>> {
-    match tx {
-        Ok(tx) => Bound::new(py, tx)
-            .map(|t| t.into_any())
-            .map_err(|e| e.into_value(py).into_bound(py).into_any()),
-        Err(e) => Err(error_object(py, &e)),
     }
 }

@@ -3,28 +3,34 @@
 //!
 //! Everything here converts values and owns Python-side objects; the guarantees (each completion
 //! exactly once, `closed` for what is in flight at close, nothing after close or removal, panics
-//! as `internal`) are the host layer's. Async operations take an event loop and a future, start
-//! the core's callback form and return an [`Operation`] (what `asyncio` cancellation cancels);
-//! the completion goes to the loop's waker (or, where there is none, to the dispatcher of the
-//! process it runs in), which completes the future on its loop. Blocking operations wait with [`Handle::wait`], the GIL released, waking
-//! every [`SIGNAL_CHECK_INTERVAL`] to run Python's signal handlers.
+//! as `internal`) are the host layer's, and so are the queues results travel in (host
+//! mailboxes). Async operations take an event loop and a future, start the core's callback form
+//! and return an [`Operation`] (what `asyncio` cancellation cancels); the completion goes to the
+//! loop's waker (or, where there is none, to the callback thread of the process it runs in),
+//! which completes the future on its loop. Blocking operations wait with [`Handle::wait`], the
+//! GIL released, waking regularly to run Python's signal handlers. A `BlockingClient`'s event
+//! callback has a mailbox of its own, drained on the callback thread: closing that mailbox is
+//! what makes "no call after `on_event(None)` / `close()` returned" hold.
 
-use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::sync::{mpsc, Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use sentinel_recovery::host::{Done, EventSubscription, Handle};
+use sentinel_recovery::host::{Delivery, EventSubscription, Handle, Mailbox};
 use sentinel_recovery::Event;
 
-use crate::dispatch::{self, CallbackTarget, Job, Outcome, QueueTarget};
+use crate::completion::{outcome, seconds, signal_check_interval, wait, Operation};
+use crate::dispatch::{self, Drain, Job, QueueTarget};
 use crate::errors::to_pyerr;
-use crate::waker::{self, Pending};
+use crate::waker::complete;
 use crate::{convert, logging};
 
-/// How often a blocking wait wakes up to run Python's signal handlers (Ctrl-C).
-const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
+/// Events allowed to wait for a `BlockingClient.on_event` function; more are dropped (counted,
+/// and the count logged as a warning in their place) so a callback that never returns can't
+/// grow memory without bound.
+const MAX_QUEUED_EVENTS: usize = 65_536;
 
 /// The native client. Not meant to be used directly: see `sentinel_recovery.Client` and
 /// `sentinel_recovery.BlockingClient`.
@@ -35,92 +41,73 @@ pub struct NativeClient {
     /// The URL with passwords redacted, kept for `repr` after close.
     url: String,
     /// The `BlockingClient.on_event` function now installed.
-    callback: Mutex<Option<Arc<CallbackTarget>>>,
+    callback: Mutex<Option<Installed>>,
 }
 
-/// A started asyncio operation; `cancel()` (called when the awaiting task is cancelled) stops it
-/// in the core.
-#[pyclass(frozen, module = "sentinel_recovery._native")]
-pub struct Operation(pub(crate) sentinel_recovery::host::Operation);
+/// An installed `BlockingClient.on_event` function: the core subscription that feeds it and
+/// the mailbox it is called from.
+struct Installed {
+    feed: Arc<CallbackFeed>,
+    subscription: EventSubscription,
+}
 
-#[pymethods]
-impl Operation {
-    /// Stops the operation if it still runs. A command already sent may still have run on the
-    /// server; one not sent yet will not be.
-    fn cancel(&self) {
-        self.0.cancel();
+impl Installed {
+    /// Removes the function: when this returns it is not running (unless called from inside
+    /// it, on the callback thread: its current call then finishes) and is never called again.
+    /// Call it with the GIL released: it may wait for the call in progress.
+    fn remove(&self) {
+        self.subscription.remove();
+        // In a forked child the parent's callback thread, and any drain it was in, do not exist.
+        if self.feed.pid == std::process::id() {
+            let _ = self.feed.mailbox.close();
+        }
     }
 }
 
-/// The completion of an asyncio operation: `wrap(result)` sets `future`'s result or exception on
-/// `event_loop`, exactly once. Straight through the loop's waker (see [`crate::waker`]) when the
-/// loop can watch one, otherwise through the dispatcher of the process it runs in. Call it on
-/// the loop's thread.
-pub(crate) fn complete<T: Send + 'static>(
-    event_loop: Py<PyAny>,
-    future: Py<PyAny>,
-    wrap: impl FnOnce(sentinel_recovery::Result<T>) -> Outcome + Send + 'static,
-) -> PyResult<Done<T>> {
-    let Some(waker) = Python::attach(|py| waker::for_loop(py, &event_loop)) else {
-        return complete_via_dispatcher(event_loop, future, wrap);
-    };
-    Ok(Box::new(move |result| {
-        waker.push(Pending {
-            event_loop,
-            future,
-            outcome: wrap(result),
-        })
-    }))
+/// The events of one `on_event` function, waiting for the callback thread.
+struct CallbackFeed {
+    callback: Py<PyAny>,
+    mailbox: Mailbox<Event>,
+    pid: u32,
 }
 
-/// [`complete`] through the dispatcher thread, in order with the events and queue items it
-/// delivers (`close` uses it, so an event iterator has its end before `close()` returns).
-pub(crate) fn complete_via_dispatcher<T: Send + 'static>(
-    event_loop: Py<PyAny>,
-    future: Py<PyAny>,
-    wrap: impl FnOnce(sentinel_recovery::Result<T>) -> Outcome + Send + 'static,
-) -> PyResult<Done<T>> {
-    dispatch::get()?; // started now, so a failure to start it shows here
-    Ok(Box::new(move |result| {
-        dispatch::push(Job::Future {
-            event_loop,
-            future,
-            outcome: wrap(result),
+impl CallbackFeed {
+    fn new(callback: Py<PyAny>) -> Arc<CallbackFeed> {
+        Arc::new_cyclic(|me: &Weak<CallbackFeed>| {
+            let me = me.clone();
+            CallbackFeed {
+                callback,
+                mailbox: Mailbox::new(MAX_QUEUED_EVENTS, move || {
+                    if let Some(me) = me.upgrade() {
+                        dispatch::push(Job::Drain(me));
+                    }
+                }),
+                pid: std::process::id(),
+            }
         })
-    }))
+    }
 }
 
-/// Runs an operation's callback form and waits for it with the GIL released; when a signal
-/// handler raises (Ctrl-C: `KeyboardInterrupt`) the operation is cancelled and the exception
-/// propagates. Refused by the core on one of its own threads.
-pub(crate) fn wait<T: Send + 'static>(
-    py: Python<'_>,
-    start: impl FnOnce(Done<T>) -> sentinel_recovery::host::Operation + Send,
-) -> PyResult<T> {
-    let mut raised: Option<PyErr> = None;
-    let got = py.detach(|| {
-        Handle::wait(start, SIGNAL_CHECK_INTERVAL, || {
-            Python::attach(|py| match py.check_signals() {
-                Ok(()) => false,
-                Err(e) => {
-                    raised = Some(e);
-                    true
+impl Drain for CallbackFeed {
+    /// Calls the function with each event (an exception it raises goes to
+    /// `sys.unraisablehook`, and later events are still delivered).
+    fn drain(&self, py: Python<'_>) {
+        let cb = self.callback.bind(py);
+        self.mailbox.drain(|delivery| match delivery {
+            Delivery::Item(event) => {
+                let result = convert::serialized(py, &event).and_then(|e| cb.call1((e,)));
+                if let Err(e) = result {
+                    e.write_unraisable(py, Some(cb));
                 }
-            })
-        })
-    });
-    match got {
-        Some(result) => result.map_err(|e| to_pyerr(&e)),
-        None => Err(raised.unwrap_or_else(|| {
-            pyo3::exceptions::PyKeyboardInterrupt::new_err("the wait was interrupted")
-        })),
+            }
+            Delivery::Dropped(n) => dispatch::forward_log(
+                py,
+                sentinel_recovery::host::log::WARN,
+                "sentinel_recovery",
+                &format!("{n} events for the on_event callback were dropped (it was too slow to take them)"),
+            ),
+        });
     }
-}
-
-pub(crate) fn seconds(s: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(s).map_err(|_| {
-        pyo3::exceptions::PyValueError::new_err("timeout must be a non-negative number of seconds")
-    })
 }
 
 #[pymethods]
@@ -173,7 +160,9 @@ impl NativeClient {
         let args = convert::args(args)?;
         let timeout = timeout.map(seconds).transpose()?;
         let decode = self.decode;
-        let done = complete(event_loop, future, move |r| Outcome::Reply(r, decode))?;
+        let done = complete(event_loop, future, move |r| {
+            outcome(r, move |py, v| Ok(convert::value(py, v, decode)?.unbind()))
+        })?;
         // The core checks the command (and its sizes) before it copies the arguments.
         Ok(Operation(self.handle.execute(
             &args.slices(),
@@ -186,7 +175,9 @@ impl NativeClient {
     /// `InternalError`, once, and the client goes on.
     fn panic_for_test(&self, event_loop: Py<PyAny>, future: Py<PyAny>) -> PyResult<Operation> {
         let decode = self.decode;
-        let done = complete(event_loop, future, move |r| Outcome::Reply(r, decode))?;
+        let done = complete(event_loop, future, move |r| {
+            outcome(r, move |py, v| Ok(convert::value(py, v, decode)?.unbind()))
+        })?;
         Ok(Operation(self.handle.panic_for_test(done)))
     }
 
@@ -263,7 +254,9 @@ impl NativeClient {
     /// Completes `future` with the topology once a verified primary is known, or with the
     /// error of discovery.
     fn ready_async(&self, event_loop: Py<PyAny>, future: Py<PyAny>) -> PyResult<Operation> {
-        let done = complete(event_loop, future, Outcome::Topology)?;
+        let done = complete(event_loop, future, |r| {
+            outcome(r, |py, t| Ok(convert::serialized(py, &t)?.unbind()))
+        })?;
         Ok(Operation(self.handle.ready(done)))
     }
 
@@ -287,7 +280,11 @@ impl NativeClient {
         timeout: Option<f64>,
     ) -> PyResult<Operation> {
         let timeout = timeout.map(seconds).transpose()?;
-        let done = complete(event_loop, future, Outcome::Address)?;
+        let done = complete(event_loop, future, |r| {
+            outcome(r, |py, a: sentinel_recovery::Address| {
+                Ok((a.host, a.port).into_pyobject(py)?.into_any().unbind())
+            })
+        })?;
         Ok(Operation(self.handle.route(route(primary), timeout, done)))
     }
 
@@ -353,7 +350,7 @@ impl NativeClient {
     /// Closes the client; every operation in flight completes with `ClosedError`, then `future`
     /// completes. Idempotent.
     fn close_async(&self, event_loop: Py<PyAny>, future: Py<PyAny>) -> PyResult<()> {
-        let done = complete_via_dispatcher(event_loop, future, Outcome::Unit)?;
+        let done = dispatch::complete(event_loop, future, |r| outcome(r, |py, ()| Ok(py.None())))?;
         self.callback
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -373,9 +370,8 @@ impl NativeClient {
         let handle = &self.handle;
         py.detach(|| {
             handle.close_blocking();
-            if callback.is_some() {
-                // Events queued for the callback before the core removed it.
-                dispatch::flush();
+            if let Some(callback) = callback {
+                callback.remove();
             }
         });
     }
@@ -384,12 +380,11 @@ impl NativeClient {
     /// end (the client closed, or the subscription was cancelled).
     fn subscribe_async(&self, event_loop: Py<PyAny>, queue: Py<PyAny>) -> PyResult<Subscription> {
         dispatch::get()?;
-        let target = Arc::new(QueueTarget { event_loop, queue });
-        let feeder = QueueFeeder(target);
+        let feeder = QueueFeeder(Arc::new(QueueTarget { event_loop, queue }));
         let subscription = self
             .handle
             .subscribe_events(Box::new(move |event: &Event| {
-                feeder.put(Some(event.clone()))
+                dispatch::push_event(&feeder.0, event)
             }))
             .map_err(|e| to_pyerr(&e))?;
         Ok(Subscription(subscription))
@@ -421,22 +416,15 @@ impl NativeClient {
             None => None,
             Some(callback) => {
                 dispatch::get()?;
-                let target = Arc::new(CallbackTarget {
-                    callback,
-                    subscription: OnceLock::new(),
-                });
-                let feeding = target.clone();
+                let feed = CallbackFeed::new(callback);
+                let feeding = feed.clone();
                 let subscription = self
                     .handle
                     .subscribe_events(Box::new(move |event: &Event| {
-                        dispatch::push(Job::Callback {
-                            target: feeding.clone(),
-                            event: event.clone(),
-                        })
+                        let _ = feeding.mailbox.push(event.clone());
                     }))
                     .map_err(|e| to_pyerr(&e))?;
-                let _ = target.subscription.set(subscription);
-                Some(target)
+                Some(Installed { feed, subscription })
             }
         };
         let old = std::mem::replace(
@@ -444,12 +432,7 @@ impl NativeClient {
             installed,
         );
         if let Some(old) = old {
-            py.detach(|| {
-                if let Some(subscription) = old.subscription.get() {
-                    subscription.remove();
-                }
-                dispatch::flush();
-            });
+            py.detach(|| old.remove());
         }
         Ok(())
     }
@@ -500,22 +483,16 @@ impl NativeClient {
 }
 
 /// The handler side of an asyncio subscription: puts events into the queue through the
-/// dispatcher, and `None` when the core drops the handler (client closed, subscription removed),
-/// which ends the iteration.
+/// callback thread, and `None` when the core drops the handler (client closed, subscription
+/// removed), which ends the iteration.
 struct QueueFeeder(Arc<QueueTarget>);
-
-impl QueueFeeder {
-    fn put(&self, event: Option<Event>) {
-        dispatch::push(Job::QueueEvent {
-            target: self.0.clone(),
-            event,
-        });
-    }
-}
 
 impl Drop for QueueFeeder {
     fn drop(&mut self) {
-        self.put(None);
+        dispatch::push(Job::QueueItem {
+            target: self.0.clone(),
+            event: None,
+        });
     }
 }
 
@@ -601,8 +578,8 @@ impl EventIter {
             let step = match deadline {
                 Some(d) => d
                     .saturating_duration_since(Instant::now())
-                    .min(SIGNAL_CHECK_INTERVAL),
-                None => SIGNAL_CHECK_INTERVAL,
+                    .min(signal_check_interval()),
+                None => signal_check_interval(),
             };
             let got = py.detach(|| {
                 let guard = self.rx.lock().unwrap_or_else(|e| e.into_inner());

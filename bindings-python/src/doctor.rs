@@ -8,16 +8,16 @@ use pyo3::prelude::*;
 use sentinel_recovery::host::{self, Diagnosis};
 use sentinel_recovery::Config;
 
-use crate::client::{complete, seconds, wait, Operation};
-use crate::dispatch::Outcome;
+use crate::completion::{outcome, seconds, wait, Operation};
 use crate::errors::to_pyerr;
+use crate::waker::complete;
 use crate::{address_map, logging};
 
 /// A diagnosis as the Python layer takes it.
-pub type DiagnosisTuple = (String, String, &'static str, u8);
+type DiagnosisTuple = (String, String, &'static str, u8);
 
 /// The tuple form of a diagnosis.
-pub fn tuple(d: Diagnosis) -> DiagnosisTuple {
+fn tuple(d: Diagnosis) -> DiagnosisTuple {
     (d.json, d.text, d.status, d.exit_code)
 }
 
@@ -62,7 +62,11 @@ pub fn doctor_async(
     address_map: Option<Py<PyAny>>,
 ) -> PyResult<Operation> {
     let (config, how) = prepare(py, url, options, watch, pings, address_map)?;
-    let done = complete(event_loop, future, |r| Outcome::Diagnosis(r.map(tuple)))?;
+    let done = complete(event_loop, future, |r| {
+        outcome(r, |py, d| {
+            Ok(tuple(d).into_pyobject(py)?.into_any().unbind())
+        })
+    })?;
     Ok(Operation(host::doctor(config, how, done)))
 }
 

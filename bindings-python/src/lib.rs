@@ -2,14 +2,19 @@
 //!
 //! It converts values, owns host-side lifetimes and schedules completions on the host; every
 //! behaviour, and every guarantee about completions, lives in the core crate's host layer
-//! (`sentinel_recovery::host`). Core threads never take the GIL: asyncio completions wake their
-//! loop through its own eventfd (see [`waker`]); events, log records, event callbacks and the
-//! completions a loop can't take that way reach Python through one dispatcher thread (see
-//! [`dispatch`]). The public API is the Python layer in `python/sentinel_recovery/`.
+//! (`sentinel_recovery::host`), and so do the queues results travel in (host mailboxes). Core
+//! threads never take the GIL: asyncio completions wake their loop through its own eventfd (see
+//! [`waker`]); events, log records, event callbacks and the completions a loop can't take that
+//! way reach Python through one callback thread (see [`dispatch`]). The public API is the Python
+//! layer in `python/sentinel_recovery/`.
+//!
+//! Modules import one way: [`completion`] (with `errors`, `convert`) at the bottom, then
+//! `dispatch`, `logging` and `waker`, then the operations (`apps`, `doctor`, `client`, `pubsub`).
 
 mod address_map;
 mod apps;
 mod client;
+mod completion;
 mod convert;
 mod dispatch;
 mod doctor;
@@ -129,7 +134,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(doctor::doctor_async, m)?)?;
     m.add_function(wrap_pyfunction!(doctor::doctor_blocking, m)?)?;
     m.add_class::<client::NativeClient>()?;
-    m.add_class::<client::Operation>()?;
+    m.add_class::<completion::Operation>()?;
     m.add_class::<waker::LoopWaker>()?;
     m.add_class::<apps::NativeTransaction>()?;
     m.add_class::<client::Subscription>()?;

@@ -1,8 +1,8 @@
 //! `NativeSubscriber`: a pub/sub subscription of the core's host layer as the Python layer sees
 //! it (`sentinel_recovery.AsyncSubscription` and `Subscription` wrap it).
 //!
-//! Messages are pulled one at a time: `next_async` completes an asyncio future through the
-//! dispatcher, `next_blocking` waits with the GIL released (signals handled). The guarantees
+//! Messages are pulled one at a time: `next_async` completes an asyncio future like every other
+//! operation, `next_blocking` waits with the GIL released (signals handled). The guarantees
 //! (order, at-most-once, nothing after close, the bounded buffer and its dropped count) are the
 //! core's.
 
@@ -11,9 +11,10 @@ use pyo3::types::PyTuple;
 use sentinel_recovery::host::{Handle, Subscriber};
 use sentinel_recovery::{Message, Value};
 
-use crate::client::{complete, wait, NativeClient, Operation};
+use crate::client::NativeClient;
+use crate::completion::{outcome, wait, Operation};
 use crate::convert;
-use crate::dispatch::Outcome;
+use crate::waker::complete;
 
 /// A pub/sub subscription. Not meant to be used directly: see `sentinel_recovery.Client.subscribe`.
 #[pyclass(frozen, module = "sentinel_recovery._native")]
@@ -22,18 +23,9 @@ pub struct NativeSubscriber {
     decode: bool,
 }
 
-/// The Python object for a new subscription (built on the dispatcher thread).
-pub fn subscriber_to_py(
-    py: Python<'_>,
-    subscriber: Subscriber,
-    decode: bool,
-) -> PyResult<Bound<'_, PyAny>> {
-    Ok(Bound::new(py, NativeSubscriber { subscriber, decode })?.into_any())
-}
-
 /// A message as `(channel, data, pattern)`, or `None` once the subscription ended; strings are
 /// `bytes`, or `str` with `decode_responses=True`.
-pub fn message_to_py(
+fn message_to_py(
     py: Python<'_>,
     message: Option<Message>,
     decode: bool,
@@ -94,7 +86,13 @@ impl NativeSubscriber {
         buffer: Option<usize>,
     ) -> PyResult<Operation> {
         let decode = client.decode;
-        let done = complete(event_loop, future, move |r| Outcome::Subscriber(r, decode))?;
+        let done = complete(event_loop, future, move |r| {
+            outcome(r, move |py, subscriber| {
+                Ok(Bound::new(py, NativeSubscriber { subscriber, decode })?
+                    .into_any()
+                    .unbind())
+            })
+        })?;
         Ok(Operation(
             client.handle.subscribe(&channels, &patterns, buffer, done),
         ))
@@ -124,7 +122,9 @@ impl NativeSubscriber {
     /// subscription ended.
     fn next_async(&self, event_loop: Py<PyAny>, future: Py<PyAny>) -> PyResult<Operation> {
         let decode = self.decode;
-        let done = complete(event_loop, future, move |r| Outcome::Message(r, decode))?;
+        let done = complete(event_loop, future, move |r| {
+            outcome(r, move |py, m| Ok(message_to_py(py, m, decode)?.unbind()))
+        })?;
         Ok(Operation(self.subscriber.next(done)))
     }
 
@@ -146,7 +146,7 @@ impl NativeSubscriber {
         names: Vec<Vec<u8>>,
     ) -> PyResult<Operation> {
         let command = command(change)?;
-        let done = complete(event_loop, future, Outcome::Unit)?;
+        let done = complete(event_loop, future, |r| outcome(r, |py, ()| Ok(py.None())))?;
         Ok(Operation(self.start_change(command, &names, done)))
     }
 

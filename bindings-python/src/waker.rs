@@ -1,20 +1,21 @@
 //! Completions of asyncio operations, from a core thread straight to the loop that awaits them.
 //!
-//! Each event loop gets one eventfd (a pipe where eventfd is missing) that it watches with
-//! `loop.add_reader`. A core thread finishing an operation pushes the future and the Rust result
-//! onto that loop's queue, without the GIL and without touching a Python object (the queue owns
-//! the references; they are only released with the GIL held), and writes the eventfd only when
-//! the queue went from empty to non-empty, so a burst of completions costs one wake-up. The
-//! reader callback ([`LoopWaker`], on the loop thread, GIL held) takes the whole queue, converts
-//! each result and completes each future that is still pending. A sequential command thus wakes
-//! the loop directly instead of going through the dispatcher thread and `call_soon_threadsafe`.
+//! Each event loop gets one host mailbox ([`sentinel_recovery::host::Mailbox`]: order, coalesced
+//! wake-ups and the close barrier are the core's) and one eventfd (a pipe where eventfd is
+//! missing) that it watches with `loop.add_reader`. A core thread finishing an operation queues
+//! the future and the Rust result there, without the GIL and without touching a Python object
+//! (the mailbox owns the references; they are only released with the GIL held); the mailbox's
+//! wake-up writes the eventfd, so a burst of completions costs one wake-up. The reader callback
+//! ([`LoopWaker`], on the loop thread, GIL held) drains the mailbox in one go, converting each
+//! result and completing each future that is still pending. A sequential command thus wakes the
+//! loop directly, without the callback thread and `call_soon_threadsafe`.
 //!
-//! When the loop closes (or is collected) its selector drops the reader callback: the queue is
-//! closed then, and what it held, or what arrives later, takes the dispatcher's path
-//! ([`crate::dispatch`]), exactly as every completion did before this module existed (on a closed
-//! loop that means the result is discarded with the GIL held, because no one can await it). A
-//! loop that can't watch a file descriptor, a call from a thread the loop doesn't run on, and a
-//! loop registered by the parent of a forked process all use the dispatcher too.
+//! When the loop closes (or is collected) its selector drops the reader callback: the mailbox is
+//! closed then, and the completions it held, or that arrive later, take the callback thread's
+//! path ([`crate::dispatch`]; on a closed loop that means the result is discarded with the GIL
+//! held, because no one can await it). A loop that can't watch a file descriptor, a call from a
+//! thread the loop doesn't run on, and a loop registered by the parent of a forked process use
+//! the callback thread too.
 
 use std::collections::HashMap;
 use std::io;
@@ -24,26 +25,10 @@ use std::sync::{Arc, Mutex};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyWeakrefMethods, PyWeakrefReference};
+use sentinel_recovery::host::{Delivery, Done, Mailbox};
 
-use crate::dispatch::{self, Job, Outcome};
-
-/// One completion waiting for its loop.
-pub(crate) struct Pending {
-    /// Kept so the completion can still take the dispatcher's path after the loop closed.
-    pub(crate) event_loop: Py<PyAny>,
-    pub(crate) future: Py<PyAny>,
-    pub(crate) outcome: Outcome,
-}
-
-impl Pending {
-    fn into_job(self) -> Job {
-        Job::Future {
-            event_loop: self.event_loop,
-            future: self.future,
-            outcome: self.outcome,
-        }
-    }
-}
+use crate::completion::{settle, Outcome, Pending};
+use crate::dispatch::{self, Job};
 
 /// The file descriptor the loop watches: readable while completions wait.
 enum Signal {
@@ -114,38 +99,38 @@ impl Signal {
     }
 }
 
-struct Queue {
-    items: Vec<Pending>,
-    /// False once the loop's reader is gone: completions take the dispatcher's path then.
-    open: bool,
-}
-
 /// The part of a loop's waker that core threads hold: no Python object in it, so it may be
 /// dropped anywhere (its fds close when the last completion holding it has run).
 pub(crate) struct Shared {
     pid: u32,
-    signal: Signal,
-    queue: Mutex<Queue>,
+    signal: Arc<Signal>,
+    /// Completions only: none is ever dropped, so its bound does not matter.
+    mailbox: Mailbox<Pending>,
 }
 
-impl Shared {
-    /// Queues a completion for the loop (any thread, never takes the GIL, never blocks on
-    /// Python); wakes the loop when the queue was empty. After the loop's reader is gone the
-    /// completion goes to the dispatcher instead.
-    pub(crate) fn push(&self, pending: Pending) {
-        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        if !q.open {
-            drop(q);
-            dispatch::push(pending.into_job());
-            return;
+/// The completion of an asyncio operation: `wrap(result)` sets `future`'s result or exception on
+/// `event_loop`, exactly once. Straight through the loop's waker when the loop can watch one,
+/// otherwise through the callback thread of the process it runs in. Call it on the loop's thread.
+pub(crate) fn complete<T: Send + 'static>(
+    event_loop: Py<PyAny>,
+    future: Py<PyAny>,
+    wrap: impl FnOnce(sentinel_recovery::Result<T>) -> Outcome + Send + 'static,
+) -> PyResult<Done<T>> {
+    let Some(shared) = Python::attach(|py| for_loop(py, &event_loop)) else {
+        return dispatch::complete(event_loop, future, wrap);
+    };
+    let completion = shared.mailbox.completion();
+    Ok(Box::new(move |result| {
+        let pending = Pending {
+            event_loop,
+            future,
+            outcome: wrap(result),
+        };
+        // The loop's reader is gone: the callback thread schedules it on the loop, if it can.
+        if let Err(pending) = completion.complete(pending) {
+            dispatch::push(Job::Future(pending));
         }
-        let was_empty = q.items.is_empty();
-        q.items.push(pending);
-        drop(q);
-        if was_empty {
-            self.signal.notify();
-        }
-    }
+    }))
 }
 
 /// The reader callback of one event loop (called by the loop when its fd is readable): completes
@@ -155,9 +140,6 @@ pub struct LoopWaker {
     shared: Arc<Shared>,
     /// The loop's address, its key in [`LOOPS`].
     key: usize,
-    /// The vector of the previous batch, reused so a steady trickle of completions allocates
-    /// nothing.
-    spare: Mutex<Vec<Pending>>,
 }
 
 #[pymethods]
@@ -169,15 +151,11 @@ impl LoopWaker {
             return;
         }
         self.shared.signal.clear();
-        let mut batch = std::mem::take(&mut *self.spare.lock().unwrap_or_else(|e| e.into_inner()));
-        {
-            let mut q = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-            std::mem::swap(&mut q.items, &mut batch);
-        }
-        for pending in batch.drain(..) {
-            deliver(py, pending);
-        }
-        *self.spare.lock().unwrap_or_else(|e| e.into_inner()) = batch;
+        self.shared.mailbox.drain(|delivery| {
+            if let Delivery::Item(pending) = delivery {
+                settle(py, pending);
+            }
+        });
     }
 }
 
@@ -185,11 +163,8 @@ impl Drop for LoopWaker {
     // Runs with the GIL held (Python deallocates the object): when the loop closes, its selector
     // lets go of the reader callback.
     fn drop(&mut self) {
-        let left = {
-            let mut q = self.shared.queue.lock().unwrap_or_else(|e| e.into_inner());
-            q.open = false;
-            std::mem::take(&mut q.items)
-        };
+        // Only this loop's reader drains the mailbox, and the loop let go of it: no drain runs.
+        let left = self.shared.mailbox.close();
         let entry = {
             let mut guard = LOOPS.lock().unwrap_or_else(|e| e.into_inner());
             let loops = guard.get_or_insert_with(HashMap::new);
@@ -207,27 +182,9 @@ impl Drop for LoopWaker {
         drop(entry);
         if self.shared.pid == std::process::id() {
             for pending in left {
-                dispatch::push(pending.into_job());
+                dispatch::push(Job::Future(pending));
             }
         }
-    }
-}
-
-/// Sets the future's result or exception unless it is done already.
-fn deliver(py: Python<'_>, pending: Pending) {
-    let future = pending.future.bind(py);
-    let result = (|| -> PyResult<()> {
-        if future.call_method0(intern!(py, "done"))?.is_truthy()? {
-            return Ok(());
-        }
-        match dispatch::outcome_to_py(py, pending.outcome) {
-            Ok(value) => future.call_method1(intern!(py, "set_result"), (value,))?,
-            Err(exc) => future.call_method1(intern!(py, "set_exception"), (exc,))?,
-        };
-        Ok(())
-    })();
-    if let Err(e) = result {
-        e.write_unraisable(py, Some(future));
     }
 }
 
@@ -282,14 +239,15 @@ fn register(py: Python<'_>, event_loop: &Py<PyAny>, key: usize, pid: u32) -> Opt
     }
     let weak = PyWeakrefReference::new(loop_).ok()?.unbind();
     let shared = match Signal::new() {
-        Ok(signal) => Some(Arc::new(Shared {
-            pid,
-            signal,
-            queue: Mutex::new(Queue {
-                items: Vec::new(),
-                open: true,
-            }),
-        })),
+        Ok(signal) => {
+            let signal = Arc::new(signal);
+            let waking = signal.clone();
+            Some(Arc::new(Shared {
+                pid,
+                signal,
+                mailbox: Mailbox::new(1, move || waking.notify()),
+            }))
+        }
         Err(e) => {
             tracing::warn!(target: "sentinel_recovery", "no eventfd or pipe for asyncio completions ({e}); using the dispatcher thread");
             None
@@ -301,7 +259,6 @@ fn register(py: Python<'_>, event_loop: &Py<PyAny>, key: usize, pid: u32) -> Opt
             LoopWaker {
                 shared: shared.clone(),
                 key,
-                spare: Mutex::new(Vec::new()),
             },
         )
         .ok()?;

@@ -559,7 +559,8 @@ class BlockingClient:
         removes it. When this (or :meth:`close`) returns, the earlier callback is no longer called
         (called from inside that callback, its current call finishes first). The callback may
         close its own client. Exceptions raised by the callback are reported with
-        ``sys.unraisablehook`` and later events are still delivered.
+        ``sys.unraisablehook`` and later events are still delivered. Beyond 65 536 events waiting
+        for the callback the newest are dropped, and their number logged as a warning in their place.
         """
         self._native.set_event_callback(callback)
 

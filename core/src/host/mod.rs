@@ -12,7 +12,10 @@
 //!   completed, no callback of that handle (or subscription) runs again;
 //! - `close` completes every operation still in flight with `closed` before its own completion;
 //! - a panic anywhere, in the core or in a host callback, never aborts the process and never
-//!   loses a completion (a host callback that panics is logged).
+//!   loses a completion (a host callback that panics is logged);
+//! - what a binding then hands to its host's own thread or loop travels in a [`Mailbox`]: one
+//!   ordered, bounded, coalescing queue with one overflow rule (completions are never dropped;
+//!   events, messages and log records beyond the bound are, and counted) and a close barrier.
 //!
 //! No binding needs tokio: everything that runs on the core runtime is started from here.
 
@@ -22,6 +25,7 @@ mod gate;
 mod hints;
 mod inflight;
 pub mod log;
+pub mod mailbox;
 mod subscriptions;
 mod transaction;
 pub(crate) mod wait;
@@ -36,6 +40,7 @@ pub use doctor::{config_from_url, doctor, doctor_blocking, Diagnosis};
 pub use events::{EventHandler, EventSubscription};
 pub use hints::{ApiNames, RUST};
 pub use inflight::{Done, Operation};
+pub use mailbox::{Completion, Delivery, Mailbox, Pushed};
 pub use subscriptions::{MessageHandler, Subscriber};
 pub use transaction::HostTransaction;
 
