@@ -1077,18 +1077,6 @@ int sr_runtime_set_worker_threads(size_t threads, struct sr_error_t **error);
 // callback (a core thread) it stops the runtime in the background instead of waiting.
 int sr_runtime_shutdown(uint64_t timeout_ms);
 
-// For test suites only: starts an operation whose work panics on a core thread, so a suite can
-// show that a panic inside the library reaches it as SR_ERR_INTERNAL, exactly once, through
-// `callback` (as sr_client_execute() delivers), and that the process and the client go on.
-// Nothing is sent to any server.
-//
-// Returns SR_OK (then `callback` is called exactly once) or SR_ERR_INVALID_ARGUMENT (NULL
-// client or callback; then it is never called).
-//
-// # Safety
-// `client` is NULL or a handle not yet freed.
-int sr_client_panic_for_test(struct sr_client_t *client, sr_reply_cb callback, void *user_data);
-
 // Frees a topology from sr_client_topology(). NULL is ignored.
 //
 // # Safety

@@ -24,6 +24,8 @@ mod log;
 mod pubsub;
 mod reply;
 mod runtime;
+// Test-only exports: never in the shipped library or the committed header.
+#[cfg(feature = "test-hooks")]
 mod testing;
 mod topology;
 mod transaction;
@@ -38,6 +40,7 @@ pub use log::*;
 pub use pubsub::*;
 pub use reply::*;
 pub use runtime::*;
+#[cfg(feature = "test-hooks")]
 pub use testing::*;
 pub use topology::*;
 pub use transaction::*;

@@ -1,4 +1,6 @@
-//! Support for the suites of the C ABI and of the bindings built on it (.NET).
+//! Support for the suites of the C ABI and of the bindings built on it (.NET), compiled only
+//! with the `test-hooks` feature: the shipped library and the committed header do not have it.
+//! A suite declares what it calls from here itself.
 
 use std::ffi::{c_int, c_void};
 

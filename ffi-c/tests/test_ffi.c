@@ -14,6 +14,11 @@
 #include "sentinel_recovery.h"
 #include "topology.h"
 
+/* The test hook of a library built with the `test-hooks` feature (run.sh builds it so); not in
+ * the header, which has the shipped API only. Starts an operation whose work panics on a core
+ * thread: `callback` gets SR_ERR_INTERNAL, once. */
+int sr_client_panic_for_test(sr_client_t *client, sr_reply_cb callback, void *user_data);
+
 static topo_t topo;
 static int failures_in_test;
 
