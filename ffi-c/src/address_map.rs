@@ -6,7 +6,9 @@ use std::sync::Arc;
 use sr::config::AddressMapFn;
 use sr::Address;
 
-use crate::*;
+use crate::args::sr_option_t;
+use crate::client::{open_with, sr_client_t};
+use crate::error::sr_error_t;
 
 /// The room sr_address_map_cb gets for the mapped host, NUL included.
 pub const SR_ADDRESS_MAP_HOST_MAX: usize = 256;
