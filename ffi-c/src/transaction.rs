@@ -10,7 +10,7 @@ use crate::args::{arguments, command_list, out_param, sr_command_t};
 use crate::client::{acquire, required, sr_client_t};
 use crate::error::sr_error_t;
 use crate::ffi::{
-    blocking, free_box, start, to_boxed_mut_ptr, try_ref, Castable, OwnedBox, UserData,
+    blocking, free_box, guard, start, to_boxed_mut_ptr, try_ref, Castable, OwnedBox, UserData,
 };
 use crate::operation::{call_options, give_operation, sr_call_options_t};
 use crate::reply::{into_owned_reply, reply_to, sr_reply_cb, sr_reply_t};
@@ -283,7 +283,7 @@ pub unsafe extern "C" fn sr_transaction_exec_blocking(
 /// `transaction` is NULL or from sr_client_transaction_begin(), not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn sr_transaction_free(transaction: *mut sr_transaction_t) {
-    crate::ffi::guard(|| {
+    guard(|| {
         if let Some(t) = free_box(transaction) {
             t.discard();
         }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One build of the core per profile: every package selection that `make test` and `make dist`
+# One build of the core per profile (debug test targets add one, with the core's `internals`; see
+# below): every package selection that `make test` and `make dist`
 # hand to cargo (or that maturin and the napi CLI hand to it) must resolve each dependency with
 # the features the whole workspace resolves it with. Cargo unifies features only over the packages
 # one invocation selects, so a selection that enables fewer (or other) features of a shared
