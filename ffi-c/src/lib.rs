@@ -3,8 +3,8 @@
 //! A thin layer over the core crate's host layer: it converts arguments and replies, owns the
 //! C-side lifetimes and delivers completions, nothing more. Every export runs its body through
 //! the helpers of `ffi` (`start`, `report`, `blocking`, `guard`), which catch panics (reported as
-//! [`SR_ERR_INTERNAL`], or the return type's failure value) and hand out the one way to block;
-//! NULL pointers give [`SR_ERR_INVALID_ARGUMENT`]. One module per opaque C type; `ffi` (pointer
+//! `SR_ERR_INTERNAL`, or the return type's failure value) and hand out the one way to block;
+//! NULL pointers give `SR_ERR_INVALID_ARGUMENT`. One module per opaque C type; `ffi` (pointer
 //! ownership, failure values, the export bodies) and `codes` stand below all of them, and no
 //! module imports another in a circle.
 //!
