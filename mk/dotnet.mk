@@ -8,8 +8,10 @@ TEST_TARGETS += test-dotnet
 deps-dotnet:
 	@bindings-dotnet/scripts/deps.sh
 
+# The suite calls sr_client_panic_for_test, an export of the `test-hooks` feature only; make dist
+# packs a library built without it (scripts/dist/build.sh).
 build-dotnet: deps-dotnet
-	cargo build -p sentinel-recovery-ffi
+	cargo build -p sentinel-recovery-ffi --features test-hooks
 	cargo build -p sentinel-recovery-testkit --bins
 	bindings-dotnet/scripts/build.sh
 

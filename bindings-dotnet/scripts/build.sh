@@ -2,7 +2,7 @@
 # Builds the wrapper (SentinelRecovery.dll + XML docs) and its NUnit tests with Mono's mcs
 # (C# 7.2) into $CARGO_TARGET_DIR/dotnet, next to a copy of libsentinel_recovery.so.
 # Needs: mono-mcs, mono-runtime, libnunit-cil-dev; the native library built
-# (cargo build -p sentinel-recovery-ffi).
+# (cargo build -p sentinel-recovery-ffi --features test-hooks: the suite calls the test hook).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 root=$(cd "$here/.." && pwd)

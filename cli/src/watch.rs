@@ -31,7 +31,7 @@ pub fn main(Args { url, json }: Args) -> Result<(), String> {
             if !json {
                 println!(
                     "{} discovery: {e} (still trying)",
-                    stamp(sentinel_recovery::monitor::unix_ms())
+                    stamp(sentinel_recovery::unix_ms())
                 );
             }
         }
@@ -54,7 +54,7 @@ fn print_topology(t: &Topology, json: bool) {
         let mut value = serde_json::to_value(t).unwrap_or_default();
         if let Some(map) = value.as_object_mut() {
             map.insert("kind".into(), "topology".into());
-            map.insert("at".into(), sentinel_recovery::monitor::unix_ms().into());
+            map.insert("at".into(), sentinel_recovery::unix_ms().into());
         }
         line(&value.to_string());
         return;
@@ -78,7 +78,7 @@ fn print_topology(t: &Topology, json: bool) {
         .collect();
     line(&format!(
         "{} service {}: primary {primary}, replicas [{}], sentinels [{}], epoch {}, {}",
-        stamp(sentinel_recovery::monitor::unix_ms()),
+        stamp(sentinel_recovery::unix_ms()),
         t.service,
         replicas.join(", "),
         sentinels.join(", "),

@@ -38,18 +38,30 @@ pub use types::{
     Side, Topology,
 };
 
-// Internals. `dns`, `monitor`, `resp` and `sentinel` stay reachable, hidden from the docs, for
-// the testkit's end-to-end suites and the fuzz targets (a wire-level connection, the parsers,
-// the monitor count); they are not API and may change in any release.
+// Internals. With the `internals` feature (the testkit's end-to-end suites and the fuzz targets
+// only) `dns`, `monitor`, `resp` and `sentinel` are public, hidden from the docs; without it they
+// are private like the rest. They are not API and may change in any release.
 mod client;
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod dns;
+#[cfg(not(feature = "internals"))]
+mod dns;
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod monitor;
+#[cfg(not(feature = "internals"))]
+mod monitor;
 mod node;
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod resp;
+#[cfg(not(feature = "internals"))]
+mod resp;
+#[cfg(feature = "internals")]
 #[doc(hidden)]
 pub mod sentinel;
+#[cfg(not(feature = "internals"))]
+mod sentinel;
 mod sync;
 mod tls;

@@ -36,9 +36,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-// Success.
-#define SR_OK 0
-
 // Former code of a caught panic; panics are now SR_ERR_INTERNAL, the same code in every language.
 #define SR_ERR_PANIC SR_ERR_INTERNAL
 
@@ -137,6 +134,9 @@
 
 // A majority of the sentinels name the primary again; writes resume (primary, confirmed, known).
 #define SR_EVENT_SENTINEL_MAJORITY_REGAINED 15
+
+// Success.
+#define SR_OK 0
 
 // Most detailed records.
 #define SR_LOG_TRACE 5
@@ -298,51 +298,6 @@ typedef int (*sr_address_map_cb)(void *user_data,
                                  size_t mapped_host_len,
                                  uint16_t *mapped_port);
 
-// Options of one call, all optional: pass NULL for the defaults, or a zeroed struct with the
-// fields you need set. Borrowed for the duration of the call only.
-typedef struct sr_call_options_t {
-  // The call's deadline in milliseconds, instead of the client's `command_timeout_ms`; 0 for
-  // that default. For a blocking command (BLPOP, ...) it is added to how long it may block.
-  uint64_t timeout_ms;
-  // NULL, or where to store a cancel handle for the started call (callback forms only; set to
-  // NULL when the call is not accepted). Free it with sr_operation_free().
-  struct sr_operation_t **operation;
-} sr_call_options_t;
-
-// Completion of sr_client_execute(): exactly one call per accepted command, on a core thread
-// (`sr-worker-N`), also when the client is closed meanwhile (then with SR_ERR_CLOSED).
-//
-// Either `reply` is non-NULL and `error` NULL (success; the reply may be SR_REPLY_NIL), or
-// `reply` is NULL and `error` non-NULL. Both are borrowed for the duration of the call only:
-// copy what you need (or sr_reply_clone() / sr_error_clone()) and return quickly. The callback
-// must not block, must not call sr_client_execute_blocking() or sr_client_wait_ready() (they
-// fail there with SR_ERR_INVALID_ARGUMENT), and must not unwind (no C++ exception may leave it).
-// It may call sr_client_execute(), sr_client_close() and sr_client_free().
-typedef void (*sr_reply_cb)(void *user_data,
-                            const struct sr_reply_t *reply,
-                            const struct sr_error_t *error);
-
-// One command of a pipeline or transaction: arguments as for sr_client_execute() (`argv_len`
-// may be NULL when every argument is a NUL-terminated string).
-typedef struct sr_command_t {
-  // Number of arguments (> 0), the command name first.
-  size_t argc;
-  // The arguments.
-  const char *const *argv;
-  // Their lengths, or NULL.
-  const size_t *argv_len;
-} sr_command_t;
-
-// Completion of sr_client_pipeline() and sr_transaction_exec(): exactly one call per accepted
-// call, on a core thread. `results` (one per command) is non-NULL and `error` NULL when the
-// commands were sent and answered; `results` NULL and `error` non-NULL when the call failed as
-// a whole (no node within the deadline, cancelled, closed, ...). For sr_transaction_exec()
-// both NULL means a watched key changed and nothing ran. Both are borrowed for the call only;
-// the same rules as sr_reply_cb apply (do not block, do not unwind).
-typedef void (*sr_results_cb)(void *user_data,
-                              const struct sr_results_t *results,
-                              const struct sr_error_t *error);
-
 // A node address. `host` is NUL-terminated and owned by the struct containing this address.
 typedef struct sr_address_t {
   // Host name or IP address as configured or reported by a sentinel.
@@ -393,6 +348,51 @@ typedef struct sr_topology_t {
   // True when the last discovery round found and verified the primary.
   bool healthy;
 } sr_topology_t;
+
+// Completion of sr_client_execute(): exactly one call per accepted command, on a core thread
+// (`sr-worker-N`), also when the client is closed meanwhile (then with SR_ERR_CLOSED).
+//
+// Either `reply` is non-NULL and `error` NULL (success; the reply may be SR_REPLY_NIL), or
+// `reply` is NULL and `error` non-NULL. Both are borrowed for the duration of the call only:
+// copy what you need (or sr_reply_clone() / sr_error_clone()) and return quickly. The callback
+// must not block, must not call sr_client_execute_blocking() or sr_client_wait_ready() (they
+// fail there with SR_ERR_CONFIG), and must not unwind (no C++ exception may leave it).
+// It may call sr_client_execute(), sr_client_close() and sr_client_free().
+typedef void (*sr_reply_cb)(void *user_data,
+                            const struct sr_reply_t *reply,
+                            const struct sr_error_t *error);
+
+// Options of one call, all optional: pass NULL for the defaults, or a zeroed struct with the
+// fields you need set. Borrowed for the duration of the call only.
+typedef struct sr_call_options_t {
+  // The call's deadline in milliseconds, instead of the client's `command_timeout_ms`; 0 for
+  // that default. For a blocking command (BLPOP, ...) it is added to how long it may block.
+  uint64_t timeout_ms;
+  // NULL, or where to store a cancel handle for the started call (callback forms only; set to
+  // NULL when the call is not accepted). Free it with sr_operation_free().
+  struct sr_operation_t **operation;
+} sr_call_options_t;
+
+// One command of a pipeline or transaction: arguments as for sr_client_execute() (`argv_len`
+// may be NULL when every argument is a NUL-terminated string).
+typedef struct sr_command_t {
+  // Number of arguments (> 0), the command name first.
+  size_t argc;
+  // The arguments.
+  const char *const *argv;
+  // Their lengths, or NULL.
+  const size_t *argv_len;
+} sr_command_t;
+
+// Completion of sr_client_pipeline() and sr_transaction_exec(): exactly one call per accepted
+// call, on a core thread. `results` (one per command) is non-NULL and `error` NULL when the
+// commands were sent and answered; `results` NULL and `error` non-NULL when the call failed as
+// a whole (no node within the deadline, cancelled, closed, ...). For sr_transaction_exec()
+// both NULL means a watched key changed and nothing ran. Both are borrowed for the call only;
+// the same rules as sr_reply_cb apply (do not block, do not unwind).
+typedef void (*sr_results_cb)(void *user_data,
+                              const struct sr_results_t *results,
+                              const struct sr_error_t *error);
 
 // A topology event, passed to the event callback.
 //
@@ -543,6 +543,65 @@ int sr_client_open_mapped(const char *url,
                           struct sr_client_t **client,
                           struct sr_error_t **error);
 
+// Opens a client for a `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service
+// [?key=value&...]` URL (`valkey+sentinel://`, and `rediss+sentinel://` for TLS) and returns at
+// once: discovery runs in the background on the core's threads. Use sr_client_wait_ready() to
+// wait for the first discovery round, or just send commands (they wait for a primary up to
+// their deadline).
+//
+// `options` (`options_len` of them; NULL when 0) override the URL's query keys. `url` and the
+// options are borrowed for the call only. On SR_OK, `*client` receives a new handle (free it
+// with sr_client_free()); otherwise `*client` is set to NULL and `*error` (if `error` is not
+// NULL) receives an owned error naming the offending part (never a password).
+//
+// # Safety
+// `url` and every option string are NULL or NUL-terminated; `options` points to `options_len`
+// options; `client` and `error` are NULL or writable.
+int sr_client_open(const char *url,
+                   const struct sr_option_t *options,
+                   size_t options_len,
+                   struct sr_client_t **client,
+                   struct sr_error_t **error);
+
+// Waits until the client's first discovery round has finished, blocking the calling thread
+// only. On SR_OK the round found a verified primary and, if `topology` is not NULL, `*topology`
+// receives an owned snapshot (free with sr_topology_free()). Otherwise the error says which
+// case happened (SR_ERR_SENTINELS_UNREACHABLE, SR_ERR_SERVICE_UNKNOWN,
+// SR_ERR_NO_HEALTHY_PRIMARY, SR_ERR_CLOSED); the client stays open and keeps retrying.
+// Refused (SR_ERR_CONFIG) inside a callback.
+//
+// # Safety
+// `client` is NULL or a handle not yet freed; `topology` and `error` are NULL or writable.
+int sr_client_wait_ready(struct sr_client_t *client,
+                         struct sr_topology_t **topology,
+                         struct sr_error_t **error);
+
+// Sends one command and returns at once; `callback` gets its result later, on a core thread
+// (see sr_reply_cb), with `user_data` passed back untouched.
+//
+// `argv` holds `argc` (> 0) arguments, the command name first; `argv_len[i]` is the length of
+// `argv[i]` (binary safe), or `argv_len` may be NULL when every argument is a NUL-terminated
+// string. The arguments are copied before this returns.
+//
+// Returns SR_OK when the command was accepted: `callback` is then called exactly once (in the
+// rare case that the core runtime can't run at all, it is called before this returns, on the
+// calling thread). Any other code means it was not accepted and `callback` is never called:
+// SR_ERR_INVALID_ARGUMENT (NULL client, argv or callback, argc 0), SR_ERR_CLOSED.
+//
+// The command's deadline is the client's `command_timeout_ms` option (default 5000); use
+// sr_client_execute_with() for a deadline of its own or a cancel handle.
+//
+// # Safety
+// `client` is NULL or a handle not yet freed; `argv` points to `argc` pointers, each NULL
+// (only with a length of 0) or valid for its length (or NUL-terminated when `argv_len` is NULL);
+// `argv_len` is NULL or points to `argc` lengths.
+int sr_client_execute(struct sr_client_t *client,
+                      size_t argc,
+                      const char *const *argv,
+                      const size_t *argv_len,
+                      sr_reply_cb callback,
+                      void *user_data);
+
 // sr_client_execute() with options: a deadline of its own (`options->timeout_ms`) and a cancel
 // handle (`options->operation`). `options` may be NULL. Returns and calls back as
 // sr_client_execute().
@@ -557,6 +616,24 @@ int sr_client_execute_with(struct sr_client_t *client,
                            const struct sr_call_options_t *options,
                            sr_reply_cb callback,
                            void *user_data);
+
+// Sends one command and blocks the calling thread (only it) until its reply or its deadline,
+// the client's `command_timeout_ms` option (default 5000 ms; set it per client with
+// sr_client_open() options). Arguments as for sr_client_execute().
+//
+// On SR_OK `*reply` receives an owned reply (free with sr_reply_free()). Otherwise `*reply` is
+// NULL and `*error` (if `error` is not NULL) receives an owned error; an error reply from the
+// server is SR_ERR_SERVER. Refused (SR_ERR_CONFIG) inside a callback, where waiting could
+// stall the threads the reply needs.
+//
+// # Safety
+// As sr_client_execute(); `reply` and `error` are NULL or writable.
+int sr_client_execute_blocking(struct sr_client_t *client,
+                               size_t argc,
+                               const char *const *argv,
+                               const size_t *argv_len,
+                               struct sr_reply_t **reply,
+                               struct sr_error_t **error);
 
 // sr_client_execute_blocking() with a deadline of its own (`options->timeout_ms`; the
 // `operation` field is ignored: a blocking call is not cancelled from another thread).
@@ -596,8 +673,8 @@ int sr_client_pipeline(struct sr_client_t *client,
 
 // sr_client_pipeline() that blocks the calling thread (only it) until the results or the
 // deadline. On SR_OK `*results` receives owned results (free with sr_results_free()); otherwise
-// it is NULL and `*error` (if not NULL) receives an owned error. Refused
-// (SR_ERR_INVALID_ARGUMENT) inside a callback.
+// it is NULL and `*error` (if not NULL) receives an owned error. Refused (SR_ERR_CONFIG) inside
+// a callback.
 //
 // # Safety
 // As sr_client_pipeline(); `results` and `error` are NULL or writable.
@@ -607,124 +684,6 @@ int sr_client_pipeline_blocking(struct sr_client_t *client,
                                 const struct sr_call_options_t *options,
                                 struct sr_results_t **results,
                                 struct sr_error_t **error);
-
-// Cancels the call if it is still running: its callback is then called (once, on a core
-// thread) with SR_ERR_CLOSED and a message saying the caller cancelled it. A command already
-// sent may still have run on the server; it is never retried. After the callback ran this does
-// nothing. NULL is ignored.
-//
-// # Safety
-// `operation` is NULL or a handle from this library, not yet freed.
-void sr_operation_cancel(const struct sr_operation_t *operation);
-
-// Frees a cancel handle (without cancelling). NULL is ignored.
-//
-// # Safety
-// `operation` is NULL or a handle from this library, not yet freed.
-void sr_operation_free(struct sr_operation_t *operation);
-
-// Number of results (one per command); 0 for NULL.
-//
-// # Safety
-// `results` is NULL or live results from this library.
-size_t sr_results_len(const struct sr_results_t *results);
-
-// The reply of command `index`, borrowed from `results`; NULL when that command failed (see
-// sr_results_error()), when `index` is out of range, or for NULL.
-//
-// # Safety
-// `results` is NULL or live results from this library.
-const struct sr_reply_t *sr_results_reply(const struct sr_results_t *results, size_t index);
-
-// The error of command `index` (e.g. SR_ERR_SERVER with WRONGTYPE), borrowed from `results`;
-// NULL when that command succeeded, when `index` is out of range, or for NULL.
-//
-// # Safety
-// `results` is NULL or live results from this library.
-const struct sr_error_t *sr_results_error(const struct sr_results_t *results, size_t index);
-
-// Frees owned results. NULL is ignored. Never pass results borrowed in a callback.
-//
-// # Safety
-// `results` is NULL or owned results from this library, not yet freed.
-void sr_results_free(struct sr_results_t *results);
-
-// Opens a client for a `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service
-// [?key=value&...]` URL (`valkey+sentinel://`, and `rediss+sentinel://` for TLS) and returns at
-// once: discovery runs in the background on the core's threads. Use sr_client_wait_ready() to
-// wait for the first discovery round, or just send commands (they wait for a primary up to
-// their deadline).
-//
-// `options` (`options_len` of them; NULL when 0) override the URL's query keys. `url` and the
-// options are borrowed for the call only. On SR_OK, `*client` receives a new handle (free it
-// with sr_client_free()); otherwise `*client` is set to NULL and `*error` (if `error` is not
-// NULL) receives an owned error naming the offending part (never a password).
-//
-// # Safety
-// `url` and every option string are NULL or NUL-terminated; `options` points to `options_len`
-// options; `client` and `error` are NULL or writable.
-int sr_client_open(const char *url,
-                   const struct sr_option_t *options,
-                   size_t options_len,
-                   struct sr_client_t **client,
-                   struct sr_error_t **error);
-
-// Waits until the client's first discovery round has finished, blocking the calling thread
-// only. On SR_OK the round found a verified primary and, if `topology` is not NULL, `*topology`
-// receives an owned snapshot (free with sr_topology_free()). Otherwise the error says which
-// case happened (SR_ERR_SENTINELS_UNREACHABLE, SR_ERR_SERVICE_UNKNOWN,
-// SR_ERR_NO_HEALTHY_PRIMARY, SR_ERR_CLOSED); the client stays open and keeps retrying.
-// Refused (SR_ERR_INVALID_ARGUMENT) inside a callback.
-//
-// # Safety
-// `client` is NULL or a handle not yet freed; `topology` and `error` are NULL or writable.
-int sr_client_wait_ready(struct sr_client_t *client,
-                         struct sr_topology_t **topology,
-                         struct sr_error_t **error);
-
-// Sends one command and returns at once; `callback` gets its result later, on a core thread
-// (see sr_reply_cb), with `user_data` passed back untouched.
-//
-// `argv` holds `argc` (> 0) arguments, the command name first; `argv_len[i]` is the length of
-// `argv[i]` (binary safe), or `argv_len` may be NULL when every argument is a NUL-terminated
-// string. The arguments are copied before this returns.
-//
-// Returns SR_OK when the command was accepted: `callback` is then called exactly once (in the
-// rare case that the core runtime can't run at all, it is called before this returns, on the
-// calling thread). Any other code means it was not accepted and `callback` is never called:
-// SR_ERR_INVALID_ARGUMENT (NULL client, argv or callback, argc 0), SR_ERR_CLOSED.
-//
-// The command's deadline is the client's `command_timeout_ms` option (default 5000); use
-// sr_client_execute_with() for a deadline of its own or a cancel handle.
-//
-// # Safety
-// `client` is NULL or a handle not yet freed; `argv` points to `argc` pointers, each NULL
-// (only with a length of 0) or valid for its length (or NUL-terminated when `argv_len` is NULL);
-// `argv_len` is NULL or points to `argc` lengths.
-int sr_client_execute(struct sr_client_t *client,
-                      size_t argc,
-                      const char *const *argv,
-                      const size_t *argv_len,
-                      sr_reply_cb callback,
-                      void *user_data);
-
-// Sends one command and blocks the calling thread (only it) until its reply or its deadline,
-// the client's `command_timeout_ms` option (default 5000 ms; set it per client with
-// sr_client_open() options). Arguments as for sr_client_execute().
-//
-// On SR_OK `*reply` receives an owned reply (free with sr_reply_free()). Otherwise `*reply` is
-// NULL and `*error` (if `error` is not NULL) receives an owned error; an error reply from the
-// server is SR_ERR_SERVER. Refused (SR_ERR_INVALID_ARGUMENT) inside a callback, where waiting
-// could stall the threads the reply needs.
-//
-// # Safety
-// As sr_client_execute(); `reply` and `error` are NULL or writable.
-int sr_client_execute_blocking(struct sr_client_t *client,
-                               size_t argc,
-                               const char *const *argv,
-                               const size_t *argv_len,
-                               struct sr_reply_t **reply,
-                               struct sr_error_t **error);
 
 // The current topology snapshot, without waiting on network work. On SR_OK `*topology`
 // receives an owned snapshot (free with sr_topology_free()); otherwise it is NULL and the error
@@ -802,7 +761,7 @@ int sr_doctor(const char *url,
 // `*json` receives the report as an owned NUL-terminated string (free it with
 // sr_string_free()) and `*exit_code` (if not NULL) its verdict: 0 healthy, 1 warnings,
 // 2 failures. Otherwise `*json` is NULL and `*error` (if not NULL) receives an owned error.
-// Refused (SR_ERR_INVALID_ARGUMENT) inside a callback.
+// Refused (SR_ERR_CONFIG) inside a callback.
 //
 // # Safety
 // As sr_doctor(); `json` is writable; `exit_code` and `error` are NULL or writable.
@@ -875,6 +834,21 @@ const char *sr_error_code_name(int code);
 // called from any thread.
 int sr_set_log_callback(sr_log_cb callback, void *user_data, int min_level);
 
+// Cancels the call if it is still running: its callback is then called (once, on a core
+// thread) with SR_ERR_CLOSED and a message saying the caller cancelled it. A command already
+// sent may still have run on the server; it is never retried. After the callback ran this does
+// nothing. NULL is ignored.
+//
+// # Safety
+// `operation` is NULL or a handle from this library, not yet freed.
+void sr_operation_cancel(const struct sr_operation_t *operation);
+
+// Frees a cancel handle (without cancelling). NULL is ignored.
+//
+// # Safety
+// `operation` is NULL or a handle from this library, not yet freed.
+void sr_operation_free(struct sr_operation_t *operation);
+
 // Subscribes to `channels` and `patterns` (at least one name in all) on a connection of the
 // client's own and returns at once; `done` is called once, on a core thread, when the node
 // confirmed them (within the client's `command_timeout_ms`) or with the error. From then on
@@ -907,7 +881,7 @@ int sr_client_subscribe(struct sr_client_t *client,
 // sr_client_subscribe() that blocks the calling thread (only it) until the node confirmed the
 // subscription. On SR_OK `*subscription` receives an owned handle (free it with
 // sr_subscription_free()); otherwise it is NULL and `*error` (if `error` is not NULL) receives
-// an owned error. Refused (SR_ERR_INVALID_ARGUMENT) inside a callback.
+// an owned error. Refused (SR_ERR_CONFIG) inside a callback.
 //
 // # Safety
 // As sr_client_subscribe(); `subscription` and `error` are NULL or writable.
@@ -947,7 +921,7 @@ int sr_subscription_change(struct sr_subscription_t *subscription,
 
 // sr_subscription_change() that blocks the calling thread (only it) until the change is
 // confirmed. Returns SR_OK or the error (also in `*error` when `error` is not NULL). Refused
-// (SR_ERR_INVALID_ARGUMENT) inside a callback.
+// (SR_ERR_CONFIG) inside a callback.
 //
 // # Safety
 // As sr_subscription_change(); `error` is NULL or writable.
@@ -1063,6 +1037,32 @@ struct sr_reply_t *sr_reply_clone(const struct sr_reply_t *reply);
 // `reply` is NULL or an owned reply, not yet freed.
 void sr_reply_free(struct sr_reply_t *reply);
 
+// Number of results (one per command); 0 for NULL.
+//
+// # Safety
+// `results` is NULL or live results from this library.
+size_t sr_results_len(const struct sr_results_t *results);
+
+// The reply of command `index`, borrowed from `results`; NULL when that command failed (see
+// sr_results_error()), when `index` is out of range, or for NULL.
+//
+// # Safety
+// `results` is NULL or live results from this library.
+const struct sr_reply_t *sr_results_reply(const struct sr_results_t *results, size_t index);
+
+// The error of command `index` (e.g. SR_ERR_SERVER with WRONGTYPE), borrowed from `results`;
+// NULL when that command succeeded, when `index` is out of range, or for NULL.
+//
+// # Safety
+// `results` is NULL or live results from this library.
+const struct sr_error_t *sr_results_error(const struct sr_results_t *results, size_t index);
+
+// Frees owned results. NULL is ignored. Never pass results borrowed in a callback.
+//
+// # Safety
+// `results` is NULL or owned results from this library, not yet freed.
+void sr_results_free(struct sr_results_t *results);
+
 // Sets the number of worker threads (`sr-worker-N`, 1..256; default 2, or `SR_WORKER_THREADS`)
 // of the runtime all clients run on. Call it before the first sr_client_open(): once the
 // runtime runs, SR_ERR_CONFIG. `error` (may be NULL) receives an owned error on failure.
@@ -1076,18 +1076,6 @@ int sr_runtime_set_worker_threads(size_t threads, struct sr_error_t **error);
 // SR_ERR_CLOSED afterwards; a later sr_client_open() starts a fresh runtime. Called from a
 // callback (a core thread) it stops the runtime in the background instead of waiting.
 int sr_runtime_shutdown(uint64_t timeout_ms);
-
-// For test suites only: starts an operation whose work panics on a core thread, so a suite can
-// show that a panic inside the library reaches it as SR_ERR_INTERNAL, exactly once, through
-// `callback` (as sr_client_execute() delivers), and that the process and the client go on.
-// Nothing is sent to any server.
-//
-// Returns SR_OK (then `callback` is called exactly once) or SR_ERR_INVALID_ARGUMENT (NULL
-// client or callback; then it is never called).
-//
-// # Safety
-// `client` is NULL or a handle not yet freed.
-int sr_client_panic_for_test(struct sr_client_t *client, sr_reply_cb callback, void *user_data);
 
 // Frees a topology from sr_client_topology(). NULL is ignored.
 //
@@ -1171,7 +1159,7 @@ int sr_transaction_exec(struct sr_transaction_t *transaction,
 
 // sr_client_transaction_begin() that blocks the calling thread (only it): on SR_OK
 // `*transaction` receives the transaction (free it with sr_transaction_free()); otherwise it is
-// NULL and `*error` (if not NULL) receives an owned error. Refused (SR_ERR_INVALID_ARGUMENT)
+// NULL and `*error` (if not NULL) receives an owned error. Refused (SR_ERR_CONFIG)
 // inside a callback.
 //
 // # Safety

@@ -6,7 +6,10 @@ use std::sync::Arc;
 use sr::config::AddressMapFn;
 use sr::Address;
 
-use crate::*;
+use crate::args::sr_option_t;
+use crate::client::{open_with, sr_client_t};
+use crate::error::sr_error_t;
+use crate::ffi::guard;
 
 /// The room sr_address_map_cb gets for the mapped host, NUL included.
 pub const SR_ADDRESS_MAP_HOST_MAX: usize = 256;
@@ -120,12 +123,14 @@ pub unsafe extern "C" fn sr_client_open_mapped(
     client: *mut *mut sr_client_t,
     error: *mut *mut sr_error_t,
 ) -> c_int {
-    open_with(
-        url,
-        options,
-        options_len,
-        map_fn(map, map_user_data),
-        client,
-        error,
-    )
+    guard(|| {
+        open_with(
+            url,
+            options,
+            options_len,
+            map_fn(map, map_user_data),
+            client,
+            error,
+        )
+    })
 }

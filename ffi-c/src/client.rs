@@ -1,16 +1,26 @@
-//! The client handle: open, execute, topology, events, close, free, over the core's host
-//! layer (which guarantees exactly-once completions and no callback after close); this file
-//! converts C arguments and results, nothing more.
+//! The client handle (`sr_client_t`): open, execute, pipeline, topology, events, close, free,
+//! over the core's host layer (which guarantees exactly-once completions, no callback after
+//! close, and says when a call is not accepted); this file converts C arguments and results,
+//! nothing more.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use sr::host::{EventSubscription, Handle};
-use sr::{Config, Event, Value};
+use sr::host::{ApiNames, EventSubscription, Handle};
+use sr::{Event, Value};
 
-use crate::topology::EventBox;
-use crate::*;
+use crate::args::{arguments, command_list, config_of, out_param, sr_command_t, sr_option_t};
+use crate::codes::SR_ERR_CLOSED;
+use crate::error::sr_error_t;
+use crate::ffi::{
+    blocking, clone_arc, free_arc, guard, report, start, to_arc_mut_ptr, Castable, ErrorObject,
+    SharedArc, UserData, SR_OK,
+};
+use crate::operation::{call_options, deadline, give_operation, sr_call_options_t};
+use crate::reply::{into_owned_reply, reply_to, sr_reply_cb, sr_reply_t};
+use crate::results::{deliver_results, into_owned_results, sr_results_cb, sr_results_t};
+use crate::topology::{sr_event_t, sr_topology_t, topology_to_c, EventBox};
 
 /// A client of one Sentinel-managed service.
 ///
@@ -20,6 +30,11 @@ use crate::*;
 /// sr_client_free() the pointer must not be used again. All functions taking a client are
 /// thread-safe.
 pub struct sr_client_t {
+    _private: [u8; 0],
+}
+
+/// What an `sr_client_t *` points to.
+pub(crate) struct Client {
     pub(crate) handle: Handle,
     /// Set by the first sr_client_close().
     closing: AtomicBool,
@@ -27,33 +42,16 @@ pub struct sr_client_t {
     events: Mutex<Option<EventSubscription>>,
 }
 
-/// One option for sr_client_open(): a key of the URL's query string (`command_timeout_ms`,
-/// `sentinel_password`, `read_from`, ...) and its value, both NUL-terminated UTF-8. Borrowed
-/// for the duration of the call only.
-#[repr(C)]
-pub struct sr_option_t {
-    /// The option's name.
-    pub key: *const c_char,
-    /// Its value, as text (`"250"`, `"true"`, ...).
-    pub value: *const c_char,
+impl Castable for sr_client_t {
+    type Ownership = SharedArc;
+    type RustType = Client;
 }
 
-/// Completion of sr_client_execute(): exactly one call per accepted command, on a core thread
-/// (`sr-worker-N`), also when the client is closed meanwhile (then with SR_ERR_CLOSED).
-///
-/// Either `reply` is non-NULL and `error` NULL (success; the reply may be SR_REPLY_NIL), or
-/// `reply` is NULL and `error` non-NULL. Both are borrowed for the duration of the call only:
-/// copy what you need (or sr_reply_clone() / sr_error_clone()) and return quickly. The callback
-/// must not block, must not call sr_client_execute_blocking() or sr_client_wait_ready() (they
-/// fail there with SR_ERR_INVALID_ARGUMENT), and must not unwind (no C++ exception may leave it).
-/// It may call sr_client_execute(), sr_client_close() and sr_client_free().
-pub type sr_reply_cb = Option<
-    unsafe extern "C" fn(
-        user_data: *mut c_void,
-        reply: *const sr_reply_t,
-        error: *const sr_error_t,
-    ),
->;
+/// How the C API is named in error hints (MULTI refused on the shared connection, ...).
+static C_API: ApiNames = ApiNames {
+    transaction: "sr_client_transaction_begin() and sr_transaction_exec()",
+    watch: "sr_client_transaction_begin() and sr_transaction_watch()",
+};
 
 /// Event callback, installed with sr_client_set_event_callback(): called for each topology event
 /// of the client, in order, on a core thread (one call at a time).
@@ -65,39 +63,25 @@ pub type sr_reply_cb = Option<
 pub type sr_event_cb =
     Option<unsafe extern "C" fn(user_data: *mut c_void, event: *const sr_event_t)>;
 
-/// The host's `user_data`, carried to a core thread and handed back untouched.
-#[derive(Clone, Copy)]
-pub(crate) struct UserData(pub(crate) *mut c_void);
-
-// SAFETY: the library never dereferences it; the header tells the host that callbacks run on
-// other threads.
-unsafe impl Send for UserData {}
-
-impl UserData {
-    pub(crate) fn get(self) -> *mut c_void {
-        self.0
-    }
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A new reference to the handle for the duration of a call, so that a concurrent
+/// A new reference to the client for the duration of a call, so that a concurrent
 /// sr_client_free() can't free it under our feet.
-pub(crate) unsafe fn acquire(client: *const sr_client_t) -> Option<Arc<sr_client_t>> {
-    if client.is_null() {
-        return None;
-    }
-    Arc::increment_strong_count(client);
-    Some(Arc::from_raw(client))
+///
+/// # Safety
+/// `client` is NULL or a handle not yet freed.
+pub(crate) unsafe fn acquire(client: *const sr_client_t) -> Result<Arc<Client>, sr_error_t> {
+    clone_arc(client).ok_or_else(|| sr_error_t::invalid("client is NULL"))
 }
 
-impl sr_client_t {
-    pub(crate) fn handle(&self) -> &Handle {
-        &self.handle
-    }
+/// A callback the call needs (`what` names it in errors).
+pub(crate) fn required<F>(callback: Option<F>, what: &str) -> Result<F, sr_error_t> {
+    callback.ok_or_else(|| sr_error_t::invalid(&format!("{what} is NULL")))
+}
 
+impl Client {
     /// Closes the client; see sr_client_close().
     fn close(&self) -> c_int {
         if self.closing.swap(true, Ordering::SeqCst) {
@@ -107,42 +91,6 @@ impl sr_client_t {
         self.handle.close_blocking();
         SR_OK
     }
-}
-
-pub(crate) unsafe fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str, sr_error_t> {
-    if p.is_null() {
-        return Err(sr_error_t::invalid(&format!("{what} is NULL")));
-    }
-    CStr::from_ptr(p)
-        .to_str()
-        .map_err(|_| sr_error_t::new(SR_ERR_CONFIG, &format!("{what} is not valid UTF-8")))
-}
-
-pub(crate) unsafe fn arguments<'a>(
-    argc: usize,
-    argv: *const *const c_char,
-    argv_len: *const usize,
-) -> Result<Vec<&'a [u8]>, sr_error_t> {
-    if argc == 0 || argv.is_null() {
-        return Err(sr_error_t::invalid(
-            "a command needs at least one argument (argc > 0, argv not NULL)",
-        ));
-    }
-    let ptrs = std::slice::from_raw_parts(argv, argc);
-    let lens = (!argv_len.is_null()).then(|| std::slice::from_raw_parts(argv_len, argc));
-    let mut out = Vec::with_capacity(argc);
-    for (i, &p) in ptrs.iter().enumerate() {
-        let arg: &[u8] = match (p.is_null(), lens) {
-            (true, Some(l)) if l[i] == 0 => &[],
-            (true, _) => {
-                return Err(sr_error_t::invalid(&format!("argument #{i} is NULL")));
-            }
-            (false, Some(l)) => std::slice::from_raw_parts(p.cast::<u8>(), l[i]),
-            (false, None) => CStr::from_ptr(p).to_bytes(),
-        };
-        out.push(arg);
-    }
-    Ok(out)
 }
 
 /// Opens a client for a `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service
@@ -170,69 +118,32 @@ pub unsafe extern "C" fn sr_client_open(
     open_with(url, options, options_len, None, client, error)
 }
 
-/// The configuration of `url` and `options` (each option through `Config::set`), as
-/// sr_client_open() and sr_doctor() read them.
-pub(crate) unsafe fn config_of(
-    url: *const c_char,
-    options: *const sr_option_t,
-    options_len: usize,
-) -> Result<Config, sr_error_t> {
-    if options.is_null() && options_len > 0 {
-        return Err(sr_error_t::invalid("options is NULL but options_len > 0"));
-    }
-    let mut pairs = Vec::with_capacity(options_len);
-    if options_len > 0 {
-        for (i, o) in std::slice::from_raw_parts(options, options_len)
-            .iter()
-            .enumerate()
-        {
-            let key = text(o.key, &format!("option #{i} key"))?;
-            let value = text(o.value, &format!("option '{key}' value"))?;
-            pairs.push((key, value));
-        }
-    }
-    Ok(sr::host::config_from_url(text(url, "the URL")?, &pairs)?)
-}
-
 /// sr_client_open(), with `address_map`'s function form when `map` is given.
+///
+/// # Safety
+/// As sr_client_open().
 pub(crate) unsafe fn open_with(
     url: *const c_char,
     options: *const sr_option_t,
     options_len: usize,
-    map: Option<std::sync::Arc<sr::config::AddressMapFn>>,
+    map: Option<Arc<sr::config::AddressMapFn>>,
     client: *mut *mut sr_client_t,
     error: *mut *mut sr_error_t,
 ) -> c_int {
-    boundary!(fail(error, sr_error_t::panic()), {
-        clear_error(error);
-        if client.is_null() {
-            return fail(
-                error,
-                sr_error_t::invalid("the client out-parameter is NULL"),
-            );
+    report(error, || {
+        let client = out_param(client, "client")?;
+        let mut config = config_of(url, options, options_len)?;
+        if map.is_some() {
+            config.address_map.set_function(map);
         }
-        *client = std::ptr::null_mut();
-        let opened = (|| -> Result<Handle, sr_error_t> {
-            let mut config = config_of(url, options, options_len)?;
-            if map.is_some() {
-                config.address_map.set_function(map);
-            }
-            let handle = Handle::open(config)?;
-            handle.set_api_names(&crate::transaction::C_API);
-            Ok(handle)
-        })();
-        match opened {
-            Ok(opened) => {
-                let handle = Arc::new(sr_client_t {
-                    handle: opened,
-                    closing: AtomicBool::new(false),
-                    events: Mutex::new(None),
-                });
-                *client = Arc::into_raw(handle).cast_mut();
-                SR_OK
-            }
-            Err(e) => fail(error, e),
-        }
+        let handle = Handle::open(config)?;
+        handle.set_api_names(&C_API);
+        *client = to_arc_mut_ptr::<sr_client_t>(Client {
+            handle,
+            closing: AtomicBool::new(false),
+            events: Mutex::new(None),
+        });
+        Ok(())
     })
 }
 
@@ -241,7 +152,7 @@ pub(crate) unsafe fn open_with(
 /// receives an owned snapshot (free with sr_topology_free()). Otherwise the error says which
 /// case happened (SR_ERR_SENTINELS_UNREACHABLE, SR_ERR_SERVICE_UNKNOWN,
 /// SR_ERR_NO_HEALTHY_PRIMARY, SR_ERR_CLOSED); the client stays open and keeps retrying.
-/// Refused (SR_ERR_INVALID_ARGUMENT) inside a callback.
+/// Refused (SR_ERR_CONFIG) inside a callback.
 ///
 /// # Safety
 /// `client` is NULL or a handle not yet freed; `topology` and `error` are NULL or writable.
@@ -251,29 +162,17 @@ pub unsafe extern "C" fn sr_client_wait_ready(
     topology: *mut *mut sr_topology_t,
     error: *mut *mut sr_error_t,
 ) -> c_int {
-    boundary!(fail(error, sr_error_t::panic()), {
-        clear_error(error);
-        if !topology.is_null() {
-            *topology = std::ptr::null_mut();
+    blocking(error, |waiter| {
+        let topology = topology.as_mut().map(|t| {
+            *t = std::ptr::null_mut();
+            t
+        });
+        let h = acquire(client)?;
+        let t = waiter.wait(|done| h.handle.ready(done))?;
+        if let Some(out) = topology {
+            *out = topology_to_c(&t);
         }
-        let Some(h) = acquire(client) else {
-            return fail(error, sr_error_t::invalid("client is NULL"));
-        };
-        if sr::runtime::on_core_thread() {
-            return fail(
-                error,
-                sr_error_t::invalid("sr_client_wait_ready can't wait inside a callback"),
-            );
-        }
-        match Handle::block(|done| h.handle.ready(done)) {
-            Ok(t) => {
-                if !topology.is_null() {
-                    *topology = topology_to_c(&t);
-                }
-                SR_OK
-            }
-            Err(e) => fail(error, e.into()),
-        }
+        Ok(())
     })
 }
 
@@ -305,47 +204,45 @@ pub unsafe extern "C" fn sr_client_execute(
     callback: sr_reply_cb,
     user_data: *mut c_void,
 ) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
-        let Some(h) = acquire(client) else {
-            return SR_ERR_INVALID_ARGUMENT;
-        };
-        let Some(cb) = callback else {
-            return SR_ERR_INVALID_ARGUMENT;
-        };
-        let args = match arguments(argc, argv, argv_len) {
-            Ok(a) => a,
-            Err(e) => return e.code(),
-        };
-        if h.handle.is_closed() {
-            return SR_ERR_CLOSED;
-        }
-        h.handle.execute(&args, None, reply_to(cb, user_data));
-        SR_OK
+    sr_client_execute_with(
+        client,
+        argc,
+        argv,
+        argv_len,
+        std::ptr::null(),
+        callback,
+        user_data,
+    )
+}
+
+/// sr_client_execute() with options: a deadline of its own (`options->timeout_ms`) and a cancel
+/// handle (`options->operation`). `options` may be NULL. Returns and calls back as
+/// sr_client_execute().
+///
+/// # Safety
+/// As sr_client_execute(); `options` is NULL or points to valid options whose `operation` is
+/// NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sr_client_execute_with(
+    client: *mut sr_client_t,
+    argc: usize,
+    argv: *const *const c_char,
+    argv_len: *const usize,
+    options: *const sr_call_options_t,
+    callback: sr_reply_cb,
+    user_data: *mut c_void,
+) -> c_int {
+    start(|| {
+        let (timeout, operation_out) = call_options(options);
+        let h = acquire(client)?;
+        let cb = required(callback, "callback")?;
+        let args = arguments(argc, argv, argv_len)?;
+        let operation = h
+            .handle
+            .accept(|handle| handle.execute(&args, timeout, reply_to(cb, user_data)))?;
+        give_operation(operation_out, operation);
+        Ok::<(), sr_error_t>(())
     })
-}
-
-/// The completion that hands a reply (or error) to a host's `sr_reply_cb`, with its
-/// `user_data` passed back untouched: the one way every reply-returning call of the ABI ends.
-pub(crate) fn reply_to(cb: ReplyFn, user_data: *mut c_void) -> sr::host::Done<Value> {
-    let user_data = UserData(user_data);
-    Box::new(move |result: sr::Result<Value>| deliver(cb, user_data.get(), result))
-}
-
-/// What `sr_reply_cb` holds when it is not NULL.
-pub(crate) type ReplyFn = unsafe extern "C" fn(*mut c_void, *const sr_reply_t, *const sr_error_t);
-
-pub(crate) fn deliver(cb: ReplyFn, user_data: *mut c_void, result: sr::Result<Value>) {
-    let converted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-        result.map_err(sr_error_t::from)
-    }));
-    // SAFETY: the host promised a valid callback; the pointers live until it returns.
-    unsafe {
-        match converted {
-            Ok(Ok(value)) => cb(user_data, as_reply(&value), std::ptr::null()),
-            Ok(Err(e)) => cb(user_data, std::ptr::null(), &e),
-            Err(_) => cb(user_data, std::ptr::null(), &sr_error_t::panic()),
-        }
-    }
 }
 
 /// Sends one command and blocks the calling thread (only it) until its reply or its deadline,
@@ -354,8 +251,8 @@ pub(crate) fn deliver(cb: ReplyFn, user_data: *mut c_void, result: sr::Result<Va
 ///
 /// On SR_OK `*reply` receives an owned reply (free with sr_reply_free()). Otherwise `*reply` is
 /// NULL and `*error` (if `error` is not NULL) receives an owned error; an error reply from the
-/// server is SR_ERR_SERVER. Refused (SR_ERR_INVALID_ARGUMENT) inside a callback, where waiting
-/// could stall the threads the reply needs.
+/// server is SR_ERR_SERVER. Refused (SR_ERR_CONFIG) inside a callback, where waiting could
+/// stall the threads the reply needs.
 ///
 /// # Safety
 /// As sr_client_execute(); `reply` and `error` are NULL or writable.
@@ -368,52 +265,105 @@ pub unsafe extern "C" fn sr_client_execute_blocking(
     reply: *mut *mut sr_reply_t,
     error: *mut *mut sr_error_t,
 ) -> c_int {
-    boundary!(fail(error, sr_error_t::panic()), {
-        execute_blocking(client, argc, argv, argv_len, None, reply, error)
-    })
+    sr_client_execute_blocking_with(client, argc, argv, argv_len, std::ptr::null(), reply, error)
 }
 
-/// sr_client_execute_blocking() with an optional deadline of its own.
-pub(crate) unsafe fn execute_blocking(
+/// sr_client_execute_blocking() with a deadline of its own (`options->timeout_ms`; the
+/// `operation` field is ignored: a blocking call is not cancelled from another thread).
+/// `options` may be NULL.
+///
+/// # Safety
+/// As sr_client_execute_blocking(); `options` is NULL or points to valid options.
+#[no_mangle]
+pub unsafe extern "C" fn sr_client_execute_blocking_with(
     client: *mut sr_client_t,
     argc: usize,
     argv: *const *const c_char,
     argv_len: *const usize,
-    timeout: Option<std::time::Duration>,
+    options: *const sr_call_options_t,
     reply: *mut *mut sr_reply_t,
     error: *mut *mut sr_error_t,
 ) -> c_int {
-    clear_error(error);
-    if reply.is_null() {
-        return fail(
-            error,
-            sr_error_t::invalid("the reply out-parameter is NULL"),
-        );
-    }
-    *reply = std::ptr::null_mut();
-    let Some(h) = acquire(client) else {
-        return fail(error, sr_error_t::invalid("client is NULL"));
-    };
-    let args = match arguments(argc, argv, argv_len) {
-        Ok(a) => a,
-        Err(e) => return fail(error, e),
-    };
-    if sr::runtime::on_core_thread() {
-        return fail(
-            error,
-            sr_error_t::invalid(
-                "sr_client_execute_blocking can't wait inside a callback; use \
-                 sr_client_execute",
-            ),
-        );
-    }
-    match Handle::block(|done| h.handle.execute(&args, timeout, done)) {
-        Ok(v) => {
-            *reply = into_owned_reply(v);
-            SR_OK
-        }
-        Err(e) => fail(error, e.into()),
-    }
+    blocking(error, |waiter| {
+        let reply = out_param(reply, "reply")?;
+        let timeout = deadline(options);
+        let h = acquire(client)?;
+        let args = arguments(argc, argv, argv_len)?;
+        let value = waiter.wait(|done| h.handle.execute(&args, timeout, done))?;
+        *reply = into_owned_reply(value);
+        Ok(())
+    })
+}
+
+/// Sends `n` commands back to back on one connection and returns at once; `callback` gets one
+/// result per command, in order (see sr_results_cb). Not atomic: use a transaction for that.
+/// Reads go to a replica (per `read_from`) only when every command is a read; the pipeline is
+/// retried as a whole only when nothing was sent. `options` (NULL for defaults) sets the whole
+/// pipeline's deadline and asks for a cancel handle. `n` may be 0 (the callback then gets 0
+/// results). The commands are copied before this returns.
+///
+/// Returns SR_OK when accepted (the callback is then called exactly once), otherwise
+/// SR_ERR_INVALID_ARGUMENT (NULL client or callback, a malformed command) or SR_ERR_CLOSED and
+/// the callback is never called. A command the pipeline can't carry (MULTI, BLPOP, ...) fails
+/// the whole pipeline through the callback with SR_ERR_CONFIG, nothing sent.
+///
+/// # Safety
+/// `client` is NULL or a handle not yet freed; `commands` points to `n` valid commands (see
+/// sr_command_t); `options` is NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn sr_client_pipeline(
+    client: *mut sr_client_t,
+    commands: *const sr_command_t,
+    n: usize,
+    options: *const sr_call_options_t,
+    callback: sr_results_cb,
+    user_data: *mut c_void,
+) -> c_int {
+    start(|| {
+        let (timeout, operation_out) = call_options(options);
+        let h = acquire(client)?;
+        let cb = required(callback, "callback")?;
+        let cmds = command_list(commands, n)?;
+        let user_data = UserData::new(user_data);
+        let operation = h.handle.accept(|handle| {
+            handle.pipeline(
+                &cmds,
+                timeout,
+                Box::new(move |result: sr::Result<Vec<sr::Result<Value>>>| {
+                    deliver_results(cb, user_data.get(), result.map(Some))
+                }),
+            )
+        })?;
+        give_operation(operation_out, operation);
+        Ok::<(), sr_error_t>(())
+    })
+}
+
+/// sr_client_pipeline() that blocks the calling thread (only it) until the results or the
+/// deadline. On SR_OK `*results` receives owned results (free with sr_results_free()); otherwise
+/// it is NULL and `*error` (if not NULL) receives an owned error. Refused (SR_ERR_CONFIG) inside
+/// a callback.
+///
+/// # Safety
+/// As sr_client_pipeline(); `results` and `error` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sr_client_pipeline_blocking(
+    client: *mut sr_client_t,
+    commands: *const sr_command_t,
+    n: usize,
+    options: *const sr_call_options_t,
+    results: *mut *mut sr_results_t,
+    error: *mut *mut sr_error_t,
+) -> c_int {
+    blocking(error, |waiter| {
+        let results = out_param(results, "results")?;
+        let timeout = deadline(options);
+        let h = acquire(client)?;
+        let cmds = command_list(commands, n)?;
+        let items = waiter.wait(|done| h.handle.pipeline(&cmds, timeout, done))?;
+        *results = into_owned_results(items);
+        Ok(())
+    })
 }
 
 /// The current topology snapshot, without waiting on network work. On SR_OK `*topology`
@@ -428,25 +378,11 @@ pub unsafe extern "C" fn sr_client_topology(
     topology: *mut *mut sr_topology_t,
     error: *mut *mut sr_error_t,
 ) -> c_int {
-    boundary!(fail(error, sr_error_t::panic()), {
-        clear_error(error);
-        if topology.is_null() {
-            return fail(
-                error,
-                sr_error_t::invalid("the topology out-parameter is NULL"),
-            );
-        }
-        *topology = std::ptr::null_mut();
-        let Some(h) = acquire(client) else {
-            return fail(error, sr_error_t::invalid("client is NULL"));
-        };
-        match h.handle.topology().map_err(sr_error_t::from) {
-            Ok(t) => {
-                *topology = topology_to_c(&t);
-                SR_OK
-            }
-            Err(e) => fail(error, e),
-        }
+    report(error, || {
+        let topology = out_param(topology, "topology")?;
+        let h = acquire(client)?;
+        *topology = topology_to_c(&h.handle.topology()?);
+        Ok(())
     })
 }
 
@@ -467,41 +403,35 @@ pub unsafe extern "C" fn sr_client_set_event_callback(
     callback: sr_event_cb,
     user_data: *mut c_void,
 ) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
-        let Some(h) = acquire(client) else {
-            return SR_ERR_INVALID_ARGUMENT;
-        };
-        if h.handle.is_closed() {
-            return SR_ERR_CLOSED;
-        }
-        let Some(cb) = callback else {
-            if let Some(old) = lock(&h.events).take() {
+    start(|| {
+        let h = acquire(client)?;
+        h.handle.accept(|handle| {
+            let Some(cb) = callback else {
+                if let Some(old) = lock(&h.events).take() {
+                    old.remove();
+                }
+                return Ok(());
+            };
+            if handle.in_callback() {
+                return Err(sr_error_t::invalid(
+                    "an event callback can't install another one",
+                ));
+            }
+            let user_data = UserData::new(user_data);
+            let forward = move |event: &Event| {
+                let Ok(boxed) = std::panic::catch_unwind(|| EventBox::new(event)) else {
+                    return;
+                };
+                // SAFETY: the host promised a valid callback; the event lives until it returns.
+                unsafe { cb(user_data.get(), boxed.view()) };
+            };
+            let mut installed = lock(&h.events);
+            if let Some(old) = installed.take() {
                 old.remove();
             }
-            return SR_OK;
-        };
-        if h.handle.in_callback() {
-            return SR_ERR_INVALID_ARGUMENT;
-        }
-        let user_data = UserData(user_data);
-        let forward = move |event: &Event| {
-            let Ok(boxed) = std::panic::catch_unwind(|| EventBox::new(event)) else {
-                return;
-            };
-            // SAFETY: the host promised a valid callback; the event lives until it returns.
-            unsafe { cb(user_data.get(), boxed.view()) };
-        };
-        let mut installed = lock(&h.events);
-        if let Some(old) = installed.take() {
-            old.remove();
-        }
-        match h.handle.subscribe_events(Box::new(forward)) {
-            Ok(subscription) => {
-                *installed = Some(subscription);
-                SR_OK
-            }
-            Err(e) => sr_error_t::from(e).code(),
-        }
+            *installed = Some(handle.subscribe_events(Box::new(forward))?);
+            Ok(())
+        })?
     })
 }
 
@@ -525,11 +455,9 @@ pub unsafe extern "C" fn sr_client_set_event_callback(
 /// `client` is NULL or a handle not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn sr_client_close(client: *mut sr_client_t) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
-        match acquire(client) {
-            Some(h) => h.close(),
-            None => SR_ERR_INVALID_ARGUMENT,
-        }
+    guard(|| match acquire(client) {
+        Ok(h) => h.close(),
+        Err(e) => e.code(),
     })
 }
 
@@ -541,20 +469,21 @@ pub unsafe extern "C" fn sr_client_close(client: *mut sr_client_t) -> c_int {
 /// `client` is NULL or a handle from sr_client_open(), not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn sr_client_free(client: *mut sr_client_t) {
-    boundary!((), {
-        if client.is_null() {
-            return;
+    guard(|| {
+        if let Some(h) = free_arc(client) {
+            let _ = h.close();
         }
-        let h = Arc::from_raw(client.cast_const());
-        let _ = h.close();
-        drop(h);
     })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::ffi::CStr;
     use std::ptr::{null, null_mut};
+
+    use super::{sr_client_close, sr_client_free, sr_client_open, sr_option_t};
+    use crate::codes::{SR_ERR_CONFIG, SR_ERR_INVALID_ARGUMENT};
+    use crate::error::{sr_error_free, sr_error_get_code, sr_error_get_message};
 
     #[test]
     fn bad_urls_and_nulls_give_codes() {

@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use sr::host::{self, Diagnosis};
 
-use crate::address_map::map_fn;
-use crate::*;
+use crate::address_map::{map_fn, sr_address_map_cb};
+use crate::args::{config_of, out_param, sr_option_t};
+use crate::client::required;
+use crate::error::sr_error_t;
+use crate::ffi::{blocking, guard, report, UserData};
 
 /// How sr_doctor() diagnoses. Zeroed (or a NULL pointer) means the defaults.
 #[repr(C)]
@@ -40,19 +43,6 @@ pub type sr_doctor_cb = Option<
         error: *const sr_error_t,
     ),
 >;
-
-/// The host's `user_data`, carried to a core thread and handed back untouched.
-#[derive(Clone, Copy)]
-struct UserData(*mut c_void);
-
-// SAFETY: the library never dereferences it; the header says callbacks run on other threads.
-unsafe impl Send for UserData {}
-
-impl UserData {
-    fn get(self) -> *mut c_void {
-        self.0
-    }
-}
 
 unsafe fn prepare(
     url: *const c_char,
@@ -104,16 +94,10 @@ pub unsafe extern "C" fn sr_doctor(
     user_data: *mut c_void,
     error: *mut *mut sr_error_t,
 ) -> c_int {
-    boundary!(fail(error, sr_error_t::panic()), {
-        clear_error(error);
-        let Some(callback) = callback else {
-            return fail(error, sr_error_t::invalid("callback is NULL"));
-        };
-        let (config, how) = match prepare(url, options, options_len, doctor_options) {
-            Ok(prepared) => prepared,
-            Err(e) => return fail(error, e),
-        };
-        let user_data = UserData(user_data);
+    report(error, || {
+        let callback = required(callback, "callback")?;
+        let (config, how) = prepare(url, options, options_len, doctor_options)?;
+        let user_data = UserData::new(user_data);
         let done = Box::new(move |result: sr::Result<Diagnosis>| match result {
             Ok(d) => {
                 let json = c_json(&d);
@@ -131,7 +115,7 @@ pub unsafe extern "C" fn sr_doctor(
         });
         // Cancelling is not offered: a diagnosis ends within its own deadlines.
         drop(host::doctor(config, how, done));
-        SR_OK
+        Ok(())
     })
 }
 
@@ -139,7 +123,7 @@ pub unsafe extern "C" fn sr_doctor(
 /// `*json` receives the report as an owned NUL-terminated string (free it with
 /// sr_string_free()) and `*exit_code` (if not NULL) its verdict: 0 healthy, 1 warnings,
 /// 2 failures. Otherwise `*json` is NULL and `*error` (if not NULL) receives an owned error.
-/// Refused (SR_ERR_INVALID_ARGUMENT) inside a callback.
+/// Refused (SR_ERR_CONFIG) inside a callback.
 ///
 /// # Safety
 /// As sr_doctor(); `json` is writable; `exit_code` and `error` are NULL or writable.
@@ -153,35 +137,19 @@ pub unsafe extern "C" fn sr_doctor_blocking(
     exit_code: *mut c_int,
     error: *mut *mut sr_error_t,
 ) -> c_int {
-    boundary!(fail(error, sr_error_t::panic()), {
-        clear_error(error);
-        if json.is_null() {
-            return fail(error, sr_error_t::invalid("the json out-parameter is NULL"));
+    blocking(error, |waiter| {
+        let json = out_param(json, "json")?;
+        let exit_code = exit_code.as_mut().map(|code| {
+            *code = -1;
+            code
+        });
+        let (config, how) = prepare(url, options, options_len, doctor_options)?;
+        let d = waiter.wait(|done| host::doctor(config, how, done))?;
+        *json = c_json(&d).into_raw();
+        if let Some(code) = exit_code {
+            *code = c_int::from(d.exit_code);
         }
-        *json = std::ptr::null_mut();
-        if !exit_code.is_null() {
-            *exit_code = -1;
-        }
-        if sr::runtime::on_core_thread() {
-            return fail(
-                error,
-                sr_error_t::invalid("sr_doctor_blocking can't wait inside a callback"),
-            );
-        }
-        let (config, how) = match prepare(url, options, options_len, doctor_options) {
-            Ok(prepared) => prepared,
-            Err(e) => return fail(error, e),
-        };
-        match host::doctor_blocking(config, how) {
-            Ok(d) => {
-                *json = c_json(&d).into_raw();
-                if !exit_code.is_null() {
-                    *exit_code = c_int::from(d.exit_code);
-                }
-                SR_OK
-            }
-            Err(e) => fail(error, e.into()),
-        }
+        Ok(())
     })
 }
 
@@ -192,8 +160,9 @@ pub unsafe extern "C" fn sr_doctor_blocking(
 /// `s` is NULL or such a string, not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn sr_string_free(s: *mut c_char) {
-    boundary!((), {
+    guard(|| {
         if !s.is_null() {
+            // The string came from CString::into_raw in sr_doctor_blocking().
             drop(CString::from_raw(s));
         }
     })

@@ -2,7 +2,10 @@
 
 use std::ffi::{c_char, c_int, CStr, CString};
 
-use crate::*;
+use crate::codes::{code_texts_of, SR_ERR_CONFIG, SR_ERR_INTERNAL, SR_ERR_INVALID_ARGUMENT};
+use crate::ffi::{
+    free_box, guard, guard_or, to_boxed_mut_ptr, try_ref, Castable, ErrorObject, OwnedBox, SR_OK,
+};
 
 /// An error: a code (`SR_ERR_*`), a message and, for server errors, the server's error word.
 ///
@@ -18,6 +21,21 @@ pub struct sr_error_t {
 /// A C string from Rust text; NUL bytes (possible in server error replies) become U+FFFD.
 pub(crate) fn c_string(text: &str) -> CString {
     CString::new(text.replace('\0', "\u{FFFD}")).unwrap_or_default()
+}
+
+impl Castable for sr_error_t {
+    type Ownership = OwnedBox;
+    type RustType = sr_error_t;
+}
+
+impl ErrorObject for sr_error_t {
+    fn code(&self) -> c_int {
+        self.code
+    }
+
+    fn panicked() -> sr_error_t {
+        sr_error_t::panic()
+    }
 }
 
 impl sr_error_t {
@@ -40,8 +58,9 @@ impl sr_error_t {
         )
     }
 
-    pub(crate) fn code(&self) -> c_int {
-        self.code
+    /// A UTF-8 text is needed where only valid UTF-8 may go (`what` names it).
+    pub(crate) fn not_utf8(what: &str) -> sr_error_t {
+        sr_error_t::new(SR_ERR_CONFIG, &format!("{what} is not valid UTF-8"))
     }
 
     pub(crate) fn message(&self) -> std::borrow::Cow<'_, str> {
@@ -75,33 +94,15 @@ impl Clone for sr_error_t {
     }
 }
 
-/// Clears an optional `sr_error_t **` out-parameter at the start of a call.
-pub(crate) unsafe fn clear_error(out: *mut *mut sr_error_t) {
-    if !out.is_null() {
-        *out = std::ptr::null_mut();
-    }
-}
-
-/// Stores `error` in the optional out-parameter and returns its code.
-pub(crate) unsafe fn fail(out: *mut *mut sr_error_t, error: sr_error_t) -> c_int {
-    let code = error.code;
-    if !out.is_null() {
-        *out = Box::into_raw(Box::new(error));
-    }
-    code
-}
-
 /// The error's code (`SR_ERR_*`), or SR_ERR_INVALID_ARGUMENT for NULL.
 ///
 /// # Safety
 /// `error` is NULL or a live error from this library.
 #[no_mangle]
 pub unsafe extern "C" fn sr_error_get_code(error: *const sr_error_t) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
-        match error.as_ref() {
-            Some(e) => e.code,
-            None => SR_ERR_INVALID_ARGUMENT,
-        }
+    guard(|| match try_ref(error) {
+        Some(e) => e.code,
+        None => SR_ERR_INVALID_ARGUMENT,
     })
 }
 
@@ -112,11 +113,9 @@ pub unsafe extern "C" fn sr_error_get_code(error: *const sr_error_t) -> c_int {
 /// `error` is NULL or a live error from this library.
 #[no_mangle]
 pub unsafe extern "C" fn sr_error_get_message(error: *const sr_error_t) -> *const c_char {
-    boundary!(std::ptr::null(), {
-        match error.as_ref() {
-            Some(e) => e.message.as_ptr(),
-            None => std::ptr::null(),
-        }
+    guard(|| match try_ref(error) {
+        Some(e) => e.message.as_ptr(),
+        None => std::ptr::null(),
     })
 }
 
@@ -128,12 +127,12 @@ pub unsafe extern "C" fn sr_error_get_message(error: *const sr_error_t) -> *cons
 /// `error` is NULL or a live error from this library.
 #[no_mangle]
 pub unsafe extern "C" fn sr_error_get_server_code(error: *const sr_error_t) -> *const c_char {
-    boundary!(std::ptr::null(), {
-        match error.as_ref().and_then(|e| e.server_code.as_ref()) {
+    guard(
+        || match try_ref(error).and_then(|e| e.server_code.as_ref()) {
             Some(c) => c.as_ptr(),
             None => std::ptr::null(),
-        }
-    })
+        },
+    )
 }
 
 /// An owned copy of `error` (e.g. to keep an error passed to a callback); free it with
@@ -143,11 +142,9 @@ pub unsafe extern "C" fn sr_error_get_server_code(error: *const sr_error_t) -> *
 /// `error` is NULL or a live error from this library.
 #[no_mangle]
 pub unsafe extern "C" fn sr_error_clone(error: *const sr_error_t) -> *mut sr_error_t {
-    boundary!(std::ptr::null_mut(), {
-        match error.as_ref() {
-            Some(e) => Box::into_raw(Box::new(e.clone())),
-            None => std::ptr::null_mut(),
-        }
+    guard(|| match try_ref(error) {
+        Some(e) => to_boxed_mut_ptr::<sr_error_t>(e.clone()),
+        None => std::ptr::null_mut(),
     })
 }
 
@@ -157,11 +154,7 @@ pub unsafe extern "C" fn sr_error_clone(error: *const sr_error_t) -> *mut sr_err
 /// `error` is NULL or an owned error from this library, not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn sr_error_free(error: *mut sr_error_t) {
-    boundary!((), {
-        if !error.is_null() {
-            drop(Box::from_raw(error));
-        }
-    })
+    guard(|| drop(free_box(error)))
 }
 
 fn code_texts(code: c_int) -> (&'static CStr, &'static CStr) {
@@ -175,19 +168,25 @@ fn code_texts(code: c_int) -> (&'static CStr, &'static CStr) {
 /// never freed. Unknown codes give "unknown error code".
 #[no_mangle]
 pub extern "C" fn sr_error_message(code: c_int) -> *const c_char {
-    boundary!(c"internal error".as_ptr(), { code_texts(code).1.as_ptr() })
+    guard_or(
+        || c"internal error".as_ptr(),
+        || code_texts(code).1.as_ptr(),
+    )
 }
 
 /// The stable snake_case name of an error code, shared by every language binding (`"config"`,
 /// `"no_healthy_primary"`, ..., `"ok"` for SR_OK, `"unknown"` otherwise); static, never NULL.
 #[no_mangle]
 pub extern "C" fn sr_error_code_name(code: c_int) -> *const c_char {
-    boundary!(c"unknown".as_ptr(), { code_texts(code).0.as_ptr() })
+    guard_or(|| c"unknown".as_ptr(), || code_texts(code).0.as_ptr())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use std::ffi::CStr;
+
+    use super::{sr_error_code_name, sr_error_t};
+    use crate::codes::SR_ERR_SERVER;
 
     #[test]
     fn names_match_the_core() {

@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use sr::host::log;
 
+use crate::codes::SR_ERR_INVALID_ARGUMENT;
 use crate::error::c_string;
-use crate::*;
+use crate::ffi::{guard, UserData, SR_OK};
 
 /// Most detailed records.
 pub const SR_LOG_TRACE: c_int = 5;
@@ -19,20 +20,15 @@ pub const SR_LOG_WARN: c_int = 30;
 /// Errors.
 pub const SR_LOG_ERROR: c_int = 40;
 
-/// The host's `user_data` for the log callback, called from any thread.
-#[derive(Clone, Copy)]
-struct LogUserData(*mut c_void);
-
-// SAFETY: the library never dereferences it; the header tells the host that the callback runs
-// on any thread.
-unsafe impl Send for LogUserData {}
-unsafe impl Sync for LogUserData {}
-
-impl LogUserData {
-    fn get(self) -> *mut c_void {
-        self.0
-    }
-}
+// The header's levels are the core's (the numbers of Python's `logging`): a mismatch fails the
+// build.
+const _: () = assert!(
+    SR_LOG_TRACE == log::TRACE
+        && SR_LOG_DEBUG == log::DEBUG
+        && SR_LOG_INFO == log::INFO
+        && SR_LOG_WARN == log::WARN
+        && SR_LOG_ERROR == log::ERROR
+);
 
 /// Log callback, installed with sr_set_log_callback(): one call per record at or above the
 /// chosen level, on the thread that emitted it (usually a core thread). `level` is one of
@@ -65,9 +61,9 @@ pub unsafe extern "C" fn sr_set_log_callback(
     user_data: *mut c_void,
     min_level: c_int,
 ) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
+    guard(|| {
         let sink: Option<log::LogSink> = callback.map(|cb| {
-            let user_data = LogUserData(user_data);
+            let user_data = UserData::new(user_data);
             let sink: log::LogSink = Arc::new(move |level: i32, target: &str, message: &str| {
                 let (target, message) = (c_string(target), c_string(message));
                 // SAFETY: the host promised a valid callback; the strings live until it returns.
@@ -81,23 +77,4 @@ pub unsafe extern "C" fn sr_set_log_callback(
             SR_ERR_INVALID_ARGUMENT
         }
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn levels_are_the_cores() {
-        assert_eq!(
-            [
-                SR_LOG_TRACE,
-                SR_LOG_DEBUG,
-                SR_LOG_INFO,
-                SR_LOG_WARN,
-                SR_LOG_ERROR
-            ],
-            [log::TRACE, log::DEBUG, log::INFO, log::WARN, log::ERROR]
-        );
-    }
 }

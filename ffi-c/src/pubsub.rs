@@ -6,11 +6,17 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use sr::host::{Handle, Subscriber};
+use sr::host::Subscriber;
 use sr::Message;
 
-use crate::client::{acquire, arguments, UserData};
-use crate::*;
+use crate::args::{arguments, names, out_param};
+use crate::client::{acquire, required, sr_client_t};
+use crate::codes::SR_ERR_CLOSED;
+use crate::error::sr_error_t;
+use crate::ffi::{
+    blocking, clone_arc, free_arc, guard, start, to_arc_mut_ptr, Castable, ErrorObject, SharedArc,
+    UserData, SR_OK,
+};
 
 /// A pub/sub subscription of a client, on a connection of its own that follows failovers.
 ///
@@ -21,8 +27,19 @@ use crate::*;
 /// `gap_ms`. Redis pub/sub is at-most-once: messages published during the gap are not received.
 /// All functions taking a subscription are thread-safe.
 pub struct sr_subscription_t {
+    _private: [u8; 0],
+}
+
+/// What an `sr_subscription_t *` points to.
+pub(crate) struct Subscription {
     subscriber: Subscriber,
+    /// Set by the first sr_subscription_close().
     closing: AtomicBool,
+}
+
+impl Castable for sr_subscription_t {
+    type Ownership = SharedArc;
+    type RustType = Subscription;
 }
 
 /// One message, borrowed for the duration of the message callback only (copy what you need).
@@ -75,18 +92,6 @@ pub const SR_UNSUBSCRIBE: c_int = 3;
 /// sr_subscription_change(): remove patterns (`PUNSUBSCRIBE`).
 pub const SR_PUNSUBSCRIBE: c_int = 4;
 
-/// `count` names as `arguments` reads them; none when `count` is 0.
-unsafe fn names<'a>(
-    count: usize,
-    names: *const *const c_char,
-    lens: *const usize,
-) -> Result<Vec<&'a [u8]>, sr_error_t> {
-    if count == 0 {
-        return Ok(Vec::new());
-    }
-    arguments(count, names, lens)
-}
-
 /// The message handler that forwards to a C callback.
 fn forward(
     cb: unsafe extern "C" fn(*mut c_void, *const sr_message_t),
@@ -120,11 +125,10 @@ fn into_c(
         subscriber.close();
         return Err(e);
     }
-    Ok(Arc::into_raw(Arc::new(sr_subscription_t {
+    Ok(to_arc_mut_ptr::<sr_subscription_t>(Subscription {
         subscriber,
         closing: AtomicBool::new(false),
     }))
-    .cast_mut())
 }
 
 /// Subscribes to `channels` and `patterns` (at least one name in all) on a connection of the
@@ -158,47 +162,40 @@ pub unsafe extern "C" fn sr_client_subscribe(
     done: sr_subscribe_cb,
     done_data: *mut c_void,
 ) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
-        let Some(h) = acquire(client) else {
-            return SR_ERR_INVALID_ARGUMENT;
-        };
-        let (Some(on_message), Some(done)) = (on_message, done) else {
-            return SR_ERR_INVALID_ARGUMENT;
-        };
-        let (channels, patterns) = match (
-            names(channels_len, channels, channels_lens),
-            names(patterns_len, patterns, patterns_lens),
-        ) {
-            (Ok(c), Ok(p)) => (c, p),
-            (Err(e), _) | (_, Err(e)) => return e.code(),
-        };
-        if h.handle.is_closed() {
-            return SR_ERR_CLOSED;
-        }
-        let (message_data, done_data) = (UserData(message_data), UserData(done_data));
-        h.handle.subscribe(
-            &channels,
-            &patterns,
-            (buffer > 0).then_some(buffer),
-            Box::new(move |result: sr::Result<Subscriber>| {
-                let result = result.and_then(|s| into_c(s, on_message, message_data));
-                // SAFETY: the host promised a valid callback; the error lives until it returns.
-                unsafe {
-                    match result {
-                        Ok(sub) => done(done_data.get(), sub, std::ptr::null()),
-                        Err(e) => done(done_data.get(), std::ptr::null_mut(), &sr_error_t::from(e)),
+    start(|| {
+        let h = acquire(client)?;
+        let on_message = required(on_message, "the message callback")?;
+        let done = required(done, "the done callback")?;
+        let channels = names(channels_len, channels, channels_lens)?;
+        let patterns = names(patterns_len, patterns, patterns_lens)?;
+        let (message_data, done_data) = (UserData::new(message_data), UserData::new(done_data));
+        h.handle.accept(|handle| {
+            handle.subscribe(
+                &channels,
+                &patterns,
+                (buffer > 0).then_some(buffer),
+                Box::new(move |result: sr::Result<Subscriber>| {
+                    let result = result.and_then(|s| into_c(s, on_message, message_data));
+                    // SAFETY: the host promised a valid callback; the error lives until it returns.
+                    unsafe {
+                        match result {
+                            Ok(sub) => done(done_data.get(), sub, std::ptr::null()),
+                            Err(e) => {
+                                done(done_data.get(), std::ptr::null_mut(), &sr_error_t::from(e))
+                            }
+                        }
                     }
-                }
-            }),
-        );
-        SR_OK
+                }),
+            )
+        })?;
+        Ok::<(), sr_error_t>(())
     })
 }
 
 /// sr_client_subscribe() that blocks the calling thread (only it) until the node confirmed the
 /// subscription. On SR_OK `*subscription` receives an owned handle (free it with
 /// sr_subscription_free()); otherwise it is NULL and `*error` (if `error` is not NULL) receives
-/// an owned error. Refused (SR_ERR_INVALID_ARGUMENT) inside a callback.
+/// an owned error. Refused (SR_ERR_CONFIG) inside a callback.
 ///
 /// # Safety
 /// As sr_client_subscribe(); `subscription` and `error` are NULL or writable.
@@ -217,57 +214,67 @@ pub unsafe extern "C" fn sr_client_subscribe_blocking(
     subscription: *mut *mut sr_subscription_t,
     error: *mut *mut sr_error_t,
 ) -> c_int {
-    boundary!(fail(error, sr_error_t::panic()), {
-        clear_error(error);
-        if subscription.is_null() {
-            return fail(
-                error,
-                sr_error_t::invalid("the subscription out-parameter is NULL"),
-            );
-        }
-        *subscription = std::ptr::null_mut();
-        let Some(h) = acquire(client) else {
-            return fail(error, sr_error_t::invalid("client is NULL"));
-        };
-        let Some(on_message) = on_message else {
-            return fail(error, sr_error_t::invalid("the message callback is NULL"));
-        };
-        let (channels, patterns) = match (
-            names(channels_len, channels, channels_lens),
-            names(patterns_len, patterns, patterns_lens),
-        ) {
-            (Ok(c), Ok(p)) => (c, p),
-            (Err(e), _) | (_, Err(e)) => return fail(error, e),
-        };
-        if sr::runtime::on_core_thread() {
-            return fail(
-                error,
-                sr_error_t::invalid(
-                    "sr_client_subscribe_blocking can't wait inside a callback; use \
-                     sr_client_subscribe",
-                ),
-            );
-        }
+    blocking(error, |waiter| {
+        let subscription = out_param(subscription, "subscription")?;
+        let h = acquire(client)?;
+        let on_message = required(on_message, "the message callback")?;
+        let channels = names(channels_len, channels, channels_lens)?;
+        let patterns = names(patterns_len, patterns, patterns_lens)?;
         let buffer = (buffer > 0).then_some(buffer);
-        let result = Handle::block(|done| h.handle.subscribe(&channels, &patterns, buffer, done))
-            .and_then(|s| into_c(s, on_message, UserData(message_data)));
-        match result {
-            Ok(sub) => {
-                *subscription = sub;
-                SR_OK
-            }
-            Err(e) => fail(error, e.into()),
-        }
+        let subscriber =
+            waiter.wait(|done| h.handle.subscribe(&channels, &patterns, buffer, done))?;
+        *subscription = into_c(subscriber, on_message, UserData::new(message_data))?;
+        Ok(())
     })
 }
 
 /// A new reference to the subscription for the duration of a call.
-unsafe fn acquire_subscription(sub: *const sr_subscription_t) -> Option<Arc<sr_subscription_t>> {
-    if sub.is_null() {
-        return None;
+///
+/// # Safety
+/// `sub` is NULL or a handle not yet freed.
+unsafe fn acquire_subscription(
+    sub: *const sr_subscription_t,
+) -> Result<Arc<Subscription>, sr_error_t> {
+    clone_arc(sub).ok_or_else(|| sr_error_t::invalid("subscription is NULL"))
+}
+
+/// A change of sr_subscription_change() (`SR_SUBSCRIBE` ... `SR_PUNSUBSCRIBE`).
+#[derive(Clone, Copy)]
+enum Change {
+    Subscribe,
+    Psubscribe,
+    Unsubscribe,
+    Punsubscribe,
+}
+
+impl Change {
+    /// The change a C code names, or the error naming it unknown.
+    fn of(change: c_int) -> Result<Change, sr_error_t> {
+        match change {
+            SR_SUBSCRIBE => Ok(Change::Subscribe),
+            SR_PSUBSCRIBE => Ok(Change::Psubscribe),
+            SR_UNSUBSCRIBE => Ok(Change::Unsubscribe),
+            SR_PUNSUBSCRIBE => Ok(Change::Punsubscribe),
+            _ => Err(sr_error_t::invalid(
+                "unknown change (want SR_SUBSCRIBE..SR_PUNSUBSCRIBE)",
+            )),
+        }
     }
-    Arc::increment_strong_count(sub);
-    Some(Arc::from_raw(sub))
+
+    /// Starts it on `subscriber`.
+    fn start(
+        self,
+        subscriber: &Subscriber,
+        names: &[&[u8]],
+        done: sr::host::Done<()>,
+    ) -> sr::host::Operation {
+        match self {
+            Change::Subscribe => subscriber.subscribe(names, done),
+            Change::Psubscribe => subscriber.psubscribe(names, done),
+            Change::Unsubscribe => subscriber.unsubscribe(names, done),
+            Change::Punsubscribe => subscriber.punsubscribe(names, done),
+        }
+    }
 }
 
 /// Starts `change` (one of `SR_SUBSCRIBE`, `SR_PSUBSCRIBE`, `SR_UNSUBSCRIBE`,
@@ -293,21 +300,11 @@ pub unsafe extern "C" fn sr_subscription_change(
     done: sr_done_cb,
     user_data: *mut c_void,
 ) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
-        let Some(s) = acquire_subscription(subscription) else {
-            return SR_ERR_INVALID_ARGUMENT;
-        };
-        let Some(done) = done else {
-            return SR_ERR_INVALID_ARGUMENT;
-        };
-        let list = match arguments(count, names, lens) {
-            Ok(list) => list,
-            Err(e) => return e.code(),
-        };
-        if s.subscriber.is_closed() {
-            return SR_ERR_CLOSED;
-        }
-        let user_data = UserData(user_data);
+    start(|| {
+        let s = acquire_subscription(subscription)?;
+        let done = required(done, "the done callback")?;
+        let list = arguments(count, names, lens)?;
+        let user_data = UserData::new(user_data);
         let complete: sr::host::Done<()> = Box::new(move |result: sr::Result<()>| {
             // SAFETY: the host promised a valid callback; the error lives until it returns.
             unsafe {
@@ -317,20 +314,16 @@ pub unsafe extern "C" fn sr_subscription_change(
                 }
             }
         });
-        match change {
-            SR_SUBSCRIBE => s.subscriber.subscribe(&list, complete),
-            SR_PSUBSCRIBE => s.subscriber.psubscribe(&list, complete),
-            SR_UNSUBSCRIBE => s.subscriber.unsubscribe(&list, complete),
-            SR_PUNSUBSCRIBE => s.subscriber.punsubscribe(&list, complete),
-            _ => return SR_ERR_INVALID_ARGUMENT,
-        };
-        SR_OK
+        s.subscriber.accept(|subscriber| {
+            Change::of(change).map(|c| c.start(subscriber, &list, complete))
+        })??;
+        Ok::<(), sr_error_t>(())
     })
 }
 
 /// sr_subscription_change() that blocks the calling thread (only it) until the change is
 /// confirmed. Returns SR_OK or the error (also in `*error` when `error` is not NULL). Refused
-/// (SR_ERR_INVALID_ARGUMENT) inside a callback.
+/// (SR_ERR_CONFIG) inside a callback.
 ///
 /// # Safety
 /// As sr_subscription_change(); `error` is NULL or writable.
@@ -343,40 +336,11 @@ pub unsafe extern "C" fn sr_subscription_change_blocking(
     lens: *const usize,
     error: *mut *mut sr_error_t,
 ) -> c_int {
-    boundary!(fail(error, sr_error_t::panic()), {
-        clear_error(error);
-        let Some(s) = acquire_subscription(subscription) else {
-            return fail(error, sr_error_t::invalid("subscription is NULL"));
-        };
-        let list = match arguments(count, names, lens) {
-            Ok(list) => list,
-            Err(e) => return fail(error, e),
-        };
-        if sr::runtime::on_core_thread() {
-            return fail(
-                error,
-                sr_error_t::invalid(
-                    "sr_subscription_change_blocking can't wait inside a callback; use \
-                     sr_subscription_change",
-                ),
-            );
-        }
-        let result = match change {
-            SR_SUBSCRIBE => Handle::block(|done| s.subscriber.subscribe(&list, done)),
-            SR_PSUBSCRIBE => Handle::block(|done| s.subscriber.psubscribe(&list, done)),
-            SR_UNSUBSCRIBE => Handle::block(|done| s.subscriber.unsubscribe(&list, done)),
-            SR_PUNSUBSCRIBE => Handle::block(|done| s.subscriber.punsubscribe(&list, done)),
-            _ => {
-                return fail(
-                    error,
-                    sr_error_t::invalid("unknown change (want SR_SUBSCRIBE..SR_PUNSUBSCRIBE)"),
-                )
-            }
-        };
-        match result {
-            Ok(()) => SR_OK,
-            Err(e) => fail(error, e.into()),
-        }
+    blocking(error, |waiter| {
+        let s = acquire_subscription(subscription)?;
+        let list = arguments(count, names, lens)?;
+        let change = Change::of(change)?;
+        Ok(waiter.wait(|done| change.start(&s.subscriber, &list, done))?)
     })
 }
 
@@ -387,12 +351,7 @@ pub unsafe extern "C" fn sr_subscription_change_blocking(
 /// `subscription` is NULL or a handle not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn sr_subscription_dropped(subscription: *const sr_subscription_t) -> u64 {
-    boundary!(0, {
-        match acquire_subscription(subscription) {
-            Some(s) => s.subscriber.dropped(),
-            None => 0,
-        }
-    })
+    guard(|| acquire_subscription(subscription).map_or(0, |s| s.subscriber.dropped()))
 }
 
 /// Ends the subscription: when this returns the message callback is not running (unless this is
@@ -406,9 +365,10 @@ pub unsafe extern "C" fn sr_subscription_dropped(subscription: *const sr_subscri
 /// `subscription` is NULL or a handle not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn sr_subscription_close(subscription: *mut sr_subscription_t) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
-        let Some(s) = acquire_subscription(subscription) else {
-            return SR_ERR_INVALID_ARGUMENT;
+    guard(|| {
+        let s = match acquire_subscription(subscription) {
+            Ok(s) => s,
+            Err(e) => return e.code(),
         };
         if s.closing.swap(true, Ordering::SeqCst) {
             return SR_ERR_CLOSED;
@@ -425,12 +385,9 @@ pub unsafe extern "C" fn sr_subscription_close(subscription: *mut sr_subscriptio
 /// `subscription` is NULL or a handle from sr_client_subscribe*(), not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn sr_subscription_free(subscription: *mut sr_subscription_t) {
-    boundary!((), {
-        if subscription.is_null() {
-            return;
+    guard(|| {
+        if let Some(s) = free_arc(subscription) {
+            s.subscriber.close();
         }
-        let s = Arc::from_raw(subscription.cast_const());
-        s.subscriber.close();
-        drop(s);
     })
 }

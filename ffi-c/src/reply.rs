@@ -1,10 +1,16 @@
-//! Reply accessors.
+//! Replies: the opaque `sr_reply_t` (an `sr::Value`), its accessors, and the completion that
+//! hands a reply to a host's `sr_reply_cb`.
 
-use std::ffi::c_int;
+use std::ffi::{c_int, c_void};
 
 use sr::Value;
 
-use crate::*;
+use crate::codes::{SR_ERR_INVALID_ARGUMENT, SR_ERR_WRONG_TYPE};
+use crate::error::sr_error_t;
+use crate::ffi::{
+    free_box, guard, guard_or, to_boxed_mut_ptr, to_const_ptr, try_ref, Castable, OwnedBox,
+    UserData, SR_OK,
+};
 
 /// A server reply (one RESP2/RESP3 value, possibly an aggregate of further replies).
 ///
@@ -47,16 +53,64 @@ pub const SR_REPLY_PUSH: c_int = 11;
 /// SR_ERR_SERVER instead): sr_reply_bytes() gives its text.
 pub const SR_REPLY_ERROR: c_int = 12;
 
-pub(crate) fn as_reply(value: &Value) -> *const sr_reply_t {
-    (value as *const Value).cast()
+impl Castable for sr_reply_t {
+    type Ownership = OwnedBox;
+    type RustType = Value;
 }
 
+/// Completion of sr_client_execute(): exactly one call per accepted command, on a core thread
+/// (`sr-worker-N`), also when the client is closed meanwhile (then with SR_ERR_CLOSED).
+///
+/// Either `reply` is non-NULL and `error` NULL (success; the reply may be SR_REPLY_NIL), or
+/// `reply` is NULL and `error` non-NULL. Both are borrowed for the duration of the call only:
+/// copy what you need (or sr_reply_clone() / sr_error_clone()) and return quickly. The callback
+/// must not block, must not call sr_client_execute_blocking() or sr_client_wait_ready() (they
+/// fail there with SR_ERR_CONFIG), and must not unwind (no C++ exception may leave it).
+/// It may call sr_client_execute(), sr_client_close() and sr_client_free().
+pub type sr_reply_cb = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        reply: *const sr_reply_t,
+        error: *const sr_error_t,
+    ),
+>;
+
+/// What `sr_reply_cb` holds when it is not NULL.
+pub(crate) type ReplyFn = unsafe extern "C" fn(*mut c_void, *const sr_reply_t, *const sr_error_t);
+
+/// A reply lent to the host, valid while `value` lives.
+pub(crate) fn as_reply(value: &Value) -> *const sr_reply_t {
+    to_const_ptr::<sr_reply_t>(value)
+}
+
+/// A reply handed to the host, owned by it (freed with sr_reply_free()).
 pub(crate) fn into_owned_reply(value: Value) -> *mut sr_reply_t {
-    Box::into_raw(Box::new(value)).cast()
+    to_boxed_mut_ptr::<sr_reply_t>(value)
 }
 
 unsafe fn value<'a>(reply: *const sr_reply_t) -> Option<&'a Value> {
-    reply.cast::<Value>().as_ref()
+    try_ref(reply)
+}
+
+/// The completion that hands a reply (or error) to a host's `sr_reply_cb`, with its
+/// `user_data` passed back untouched: the one way every reply-returning call of the ABI ends.
+pub(crate) fn reply_to(cb: ReplyFn, user_data: *mut c_void) -> sr::host::Done<Value> {
+    let user_data = UserData::new(user_data);
+    Box::new(move |result: sr::Result<Value>| deliver(cb, user_data.get(), result))
+}
+
+fn deliver(cb: ReplyFn, user_data: *mut c_void, result: sr::Result<Value>) {
+    let converted = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        result.map_err(sr_error_t::from)
+    }));
+    // SAFETY: the host promised a valid callback; the pointers live until it returns.
+    unsafe {
+        match converted {
+            Ok(Ok(value)) => cb(user_data, as_reply(&value), std::ptr::null()),
+            Ok(Err(e)) => cb(user_data, std::ptr::null(), &e),
+            Err(_) => cb(user_data, std::ptr::null(), &sr_error_t::panic()),
+        }
+    }
 }
 
 /// Runs `read` on the reply and stores what it gives in `out`; NULL reply or out →
@@ -94,8 +148,9 @@ fn elements(v: &Value) -> Option<&[Value]> {
 /// `reply` is NULL or a live reply from this library.
 #[no_mangle]
 pub unsafe extern "C" fn sr_reply_type(reply: *const sr_reply_t) -> c_int {
-    boundary!(SR_REPLY_INVALID, {
-        match value(reply) {
+    guard_or(
+        || SR_REPLY_INVALID,
+        || match value(reply) {
             None => SR_REPLY_INVALID,
             Some(Value::Nil) => SR_REPLY_NIL,
             Some(Value::Int(_)) => SR_REPLY_INTEGER,
@@ -110,8 +165,8 @@ pub unsafe extern "C" fn sr_reply_type(reply: *const sr_reply_t) -> c_int {
             Some(Value::Set(_)) => SR_REPLY_SET,
             Some(Value::Push(_)) => SR_REPLY_PUSH,
             Some(Value::Error(_)) => SR_REPLY_ERROR,
-        }
-    })
+        },
+    )
 }
 
 /// Stores an SR_REPLY_INTEGER's value in `*out`. Returns SR_OK, SR_ERR_WRONG_TYPE for another
@@ -121,7 +176,7 @@ pub unsafe extern "C" fn sr_reply_type(reply: *const sr_reply_t) -> c_int {
 /// `reply` is NULL or a live reply; `out` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn sr_reply_integer(reply: *const sr_reply_t, out: *mut i64) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
+    guard(|| {
         read_into(reply, out, |v| match v {
             Value::Int(i) => Some(*i),
             _ => None,
@@ -135,7 +190,7 @@ pub unsafe extern "C" fn sr_reply_integer(reply: *const sr_reply_t, out: *mut i6
 /// `reply` is NULL or a live reply; `out` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn sr_reply_double(reply: *const sr_reply_t, out: *mut f64) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
+    guard(|| {
         read_into(reply, out, |v| match v {
             Value::Double(d) => Some(*d),
             _ => None,
@@ -149,7 +204,7 @@ pub unsafe extern "C" fn sr_reply_double(reply: *const sr_reply_t, out: *mut f64
 /// `reply` is NULL or a live reply; `out` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn sr_reply_boolean(reply: *const sr_reply_t, out: *mut bool) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
+    guard(|| {
         read_into(reply, out, |v| match v {
             Value::Boolean(b) => Some(*b),
             _ => None,
@@ -170,7 +225,7 @@ pub unsafe extern "C" fn sr_reply_bytes(
     data: *mut *const u8,
     len: *mut usize,
 ) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
+    guard(|| {
         if len.is_null() {
             return SR_ERR_INVALID_ARGUMENT;
         }
@@ -198,7 +253,7 @@ pub unsafe extern "C" fn sr_reply_verbatim_format(
     data: *mut *const u8,
     len: *mut usize,
 ) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
+    guard(|| {
         if len.is_null() {
             return SR_ERR_INVALID_ARGUMENT;
         }
@@ -219,7 +274,7 @@ pub unsafe extern "C" fn sr_reply_verbatim_format(
 /// `reply` is NULL or a live reply; `out` is NULL or writable.
 #[no_mangle]
 pub unsafe extern "C" fn sr_reply_len(reply: *const sr_reply_t, out: *mut usize) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
+    guard(|| {
         read_into(reply, out, |v| match v {
             Value::Map(pairs) => Some(pairs.len()),
             v => elements(v).map(|e| e.len()),
@@ -239,7 +294,7 @@ pub unsafe extern "C" fn sr_reply_element(
     index: usize,
     out: *mut *const sr_reply_t,
 ) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
+    guard(|| {
         let Some(v) = value(reply) else {
             return SR_ERR_INVALID_ARGUMENT;
         };
@@ -272,7 +327,7 @@ pub unsafe extern "C" fn sr_reply_map_entry(
     key: *mut *const sr_reply_t,
     value_out: *mut *const sr_reply_t,
 ) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
+    guard(|| {
         let Some(v) = value(reply) else {
             return SR_ERR_INVALID_ARGUMENT;
         };
@@ -299,11 +354,9 @@ pub unsafe extern "C" fn sr_reply_map_entry(
 /// `reply` is NULL or a live reply.
 #[no_mangle]
 pub unsafe extern "C" fn sr_reply_clone(reply: *const sr_reply_t) -> *mut sr_reply_t {
-    boundary!(std::ptr::null_mut(), {
-        match value(reply) {
-            Some(v) => into_owned_reply(v.clone()),
-            None => std::ptr::null_mut(),
-        }
+    guard(|| match value(reply) {
+        Some(v) => into_owned_reply(v.clone()),
+        None => std::ptr::null_mut(),
     })
 }
 
@@ -314,16 +367,18 @@ pub unsafe extern "C" fn sr_reply_clone(reply: *const sr_reply_t) -> *mut sr_rep
 /// `reply` is NULL or an owned reply, not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn sr_reply_free(reply: *mut sr_reply_t) {
-    boundary!((), {
-        if !reply.is_null() {
-            drop(Box::from_raw(reply.cast::<Value>()));
-        }
-    })
+    guard(|| drop(free_box(reply)))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::{
+        into_owned_reply, sr_reply_bytes, sr_reply_clone, sr_reply_double, sr_reply_element,
+        sr_reply_free, sr_reply_integer, sr_reply_len, sr_reply_map_entry, sr_reply_type, Value,
+        SR_REPLY_ARRAY, SR_REPLY_MAP,
+    };
+    use crate::codes::{SR_ERR_INVALID_ARGUMENT, SR_ERR_WRONG_TYPE};
+    use crate::ffi::SR_OK;
 
     #[test]
     fn accessors_read_every_type_and_refuse_others() {

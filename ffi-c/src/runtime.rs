@@ -2,7 +2,8 @@
 
 use std::ffi::c_int;
 
-use crate::*;
+use crate::error::sr_error_t;
+use crate::ffi::{guard, report, SR_OK};
 
 /// Sets the number of worker threads (`sr-worker-N`, 1..256; default 2, or `SR_WORKER_THREADS`)
 /// of the runtime all clients run on. Call it before the first sr_client_open(): once the
@@ -15,13 +16,7 @@ pub unsafe extern "C" fn sr_runtime_set_worker_threads(
     threads: usize,
     error: *mut *mut sr_error_t,
 ) -> c_int {
-    boundary!(fail(error, sr_error_t::panic()), {
-        clear_error(error);
-        match sr::runtime::set_worker_threads(threads) {
-            Ok(()) => SR_OK,
-            Err(e) => fail(error, e.into()),
-        }
-    })
+    report(error, || Ok(sr::runtime::set_worker_threads(threads)?))
 }
 
 /// Stops the runtime, waiting up to `timeout_ms` for its threads (e.g. before unloading the
@@ -30,7 +25,7 @@ pub unsafe extern "C" fn sr_runtime_set_worker_threads(
 /// callback (a core thread) it stops the runtime in the background instead of waiting.
 #[no_mangle]
 pub extern "C" fn sr_runtime_shutdown(timeout_ms: u64) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
+    guard(|| {
         sr::runtime::shutdown(std::time::Duration::from_millis(timeout_ms));
         SR_OK
     })

@@ -4,7 +4,15 @@ use std::ffi::{c_char, c_int, CString};
 
 use sr::{Address, Event, EventKind, SentinelInfo, Topology};
 
-use crate::*;
+use crate::codes::{
+    SR_EVENT_CONNECTION_LOST, SR_EVENT_CONNECTION_RESTORED, SR_EVENT_DISCOVERY_FAILED,
+    SR_EVENT_FAILOVER_STARTED, SR_EVENT_PRIMARY_CHANGED, SR_EVENT_REPLICAS_CHANGED,
+    SR_EVENT_SENTINELS_CHANGED, SR_EVENT_SENTINEL_DOWN, SR_EVENT_SENTINEL_MAJORITY_LOST,
+    SR_EVENT_SENTINEL_MAJORITY_REGAINED, SR_EVENT_SENTINEL_SERVICE_UNKNOWN, SR_EVENT_SENTINEL_TILT,
+    SR_EVENT_SENTINEL_UP, SR_EVENT_SUBSCRIPTION_LOST, SR_EVENT_SUBSCRIPTION_RESTORED,
+};
+use crate::error::{c_string, sr_error_t};
+use crate::ffi::{box_to_mut_ptr, free_box, guard, to_boxed_mut_ptr, try_ref, Castable, OwnedBox};
 
 /// A node address. `host` is NUL-terminated and owned by the struct containing this address.
 #[repr(C)]
@@ -178,9 +186,19 @@ impl Store {
 
 /// What an `sr_topology_t *` really points to: the view first, then its storage.
 #[repr(C)]
-struct TopologyBox {
+pub(crate) struct TopologyBox {
     view: sr_topology_t,
     store: Store,
+}
+
+impl Castable for sr_topology_t {
+    type Ownership = OwnedBox;
+    type RustType = TopologyBox;
+}
+
+impl Castable for sr_event_t {
+    type Ownership = OwnedBox;
+    type RustType = EventBox;
 }
 
 pub(crate) fn topology_to_c(t: &Topology) -> *mut sr_topology_t {
@@ -197,7 +215,7 @@ pub(crate) fn topology_to_c(t: &Topology) -> *mut sr_topology_t {
         epoch: t.epoch,
         healthy: t.healthy,
     };
-    Box::into_raw(Box::new(TopologyBox { view, store })).cast()
+    to_boxed_mut_ptr::<sr_topology_t>(TopologyBox { view, store })
 }
 
 /// Frees a topology from sr_client_topology(). NULL is ignored.
@@ -206,11 +224,7 @@ pub(crate) fn topology_to_c(t: &Topology) -> *mut sr_topology_t {
 /// `topology` is NULL or a topology from sr_client_topology(), not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn sr_topology_free(topology: *mut sr_topology_t) {
-    boundary!((), {
-        if !topology.is_null() {
-            drop(Box::from_raw(topology.cast::<TopologyBox>()));
-        }
-    })
+    guard(|| drop(free_box(topology)))
 }
 
 /// What an `sr_event_t *` really points to: the view first, then its storage and the event.
@@ -330,16 +344,9 @@ impl EventBox {
 /// `event` is NULL or an event from this library, still valid.
 #[no_mangle]
 pub unsafe extern "C" fn sr_event_clone(event: *const sr_event_t) -> *mut sr_event_t {
-    boundary!(std::ptr::null_mut(), {
-        match event.cast::<EventBox>().as_ref() {
-            Some(b) => {
-                let copy = EventBox::new(&b.event);
-                // `error` lives in its own box: the pointer in the view stays valid.
-                let _ = &copy.error;
-                Box::into_raw(copy).cast()
-            }
-            None => std::ptr::null_mut(),
-        }
+    guard(|| match try_ref(event) {
+        Some(b) => box_to_mut_ptr::<sr_event_t>(EventBox::new(&b.event)),
+        None => std::ptr::null_mut(),
     })
 }
 
@@ -350,17 +357,18 @@ pub unsafe extern "C" fn sr_event_clone(event: *const sr_event_t) -> *mut sr_eve
 /// `event` is NULL or an event from sr_event_clone(), not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn sr_event_free(event: *mut sr_event_t) {
-    boundary!((), {
-        if !event.is_null() {
-            drop(Box::from_raw(event.cast::<EventBox>()));
-        }
-    })
+    guard(|| drop(free_box(event)))
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use std::ffi::CStr;
+
+    use super::{
+        sr_event_clone, sr_event_free, sr_topology_free, topology_to_c, Address, Event, EventBox,
+        EventKind, SentinelInfo, Topology,
+    };
+    use crate::codes::SR_EVENT_PRIMARY_CHANGED;
 
     #[test]
     fn topology_and_events_convert() {

@@ -3,23 +3,18 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use sr::host::{ApiNames, HostTransaction};
+use sr::host::HostTransaction;
 use sr::Value;
 
-use sr::host::Handle;
-
-use crate::calls::{
-    call_options, clear_operation, commands, deliver_results, give_operation, sr_call_options_t,
-    sr_command_t, sr_results_cb, sr_results_t,
+use crate::args::{arguments, command_list, out_param, sr_command_t};
+use crate::client::{acquire, required, sr_client_t};
+use crate::error::sr_error_t;
+use crate::ffi::{
+    blocking, free_box, guard, start, to_boxed_mut_ptr, try_ref, Castable, OwnedBox, UserData,
 };
-use crate::client::{acquire, arguments, reply_to, UserData};
-use crate::*;
-
-/// How the C API is named in error hints (MULTI refused on the shared connection, ...).
-pub(crate) static C_API: ApiNames = ApiNames {
-    transaction: "sr_client_transaction_begin() and sr_transaction_exec()",
-    watch: "sr_client_transaction_begin() and sr_transaction_watch()",
-};
+use crate::operation::{call_options, give_operation, sr_call_options_t};
+use crate::reply::{into_owned_reply, reply_to, sr_reply_cb, sr_reply_t};
+use crate::results::{deliver_results, into_owned_results, sr_results_cb, sr_results_t};
 
 /// A transaction on a dedicated connection to the primary it began on.
 ///
@@ -29,7 +24,22 @@ pub(crate) static C_API: ApiNames = ApiNames {
 /// time or from callbacks; steps run in the order they were started. After
 /// sr_transaction_exec(), further steps fail with SR_ERR_CONFIG ("the transaction has ended").
 pub struct sr_transaction_t {
-    tx: HostTransaction,
+    _private: [u8; 0],
+}
+
+impl Castable for sr_transaction_t {
+    type Ownership = OwnedBox;
+    type RustType = HostTransaction;
+}
+
+/// The transaction behind `transaction`, or the error naming it NULL.
+///
+/// # Safety
+/// `transaction` is NULL or not yet freed, for `'a`.
+unsafe fn transaction_ref<'a>(
+    transaction: *const sr_transaction_t,
+) -> Result<&'a HostTransaction, sr_error_t> {
+    try_ref(transaction).ok_or_else(|| sr_error_t::invalid("transaction is NULL"))
 }
 
 /// Completion of sr_client_transaction_begin(): exactly once, on a core thread. Either
@@ -60,36 +70,29 @@ pub unsafe extern "C" fn sr_client_transaction_begin(
     callback: sr_transaction_cb,
     user_data: *mut c_void,
 ) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
+    start(|| {
         let (_, operation_out) = call_options(options);
-        clear_operation(operation_out);
-        let Some(h) = acquire(client) else {
-            return SR_ERR_INVALID_ARGUMENT;
-        };
-        let Some(cb) = callback else {
-            return SR_ERR_INVALID_ARGUMENT;
-        };
-        if h.handle().is_closed() {
-            return SR_ERR_CLOSED;
-        }
-        let user_data = UserData(user_data);
-        let operation =
-            h.handle()
-                .begin_transaction(Box::new(move |result: sr::Result<HostTransaction>| {
-                    let user_data = user_data.get();
-                    // SAFETY: the host promised a valid callback.
-                    unsafe {
-                        match result {
-                            Ok(tx) => {
-                                let tx = Box::into_raw(Box::new(sr_transaction_t { tx }));
-                                cb(user_data, tx, std::ptr::null());
-                            }
-                            Err(e) => cb(user_data, std::ptr::null_mut(), &sr_error_t::from(e)),
-                        }
+        let h = acquire(client)?;
+        let cb = required(callback, "callback")?;
+        let user_data = UserData::new(user_data);
+        let operation = h.handle.accept(|handle| {
+            handle.begin_transaction(Box::new(move |result: sr::Result<HostTransaction>| {
+                let user_data = user_data.get();
+                // SAFETY: the host promised a valid callback.
+                unsafe {
+                    match result {
+                        Ok(tx) => cb(
+                            user_data,
+                            to_boxed_mut_ptr::<sr_transaction_t>(tx),
+                            std::ptr::null(),
+                        ),
+                        Err(e) => cb(user_data, std::ptr::null_mut(), &sr_error_t::from(e)),
                     }
-                }));
+                }
+            }))
+        })?;
         give_operation(operation_out, operation);
-        SR_OK
+        Ok::<(), sr_error_t>(())
     })
 }
 
@@ -112,25 +115,18 @@ pub unsafe extern "C" fn sr_transaction_watch(
     callback: sr_reply_cb,
     user_data: *mut c_void,
 ) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
-        let Some(t) = transaction.as_ref() else {
-            return SR_ERR_INVALID_ARGUMENT;
-        };
-        let Some(cb) = callback else {
-            return SR_ERR_INVALID_ARGUMENT;
-        };
-        let keys = match arguments(n, keys, keys_len) {
-            Ok(k) => k,
-            Err(e) => return e.code(),
-        };
+    start(|| {
+        let t = transaction_ref(transaction)?;
+        let cb = required(callback, "callback")?;
+        let keys = arguments(n, keys, keys_len)?;
         let done = reply_to(cb, user_data);
-        t.tx.watch(
+        t.watch(
             &keys,
             Box::new(move |result: sr::Result<()>| {
                 done(result.map(|()| Value::Simple("OK".into())))
             }),
         );
-        SR_OK
+        Ok::<(), sr_error_t>(())
     })
 }
 
@@ -148,19 +144,12 @@ pub unsafe extern "C" fn sr_transaction_execute(
     callback: sr_reply_cb,
     user_data: *mut c_void,
 ) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
-        let Some(t) = transaction.as_ref() else {
-            return SR_ERR_INVALID_ARGUMENT;
-        };
-        let Some(cb) = callback else {
-            return SR_ERR_INVALID_ARGUMENT;
-        };
-        let args = match arguments(argc, argv, argv_len) {
-            Ok(a) => a,
-            Err(e) => return e.code(),
-        };
-        t.tx.execute(&args, reply_to(cb, user_data));
-        SR_OK
+    start(|| {
+        let t = transaction_ref(transaction)?;
+        let cb = required(callback, "callback")?;
+        let args = arguments(argc, argv, argv_len)?;
+        t.execute(&args, reply_to(cb, user_data));
+        Ok::<(), sr_error_t>(())
     })
 }
 
@@ -181,43 +170,25 @@ pub unsafe extern "C" fn sr_transaction_exec(
     callback: sr_results_cb,
     user_data: *mut c_void,
 ) -> c_int {
-    boundary!(SR_ERR_INTERNAL, {
-        let Some(t) = transaction.as_ref() else {
-            return SR_ERR_INVALID_ARGUMENT;
-        };
-        let Some(cb) = callback else {
-            return SR_ERR_INVALID_ARGUMENT;
-        };
-        let cmds = match commands(commands_, n) {
-            Ok(c) => c,
-            Err(e) => return e.code(),
-        };
-        let user_data = UserData(user_data);
-        t.tx.exec(
+    start(|| {
+        let t = transaction_ref(transaction)?;
+        let cb = required(callback, "callback")?;
+        let cmds = command_list(commands_, n)?;
+        let user_data = UserData::new(user_data);
+        t.exec(
             &cmds,
             Box::new(move |result: sr::Result<Option<Vec<Value>>>| {
                 let result = result.map(|r| r.map(|values| values.into_iter().map(Ok).collect()));
                 deliver_results(cb, user_data.get(), result)
             }),
         );
-        SR_OK
+        Ok::<(), sr_error_t>(())
     })
-}
-
-/// Refuses a blocking call on a core thread (inside a callback), where waiting could stall the
-/// threads the reply needs.
-fn refuse_inside_callback(name: &str) -> Result<(), sr_error_t> {
-    if sr::runtime::on_core_thread() {
-        return Err(sr_error_t::invalid(&format!(
-            "{name} can't wait inside a callback; use its callback form"
-        )));
-    }
-    Ok(())
 }
 
 /// sr_client_transaction_begin() that blocks the calling thread (only it): on SR_OK
 /// `*transaction` receives the transaction (free it with sr_transaction_free()); otherwise it is
-/// NULL and `*error` (if not NULL) receives an owned error. Refused (SR_ERR_INVALID_ARGUMENT)
+/// NULL and `*error` (if not NULL) receives an owned error. Refused (SR_ERR_CONFIG)
 /// inside a callback.
 ///
 /// # Safety
@@ -228,28 +199,12 @@ pub unsafe extern "C" fn sr_client_transaction_begin_blocking(
     transaction: *mut *mut sr_transaction_t,
     error: *mut *mut sr_error_t,
 ) -> c_int {
-    boundary!(fail(error, sr_error_t::panic()), {
-        clear_error(error);
-        if transaction.is_null() {
-            return fail(
-                error,
-                sr_error_t::invalid("the transaction out-parameter is NULL"),
-            );
-        }
-        *transaction = std::ptr::null_mut();
-        let Some(h) = acquire(client) else {
-            return fail(error, sr_error_t::invalid("client is NULL"));
-        };
-        if let Err(e) = refuse_inside_callback("sr_client_transaction_begin_blocking") {
-            return fail(error, e);
-        }
-        match Handle::block(|done| h.handle().begin_transaction(done)) {
-            Ok(tx) => {
-                *transaction = Box::into_raw(Box::new(sr_transaction_t { tx }));
-                SR_OK
-            }
-            Err(e) => fail(error, e.into()),
-        }
+    blocking(error, |waiter| {
+        let transaction = out_param(transaction, "transaction")?;
+        let h = acquire(client)?;
+        let tx = waiter.wait(|done| h.handle.begin_transaction(done))?;
+        *transaction = to_boxed_mut_ptr::<sr_transaction_t>(tx);
+        Ok(())
     })
 }
 
@@ -265,22 +220,10 @@ pub unsafe extern "C" fn sr_transaction_watch_blocking(
     keys_len: *const usize,
     error: *mut *mut sr_error_t,
 ) -> c_int {
-    boundary!(fail(error, sr_error_t::panic()), {
-        clear_error(error);
-        let Some(t) = transaction.as_ref() else {
-            return fail(error, sr_error_t::invalid("transaction is NULL"));
-        };
-        let keys = match arguments(n, keys, keys_len) {
-            Ok(k) => k,
-            Err(e) => return fail(error, e),
-        };
-        if let Err(e) = refuse_inside_callback("sr_transaction_watch_blocking") {
-            return fail(error, e);
-        }
-        match Handle::block(|done| t.tx.watch(&keys, done)) {
-            Ok(()) => SR_OK,
-            Err(e) => fail(error, e.into()),
-        }
+    blocking(error, |waiter| {
+        let t = transaction_ref(transaction)?;
+        let keys = arguments(n, keys, keys_len)?;
+        Ok(waiter.wait(|done| t.watch(&keys, done))?)
     })
 }
 
@@ -298,32 +241,12 @@ pub unsafe extern "C" fn sr_transaction_execute_blocking(
     reply: *mut *mut sr_reply_t,
     error: *mut *mut sr_error_t,
 ) -> c_int {
-    boundary!(fail(error, sr_error_t::panic()), {
-        clear_error(error);
-        if reply.is_null() {
-            return fail(
-                error,
-                sr_error_t::invalid("the reply out-parameter is NULL"),
-            );
-        }
-        *reply = std::ptr::null_mut();
-        let Some(t) = transaction.as_ref() else {
-            return fail(error, sr_error_t::invalid("transaction is NULL"));
-        };
-        let args = match arguments(argc, argv, argv_len) {
-            Ok(a) => a,
-            Err(e) => return fail(error, e),
-        };
-        if let Err(e) = refuse_inside_callback("sr_transaction_execute_blocking") {
-            return fail(error, e);
-        }
-        match Handle::block(|done| t.tx.execute(&args, done)) {
-            Ok(v) => {
-                *reply = into_owned_reply(v);
-                SR_OK
-            }
-            Err(e) => fail(error, e.into()),
-        }
+    blocking(error, |waiter| {
+        let reply = out_param(reply, "reply")?;
+        let t = transaction_ref(transaction)?;
+        let args = arguments(argc, argv, argv_len)?;
+        *reply = into_owned_reply(waiter.wait(|done| t.execute(&args, done))?);
+        Ok(())
     })
 }
 
@@ -342,34 +265,14 @@ pub unsafe extern "C" fn sr_transaction_exec_blocking(
     results: *mut *mut sr_results_t,
     error: *mut *mut sr_error_t,
 ) -> c_int {
-    boundary!(fail(error, sr_error_t::panic()), {
-        clear_error(error);
-        if results.is_null() {
-            return fail(
-                error,
-                sr_error_t::invalid("the results out-parameter is NULL"),
-            );
+    blocking(error, |waiter| {
+        let results = out_param(results, "results")?;
+        let t = transaction_ref(transaction)?;
+        let cmds = command_list(commands_, n)?;
+        if let Some(values) = waiter.wait(|done| t.exec(&cmds, done))? {
+            *results = into_owned_results(values.into_iter().map(Ok).collect());
         }
-        *results = std::ptr::null_mut();
-        let Some(t) = transaction.as_ref() else {
-            return fail(error, sr_error_t::invalid("transaction is NULL"));
-        };
-        let cmds = match commands(commands_, n) {
-            Ok(c) => c,
-            Err(e) => return fail(error, e),
-        };
-        if let Err(e) = refuse_inside_callback("sr_transaction_exec_blocking") {
-            return fail(error, e);
-        }
-        match Handle::block(|done| t.tx.exec(&cmds, done)) {
-            Ok(Some(values)) => {
-                let items = values.into_iter().map(Ok).collect();
-                *results = Box::into_raw(Box::new(sr_results_t::new(items)));
-                SR_OK
-            }
-            Ok(None) => SR_OK,
-            Err(e) => fail(error, e.into()),
-        }
+        Ok(())
     })
 }
 
@@ -380,10 +283,9 @@ pub unsafe extern "C" fn sr_transaction_exec_blocking(
 /// `transaction` is NULL or from sr_client_transaction_begin(), not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn sr_transaction_free(transaction: *mut sr_transaction_t) {
-    boundary!((), {
-        if !transaction.is_null() {
-            let t = Box::from_raw(transaction);
-            t.tx.discard();
+    guard(|| {
+        if let Some(t) = free_box(transaction) {
+            t.discard();
         }
     })
 }

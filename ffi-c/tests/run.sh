@@ -33,8 +33,9 @@ if ! command -v valgrind >/dev/null || ! command -v g++ >/dev/null || ! command 
          "${sudo_cmd[@]}" apt-get install -y --no-install-recommends valgrind g++ pkg-config >/dev/null; }
 fi
 
-step "build libsentinel_recovery (debug) and sr-topology"
-(cd "$root" && cargo build -p sentinel-recovery-ffi -p sentinel-recovery-testkit --lib --bin sr-topology)
+step "build libsentinel_recovery (debug, with the test-hooks feature test_ffi.c calls) and sr-topology"
+(cd "$root" && cargo build -p sentinel-recovery-ffi -p sentinel-recovery-testkit --lib --bin sr-topology \
+  --features sentinel-recovery-ffi/test-hooks)
 
 step "header is up to date"
 cbindgen --quiet --config "$ffi/cbindgen.toml" --crate sentinel-recovery-ffi \

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One build of the core per profile: every package selection that `make test` and `make dist`
+# One build of the core per profile (debug test targets add one, with the core's `internals`; see
+# below): every package selection that `make test` and `make dist`
 # hand to cargo (or that maturin and the napi CLI hand to it) must resolve each dependency with
 # the features the whole workspace resolves it with. Cargo unifies features only over the packages
 # one invocation selects, so a selection that enables fewer (or other) features of a shared
@@ -40,17 +41,28 @@ compare() {
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 member() { echo "-p sentinel-recovery-$1"; }
 
-echo "debug builds (make test): against cargo test --workspace --all-targets"
-units normal,build,dev --workspace > "$tmp/debug"
+# Debug builds come in two sets, each with one feature set: what builds libraries and binaries
+# (the core without features, as every binding and the shipped artifacts have it), and what builds
+# test targets (dev edges: the testkit's suites enable the core's `internals`, so the core is
+# compiled once more for them). The ffi crate's `test-hooks` only adds exports to that leaf crate
+# and changes no dependency's features: both forms of that crate are in the reference.
+echo "debug builds of libraries and binaries (make test): against cargo build --workspace"
+{ units normal,build --workspace; units normal,build --workspace --features sentinel-recovery-ffi/test-hooks; } \
+  | sort -u > "$tmp/debug"
 # shellcheck disable=SC2046
 {
-  compare "cargo build --workspace (make build)" "$tmp/debug" normal,build --workspace
-  compare "cargo build -p ffi -p testkit (test-c, soak)" "$tmp/debug" normal,build $(member ffi) $(member testkit)
+  compare "cargo build -p ffi -p testkit --features ffi/test-hooks (test-c)" "$tmp/debug" normal,build $(member ffi) $(member testkit) --features sentinel-recovery-ffi/test-hooks
+  compare "cargo build -p ffi -p testkit (soak)" "$tmp/debug" normal,build $(member ffi) $(member testkit)
   compare "cargo build -p testkit (the suites' sr-topology)" "$tmp/debug" normal,build $(member testkit)
-  compare "cargo test -p testkit (test-partitions)" "$tmp/debug" normal,build,dev $(member testkit)
-  compare "cargo build -p ffi (dotnet)" "$tmp/debug" normal,build $(member ffi)
+  compare "cargo build -p ffi --features test-hooks (dotnet)" "$tmp/debug" normal,build $(member ffi) --features test-hooks
   compare "cargo build -p uniffi (jvm, ruby)" "$tmp/debug" normal,build $(member uniffi)
   compare "cargo run -p xtask (lint)" "$tmp/debug" normal,build -p xtask
+}
+echo "debug builds of test targets (make test): against cargo test --workspace --all-targets"
+units normal,build,dev --workspace > "$tmp/debug-tests"
+# shellcheck disable=SC2046
+{
+  compare "cargo test -p testkit (test-partitions)" "$tmp/debug-tests" normal,build,dev $(member testkit)
 }
 
 echo "dist builds (scripts/dist/build.sh, --target $TRIPLE): against cargo build --workspace"
@@ -61,6 +73,20 @@ units normal,build --workspace --target "$TRIPLE" > "$tmp/dist"
   compare "maturin build (-p python)" "$tmp/dist" normal,build --target "$TRIPLE" $(member python)
   compare "napi build (-p node)" "$tmp/dist" normal,build --target "$TRIPLE" $(member node)
 }
+
+# Test-only features never reach a shipped artifact: not the core's internals, not the C
+# library's test hooks (check-artifacts.sh also compares the library's exports with the header).
+echo "dist builds: no test-only feature"
+for sel in "$(member ffi) $(member cli) $(member uniffi)" "$(member python)" "$(member node)"; do
+  # shellcheck disable=SC2086
+  leaked=$(units normal,build --target "$TRIPLE" $sel | grep -E '^sentinel-recovery v.*internals|^sentinel-recovery-ffi v.*test-hooks' || true)
+  if [ -n "$leaked" ]; then
+    printf '  BAD  %s builds a test-only feature: %s\n' "$sel" "$leaked"
+    bad=1
+  else
+    printf '  ok   %s\n' "$sel"
+  fi
+done
 
 if [ "$bad" != 0 ]; then
   cat >&2 <<'EOF'

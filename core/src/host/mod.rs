@@ -349,6 +349,18 @@ impl Handle {
         self.shared.client.locked().is_none()
     }
 
+    /// Runs `begin` (starting one of this handle's operations) only while the handle is open:
+    /// once [`Handle::close`] was called the operation is not accepted, `Err(closed)` says so and
+    /// `begin` never runs, so its completion is never called. Bindings whose API reports "not
+    /// accepted" apart from a completion ask this instead of checking [`Handle::is_closed`]
+    /// first. An operation accepted while a close runs still completes, once, as every other.
+    pub fn accept<R>(&self, begin: impl FnOnce(&Handle) -> R) -> Result<R> {
+        if self.is_closed() {
+            return Err(Error::closed());
+        }
+        Ok(begin(self))
+    }
+
     /// Whether the calling thread is running one of this handle's callbacks.
     pub fn in_callback(&self) -> bool {
         self.shared.registry.in_callback()

@@ -186,6 +186,16 @@ impl Subscriber {
         patterns.into_iter().map(|p| p.to_vec()).collect()
     }
 
+    /// Runs `begin` (starting a change of this subscription) only while it is open: once it
+    /// ended (closed, or its handle closed) the change is not accepted, `Err(closed)` says so and
+    /// `begin` never runs, so its completion is never called (as [`super::Handle::accept`]).
+    pub fn accept<R>(&self, begin: impl FnOnce(&Subscriber) -> R) -> Result<R> {
+        if self.is_closed() {
+            return Err(Error::closed());
+        }
+        Ok(begin(self))
+    }
+
     /// Whether the subscription ended (closed, or its handle closed).
     pub fn is_closed(&self) -> bool {
         self.shared.control.is_closed()

@@ -45,6 +45,18 @@ impl Tally {
 }
 
 #[test]
+fn a_closed_handle_accepts_nothing_and_never_runs_what_it_refused() {
+    let handle = unreachable_handle("");
+    let ran = AtomicUsize::new(0);
+    let accepted = handle.accept(|_| ran.fetch_add(1, Ordering::SeqCst));
+    assert!(accepted.is_ok());
+    handle.close_blocking();
+    let refused = handle.accept(|_| ran.fetch_add(1, Ordering::SeqCst));
+    assert_eq!(refused.err().map(|e| e.code()), Some(ErrorCode::Closed));
+    assert_eq!(ran.load(Ordering::SeqCst), 1);
+}
+
+#[test]
 fn close_with_10000_commands_in_flight_completes_each_once_with_closed_before_its_own_completion() {
     let handle = unreachable_handle("");
     let n = 10_000;

@@ -19,7 +19,10 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-pub use crate::types::{unix_ms, Event, EventKind, SentinelInfo, Topology};
+#[cfg(feature = "internals")]
+pub use crate::types::SentinelInfo;
+pub use crate::types::{unix_ms, Event, EventKind, Topology};
+#[cfg(feature = "internals")]
 pub use registry::live_monitors;
 
 use crate::config::{Address, Config};

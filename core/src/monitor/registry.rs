@@ -58,7 +58,8 @@ pub(crate) fn release(monitor: Arc<Monitor>) -> Option<Arc<Monitor>> {
     Some(monitor)
 }
 
-/// How many monitors are alive in this process (for tests and diagnostics).
+/// How many monitors are alive in this process (for the testkit's lifecycle suites).
+#[cfg(feature = "internals")]
 pub fn live_monitors() -> usize {
     let guard = MONITORS.locked();
     guard

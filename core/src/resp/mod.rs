@@ -11,6 +11,7 @@ mod value;
 
 /// Thin wrappers around the crate-private codec for the fuzz targets in `fuzz/`; not an API.
 #[doc(hidden)]
+#[cfg(feature = "internals")]
 pub mod fuzzing;
 
 #[cfg(test)]
@@ -19,5 +20,7 @@ mod real_server_tests;
 pub(crate) mod test_server;
 
 pub(crate) use codec::encode_command;
-pub use connection::{ConnectOptions, Connection, Frame, OwnReply, Reply, Subscription};
+#[cfg(feature = "internals")]
+pub use connection::Subscription;
+pub use connection::{ConnectOptions, Connection, Frame, OwnReply, Reply};
 pub use value::Value;

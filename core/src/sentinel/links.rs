@@ -119,15 +119,3 @@ where
     *held = Arc::downgrade(&link);
     Ok(link)
 }
-
-/// Open shared sentinel links in this process (for tests and diagnostics).
-pub fn open_links() -> usize {
-    LINKS.with(|map| {
-        map.values()
-            .filter(|s| {
-                s.try_lock()
-                    .is_ok_and(|w| w.upgrade().is_some_and(|l| !l.is_closed()))
-            })
-            .count()
-    })
-}

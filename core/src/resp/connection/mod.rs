@@ -193,6 +193,7 @@ impl Connection {
     ///
     /// With [`ConnectOptions::tls`] the certificate is verified against `addr`'s IP (or the
     /// configured server name); use [`Connection::connect_named`] to verify against a host name.
+    #[cfg(any(test, feature = "internals"))]
     pub async fn connect(addr: SocketAddr, opts: &ConnectOptions) -> Result<Connection> {
         Connection::connect_named(addr, &addr.ip().to_string(), opts).await
     }

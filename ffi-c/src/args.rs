@@ -1,0 +1,163 @@
+//! What the host passes in: strings, command arguments, commands, options and the
+//! configuration they make, borrowed for the call and converted (copied where kept).
+
+use std::ffi::{c_char, CStr};
+
+use sr::Config;
+
+use crate::error::sr_error_t;
+
+/// One option for sr_client_open(): a key of the URL's query string (`command_timeout_ms`,
+/// `sentinel_password`, `read_from`, ...) and its value, both NUL-terminated UTF-8. Borrowed
+/// for the duration of the call only.
+#[repr(C)]
+pub struct sr_option_t {
+    /// The option's name.
+    pub key: *const c_char,
+    /// Its value, as text (`"250"`, `"true"`, ...).
+    pub value: *const c_char,
+}
+
+/// One command of a pipeline or transaction: arguments as for sr_client_execute() (`argv_len`
+/// may be NULL when every argument is a NUL-terminated string).
+#[repr(C)]
+pub struct sr_command_t {
+    /// Number of arguments (> 0), the command name first.
+    pub argc: usize,
+    /// The arguments.
+    pub argv: *const *const c_char,
+    /// Their lengths, or NULL.
+    pub argv_len: *const usize,
+}
+
+/// A NUL-terminated UTF-8 string of the host (`what` names it in errors).
+///
+/// # Safety
+/// `p` is NULL or NUL-terminated, live for `'a`.
+pub(crate) unsafe fn text<'a>(p: *const c_char, what: &str) -> Result<&'a str, sr_error_t> {
+    if p.is_null() {
+        return Err(sr_error_t::invalid(&format!("{what} is NULL")));
+    }
+    CStr::from_ptr(p)
+        .to_str()
+        .map_err(|_| sr_error_t::not_utf8(what))
+}
+
+/// A command's `argc` arguments (binary safe with `argv_len`, else NUL-terminated).
+///
+/// # Safety
+/// `argv` points to `argc` pointers, each NULL (only with a length of 0) or valid for its length
+/// (or NUL-terminated when `argv_len` is NULL); `argv_len` is NULL or points to `argc` lengths.
+pub(crate) unsafe fn arguments<'a>(
+    argc: usize,
+    argv: *const *const c_char,
+    argv_len: *const usize,
+) -> Result<Vec<&'a [u8]>, sr_error_t> {
+    if argc == 0 || argv.is_null() {
+        return Err(sr_error_t::invalid(
+            "a command needs at least one argument (argc > 0, argv not NULL)",
+        ));
+    }
+    let ptrs = std::slice::from_raw_parts(argv, argc);
+    let lens = (!argv_len.is_null()).then(|| std::slice::from_raw_parts(argv_len, argc));
+    let mut out = Vec::with_capacity(argc);
+    for (i, &p) in ptrs.iter().enumerate() {
+        let arg: &[u8] = match (p.is_null(), lens) {
+            (true, Some(l)) if l[i] == 0 => &[],
+            (true, _) => {
+                return Err(sr_error_t::invalid(&format!("argument #{i} is NULL")));
+            }
+            (false, Some(l)) => std::slice::from_raw_parts(p.cast::<u8>(), l[i]),
+            (false, None) => CStr::from_ptr(p).to_bytes(),
+        };
+        out.push(arg);
+    }
+    Ok(out)
+}
+
+/// `count` names as [`arguments`] reads them; none when `count` is 0.
+///
+/// # Safety
+/// As [`arguments`] when `count` > 0.
+pub(crate) unsafe fn names<'a>(
+    count: usize,
+    names: *const *const c_char,
+    lens: *const usize,
+) -> Result<Vec<&'a [u8]>, sr_error_t> {
+    if count == 0 {
+        return Ok(Vec::new());
+    }
+    arguments(count, names, lens)
+}
+
+/// Every command's arguments, borrowed from the caller for the call.
+///
+/// # Safety
+/// `commands` is NULL (only when `n` is 0) or points to `n` valid commands.
+pub(crate) unsafe fn command_list<'a>(
+    commands: *const sr_command_t,
+    n: usize,
+) -> Result<Vec<Vec<&'a [u8]>>, sr_error_t> {
+    if commands.is_null() && n > 0 {
+        return Err(sr_error_t::invalid("commands is NULL but n > 0"));
+    }
+    if n == 0 {
+        return Ok(Vec::new());
+    }
+    std::slice::from_raw_parts(commands, n)
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            arguments(c.argc, c.argv, c.argv_len)
+                .map_err(|e| sr_error_t::invalid(&format!("command #{i}: {}", e.message())))
+        })
+        .collect()
+}
+
+/// The configuration of `url` and `options` (each option through `Config::set`), as
+/// sr_client_open() and sr_doctor() read them.
+///
+/// # Safety
+/// `url` and every option string are NULL or NUL-terminated; `options` points to `options_len`
+/// options (or is NULL when 0).
+pub(crate) unsafe fn config_of(
+    url: *const c_char,
+    options: *const sr_option_t,
+    options_len: usize,
+) -> Result<Config, sr_error_t> {
+    if options.is_null() && options_len > 0 {
+        return Err(sr_error_t::invalid("options is NULL but options_len > 0"));
+    }
+    let mut pairs = Vec::with_capacity(options_len);
+    if options_len > 0 {
+        for (i, o) in std::slice::from_raw_parts(options, options_len)
+            .iter()
+            .enumerate()
+        {
+            let key = text(o.key, &format!("option #{i} key"))?;
+            let value = text(o.value, &format!("option '{key}' value"))?;
+            pairs.push((key, value));
+        }
+    }
+    Ok(sr::host::config_from_url(text(url, "the URL")?, &pairs)?)
+}
+
+/// An out-parameter the call must write (`what` names it in errors), cleared to NULL first so
+/// that it is NULL whenever the call fails.
+///
+/// # Safety
+/// `out` is NULL or writable, for `'a`.
+pub(crate) unsafe fn out_param<'a, T>(
+    out: *mut *mut T,
+    what: &str,
+) -> Result<&'a mut *mut T, sr_error_t> {
+    match out.as_mut() {
+        Some(out) => {
+            *out = std::ptr::null_mut();
+            Ok(out)
+        }
+        None => Err(sr_error_t::invalid(&format!(
+            "the {what} out-parameter is NULL"
+        ))),
+    }
+}
