@@ -7,14 +7,18 @@
 # the whole process (the JavaScript thread and, for the adapter, the core's threads: its monitor
 # runs beside the commands). Node runs with --single-threaded (see bench/latency/node_callgrind.sh).
 #
-#   bench/frameworks/node/callgrind.sh [N1 [N2]]        (defaults 1000 3000)
+#   bench/frameworks/node/callgrind.sh [N1 [N2]]        (defaults 2000 12000)
+#
+# seq.js first runs 5000 untimed commands (SEQ_WARMUP): with fewer, V8 is still compiling the
+# command path between N1 and N2, and its compiler's instructions (thousands per command, and
+# different from run to run) swamp what the adapter adds.
 #
 # Needs the Node addon and ioredis (make node-build: npm ci in bindings-node), sr-topology
 # (cargo build -p sentinel-recovery-testkit --bin sr-topology) and valgrind.
 set -euo pipefail
 
-N1=${1:-1000}
-N2=${2:-3000}
+N1=${1:-2000}
+N2=${2:-12000}
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
