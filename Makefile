@@ -11,11 +11,11 @@ E2E_THREADS ?= 2
 # dist step builds (mk/dist.mk: the stripped Node addon, the abi3 wheel), so every optimized build
 # happens once; before, each suite built its own release copy of the core (about 4 minutes of
 # the run). Alone, `make test-node` or `make test-python` still builds from the source tree.
-ifneq ($(filter test,$(MAKECMDGOALS)),)
+ifneq ($(filter test test-all,$(MAKECMDGOALS)),)
 USE_DIST_ARTIFACTS ?= 1
 endif
 
-.PHONY: deps build test test-rust test-c lint demo
+.PHONY: deps build test test-all test-rust test-c lint demo
 
 deps:
 	@scripts/deps.sh
@@ -43,7 +43,17 @@ test-c: deps
 TEST_TARGETS :=
 -include mk/*.mk
 
-test: deps lint test-rust test-c $(TEST_TARGETS)
+# Every stage runs in one make (`test-all`), so what several stages need (the release build)
+# is made once; `make test` prints how long each stage took, also after a failure.
+STAGES := lint test-rust test-c $(TEST_TARGETS)
+
+test:
+	@scripts/stage-times.sh $(MAKE) --no-print-directory test-all
+
+test-all: stage-mark-deps deps $(foreach stage,$(STAGES),stage-mark-$(stage) $(stage))
+
+stage-mark-%:
+	@scripts/stage-times.sh mark $*
 
 demo: build
 	@scripts/demo.sh
