@@ -47,8 +47,7 @@ fn pipeline_transaction_deadline_cancel_and_hints() {
     assert!(!e.message().contains("Client::"), "{e}");
 
     // A per-call deadline shorter than the client's: a command held by CLIENT PAUSE WRITE misses it.
-    // (A blocking command's own timeout is added to its deadline: BLPOP 0 never times out.) The
-    // pause stays short of the sentinels' down-after (1000 ms): their PUBLISH waits behind it too.
+    // The stays short of the sentinels' down-after (1000 ms): their PUBLISH waits behind it too.
     Handle::block(|done| handle.execute(&["CLIENT", "PAUSE", "500", "WRITE"], None, done)).unwrap();
     let e = Handle::block(|done| {
         handle.execute(

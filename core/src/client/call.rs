@@ -57,6 +57,32 @@ impl Encoded {
     }
 }
 
+/// Whose deadline a command runs under: it decides whether the block a blocking command asked
+/// the server for (BLPOP's timeout, XREAD's BLOCK, WAIT's timeout) counts against it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Deadline {
+    /// The client's `command_timeout_ms`: it bounds waiting for a node, connecting and the
+    /// reply, and a blocking command may block beyond it for as long as it asked the server
+    /// (`BLPOP k 0`: until data arrives, the caller cancels or the client closes).
+    Default(Duration),
+    /// The call's own timeout: it ends the whole call, blocking commands included (their
+    /// dedicated connection is closed, so the server stops blocking them).
+    Call(Duration),
+}
+
+impl Deadline {
+    /// The call's own timeout when there is one, else the client's default.
+    pub(crate) fn of_call(timeout: Option<Duration>, default: Duration) -> Deadline {
+        timeout.map_or(Deadline::Default(default), Deadline::Call)
+    }
+
+    fn timeout(self) -> Duration {
+        match self {
+            Deadline::Default(t) | Deadline::Call(t) => t,
+        }
+    }
+}
+
 /// A command on its way, with everything a retry needs.
 struct Pending {
     inner: Arc<Inner>,
@@ -64,6 +90,8 @@ struct Pending {
     kind: Kind,
     encoded: Encoded,
     deadline: Instant,
+    /// The deadline is the call's own ([`Deadline::Call`]): it also bounds a blocking reply.
+    call_deadline: bool,
     cancel: CancellationToken,
     done: Done,
 }
@@ -75,18 +103,24 @@ pub(crate) struct Command {
     kind: Kind,
     encoded: Encoded,
     deadline: Instant,
+    call_deadline: bool,
 }
 
 impl Client {
     /// Checks and encodes one command for [`Command::start`]. Fails on what it cannot start with:
     /// a malformed or refused command (`config`), a closed client.
-    pub(crate) fn command<A: AsRef<[u8]>>(&self, args: &[A], timeout: Duration) -> Result<Command> {
+    pub(crate) fn command<A: AsRef<[u8]>>(
+        &self,
+        args: &[A],
+        deadline: Deadline,
+    ) -> Result<Command> {
         Ok(Command {
             kind: command::classify(args)?,
             monitor: self.monitor()?,
             inner: self.inner.clone(),
             encoded: Encoded::one(args),
-            deadline: Instant::now() + timeout,
+            deadline: Instant::now() + deadline.timeout(),
+            call_deadline: matches!(deadline, Deadline::Call(_)),
         })
     }
 }
@@ -104,6 +138,7 @@ impl Command {
             kind,
             encoded,
             deadline,
+            call_deadline,
         } = self;
         Pending {
             inner,
@@ -111,6 +146,7 @@ impl Command {
             kind,
             encoded,
             deadline,
+            call_deadline,
             cancel,
             done,
         }
@@ -172,13 +208,18 @@ impl Pending {
             kind,
             encoded,
             deadline,
+            call_deadline,
             cancel,
             done,
         } = self;
         let work = async move {
             match kind {
                 Kind::Blocking(block) => {
-                    let reply_by = block.map(|b| deadline + b);
+                    let reply_by = if call_deadline {
+                        Some(deadline)
+                    } else {
+                        block.map(|b| deadline + b)
+                    };
                     run_dedicated(&inner, &monitor, &encoded, deadline, reply_by).await
                 }
                 kind => run_shared(

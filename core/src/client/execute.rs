@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-use super::call::Encoded;
+use super::call::{Deadline, Encoded};
 use super::command::{self, Kind};
 use super::durable;
 use super::{Client, Inner};
@@ -38,24 +38,34 @@ impl Client {
     /// run, and is not repeated. Blocking commands (BLPOP, XREAD BLOCK, WAIT, ...) run on a
     /// connection of their own; commands that change connection state (MULTI, WATCH, SUBSCRIBE,
     /// SELECT, ...) are refused with a `config` error saying what to use instead.
+    ///
+    /// `command_timeout_ms` bounds waiting for a node, connecting and the reply; a blocking
+    /// command may block beyond it for as long as it asked the server (`BLPOP k 0`: until data
+    /// arrives or the future is dropped).
     pub async fn execute<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Value> {
         let timeout = self.inner.config.command_timeout();
-        self.execute_timeout(args, timeout).await
+        self.execute_under(args, Deadline::Default(timeout)).await
     }
 
-    /// [`Client::execute`] with a deadline of its own instead of `command_timeout_ms` (for a
-    /// blocking command, added to how long it may block).
+    /// [`Client::execute`] with a deadline of its own instead of `command_timeout_ms`. It ends
+    /// the whole call, blocking commands included: `BLPOP k 0` with a 300 ms timeout fails with
+    /// `timeout` after 300 ms and its dedicated connection is closed, so the server stops
+    /// blocking it.
     pub async fn execute_timeout<A: AsRef<[u8]>>(
         &self,
         args: &[A],
         timeout: Duration,
     ) -> Result<Value> {
+        self.execute_under(args, Deadline::Call(timeout)).await
+    }
+
+    async fn execute_under<A: AsRef<[u8]>>(&self, args: &[A], deadline: Deadline) -> Result<Value> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let cancel = CancellationToken::new();
         // Dropping this future stops a command not sent yet; an interrupted `BLPOP k 0` closes
         // its dedicated connection instead of staying blocked on the server.
         let _stop = cancel.clone().drop_guard();
-        self.command(args, timeout)?.start(
+        self.command(args, deadline)?.start(
             cancel,
             Box::new(move |result| {
                 let _ = tx.send(result);
@@ -110,14 +120,23 @@ impl Client {
     /// connection, this thread reads its reply from the socket itself.
     pub fn execute_blocking<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Value> {
         let timeout = self.inner.config.command_timeout();
-        self.execute_blocking_timeout(args, timeout)
+        self.execute_blocking_under(args, Deadline::Default(timeout))
     }
 
-    /// [`Client::execute_blocking`] with a deadline of its own, as [`Client::execute_timeout`].
+    /// [`Client::execute_blocking`] with a deadline of its own, which ends the whole call as in
+    /// [`Client::execute_timeout`].
     pub fn execute_blocking_timeout<A: AsRef<[u8]>>(
         &self,
         args: &[A],
         timeout: Duration,
+    ) -> Result<Value> {
+        self.execute_blocking_under(args, Deadline::Call(timeout))
+    }
+
+    fn execute_blocking_under<A: AsRef<[u8]>>(
+        &self,
+        args: &[A],
+        deadline: Deadline,
     ) -> Result<Value> {
         if crate::runtime::on_core_thread() {
             return Err(Error::config(
@@ -125,7 +144,7 @@ impl Client {
             ));
         }
         let rendezvous = crate::host::wait::Rendezvous::new();
-        let command = self.command(args, timeout)?;
+        let command = self.command(args, deadline)?;
         let ((), own) = crate::host::wait::starting(|| {
             command.start(CancellationToken::new(), Box::new(rendezvous.completer()))
         });

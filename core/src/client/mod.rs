@@ -9,6 +9,7 @@
 //! completion, so they can be awaited from any executor.
 
 mod call;
+pub(crate) use call::Deadline;
 mod command;
 mod durable;
 mod execute;

@@ -44,7 +44,7 @@ pub use mailbox::{Completion, Delivery, Mailbox, Pushed};
 pub use subscriptions::{MessageHandler, Subscriber};
 pub use transaction::HostTransaction;
 
-use crate::client::{Client, EventStream, Route};
+use crate::client::{Client, Deadline, EventStream, Route};
 use crate::config::{Address, Config};
 use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::Topology;
@@ -154,8 +154,10 @@ impl Handle {
         self.start(|c| Ok(async move { c.ready().await }), done)
     }
 
-    /// Runs one command (see [`Client::execute`]); `timeout` replaces `command_timeout_ms`.
-    /// On an open connection the calling thread sends it (one non-blocking write) and no other
+    /// Runs one command (see [`Client::execute`]). `timeout`, when given, is the call's own
+    /// deadline and ends the whole call, blocking commands included ([`Client::execute_timeout`]);
+    /// without it `command_timeout_ms` applies and a blocking command may block as long as it
+    /// asked the server. On an open connection the calling thread sends it (one non-blocking write) and no other
     /// thread wakes until the reply comes; otherwise it runs as a task.
     pub fn execute<A: AsRef<[u8]>>(
         &self,
@@ -166,7 +168,8 @@ impl Handle {
         let completer = self.shared.registry.begin(self.localized(done));
         let command = guarded(|| {
             let client = self.client()?;
-            client.command(args, timeout.unwrap_or(client.config().command_timeout()))
+            let deadline = Deadline::of_call(timeout, client.config().command_timeout());
+            client.command(args, deadline)
         });
         let command = match command {
             Ok(command) => command,
