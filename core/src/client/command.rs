@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
+
 use crate::error::{Error, Result};
 
 /// The largest argument a Redis server accepts by default (`proto-max-bulk-len`, 512 MiB). A
@@ -292,6 +294,35 @@ fn blocking_time<A: AsRef<[u8]>>(name: &str, args: &[A]) -> Result<Option<Option
         Duration::from_secs_f64(seconds)
     };
     Ok(Some((!duration.is_zero()).then_some(duration)))
+}
+
+/// Commands encoded once, as they go on the wire: retries send the same bytes again.
+#[derive(Clone, Debug)]
+pub(crate) struct Encoded {
+    pub(crate) bytes: Bytes,
+    pub(crate) count: usize,
+}
+
+impl Encoded {
+    pub(crate) fn one<A: AsRef<[u8]>>(args: &[A]) -> Encoded {
+        let mut bytes = BytesMut::new();
+        crate::resp::encode_command(args, &mut bytes);
+        Encoded {
+            bytes: bytes.freeze(),
+            count: 1,
+        }
+    }
+
+    pub(crate) fn many<A: AsRef<[u8]>>(commands: &[Vec<A>]) -> Encoded {
+        let mut bytes = BytesMut::new();
+        for command in commands {
+            crate::resp::encode_command(command, &mut bytes);
+        }
+        Encoded {
+            bytes: bytes.freeze(),
+            count: commands.len(),
+        }
+    }
 }
 
 #[cfg(test)]

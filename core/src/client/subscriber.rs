@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::command::Kind;
 use super::execute::pick;
-use super::{Client, Inner};
+use super::handle::{Client, Inner};
 use crate::config::Address;
 use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::{Event, EventKind, Monitor, Status};
