@@ -1,6 +1,14 @@
 //! Sentinel events: what each one means for the monitor, applied at once where that is safe.
 
-use super::*;
+use super::Actor;
+use super::DEDUPE_WINDOW;
+use super::REPLICA_EVENT;
+use crate::config::Address;
+use crate::monitor::promotion::Announced;
+use crate::monitor::subscriber::Received;
+use crate::sentinel::events::InstanceKind;
+use crate::sentinel::events::SentinelEvent;
+use tokio::time::Instant;
 
 impl Actor {
     /// Applies what an event says at once where that is safe, and tells whether it calls for a
