@@ -9,10 +9,10 @@ use std::net::SocketAddr;
 use futures_util::future::join_all;
 
 use super::fields;
+use super::options::Ctx;
 use super::probe::note;
 use super::reach::{self, Reached};
 use super::report::{Agreement, NodeKind, NodeReport, SentinelReport};
-use super::Ctx;
 use crate::config::Address;
 use crate::sentinel::replies::{self, Role};
 

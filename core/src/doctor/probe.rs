@@ -7,9 +7,9 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::fields;
+use super::options::Ctx;
 use super::reach::{self, Reached};
 use super::report::{ms, Auth, MasterView, PingStats, SentinelReport, Source};
-use super::Ctx;
 use crate::config::Address;
 use crate::error::{Error, ErrorCode};
 use crate::resp::{Connection, Value};
