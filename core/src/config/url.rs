@@ -1,11 +1,11 @@
 //! The URL form: `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service[?key=value&...]`.
 
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
 use super::names::parse_host_port;
 use super::settings::Config;
 use crate::error::Error;
-use crate::types::Credentials;
-use crate::types::Secret;
-use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use crate::types::{Credentials, Secret};
 
 /// What a user name or service keeps unescaped when written back into a URL: RFC 3986's
 /// unreserved characters.

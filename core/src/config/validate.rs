@@ -1,7 +1,6 @@
 //! Rules a configuration must meet however it was built, and the helpers that check names.
 
-use super::names::host_name_problem;
-use super::names::shorten;
+use super::names::{host_name_problem, shorten};
 use super::settings::Config;
 use crate::error::Error;
 

@@ -1,7 +1,6 @@
 //! The [`Monitor`] handle that clients share: it starts the monitor task and reads what the
 //! task publishes.
 
-use crate::Topology;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
@@ -16,6 +15,7 @@ use crate::config::{Address, Config};
 use crate::error::Result;
 use crate::sync::Locked;
 use crate::types::{Event, Side};
+use crate::Topology;
 
 /// A running monitor, shared by every client of the same sentinels, service and credentials.
 pub(crate) struct Monitor {

@@ -1,18 +1,19 @@
 //! Fencing at promotion: writes stop going to a primary being demoted, the promoted replica is
 //! watched with ROLE and adopted the moment it answers master; replaced primaries stay fenced.
 
+use std::time::Duration;
+
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
 use super::fence::{Fence, Retired, PROMOTION_TIMEOUT};
 use super::Actor;
 use crate::config::Address;
 use crate::monitor::promotion;
-use crate::monitor::promotion::Announced;
-use crate::monitor::promotion::Promoted;
+use crate::monitor::promotion::{Announced, Promoted};
 use crate::monitor::status::Fenced;
 use crate::resp::Connection;
 use crate::types::EventKind;
-use std::time::Duration;
-use tokio::time::Instant;
-use tokio_util::sync::CancellationToken;
 
 impl Actor {
     /// A failover replaces `old` by `promoting` (the leader started promoting it, or a sentinel

@@ -1,13 +1,13 @@
 //! Bookkeeping of the sentinels: who answered, their TILT and service state, the list's merges,
 //! and one event subscription per sentinel.
 
+use std::collections::HashSet;
+
 use super::Actor;
 use crate::monitor::backoff::Backoff;
 use crate::monitor::subscriber;
-use crate::sentinel::discovery::Answer;
-use crate::sentinel::discovery::SentinelOutcome;
+use crate::sentinel::discovery::{Answer, SentinelOutcome};
 use crate::types::EventKind;
-use std::collections::HashSet;
 
 impl Actor {
     /// Bookkeeping of who answered: connections kept for the next round, resolutions and run ids
