@@ -120,8 +120,8 @@ mod tests {
             .starts_with("redis+sentinel://app:***@h:26379/s"));
     }
 
-    /// Fuzzing found (fuzz/ config_url, crash-1a297a84…): a user name holding `@` (written
-    /// `%40`) came back raw in the redacted URL, which then no longer parsed to the same user.
+    /// A user name holding `@` (written `%40`) must stay escaped in the redacted URL, or that URL
+    /// parses back to another user. Reproducer: fuzz/ config_url, corpus crash-1a297a84….
     #[test]
     fn redacted_url_parses_back_to_the_same_user_and_service() {
         let c = Config::from_url("redis+sentinel://a%40b%25c:pw@h/svc%2Fx%3Fy").unwrap();
@@ -133,9 +133,10 @@ mod tests {
         assert_eq!(back.service, c.service);
     }
 
-    /// Fuzzing found (fuzz/ config_url, corpus crash-b286fd2e…, crash-6635cd40…): a password with
-    /// a raw '/' ends the authority early, so its start was read as a sentinel: shown in the error
-    /// ("port 'G' of 'n'"), or, digits only, taken as a port and the rest as the service.
+    /// A raw '/' in a password ends the authority early, so the password's start would be read
+    /// as a sentinel: shown in the error ("port 'G' of 'n'") or, digits only, taken as a port and
+    /// the rest as the service. It is refused without being shown. Reproducers: fuzz/ config_url,
+    /// corpus crash-b286fd2e…, crash-6635cd40….
     #[test]
     fn a_raw_slash_in_a_password_is_refused_without_showing_it() {
         for url in [
@@ -166,8 +167,8 @@ mod tests {
         assert_eq!(c.sentinel_auth.unwrap().password.expose(), "a@b/c");
     }
 
-    /// Fuzzing found (fuzz/ config_url, corpus crash-2effb252…): `validate` let a hand-built
-    /// config through with a sentinel on port 0, which the URL form refuses.
+    /// A hand-built config is held to the URL's rules: `validate` refuses a sentinel on port 0 as
+    /// the URL form does. Reproducer: fuzz/ config_url, corpus crash-2effb252….
     #[test]
     fn validate_refuses_port_zero_like_the_url() {
         let mut c = Config::from_url("redis+sentinel://h/s").unwrap();
