@@ -74,7 +74,7 @@ impl Client {
         on_core(self.pipeline_work(commands, timeout)?).await
     }
 
-    /// A pipeline's work, checked and copied but not started (see [`Client::command_work`]);
+    /// A pipeline's work, checked and copied but not started (see [`Client::command`]);
     /// `timeout` is the deadline of the whole pipeline, counted from now.
     pub(crate) fn pipeline_work<A: AsRef<[u8]>>(
         &self,

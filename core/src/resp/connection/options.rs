@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::tls::TlsOptions;
 use crate::types::{Credentials, Protocol};
 
-/// How to open a [`Connection`]: deadline and the state applied by the handshake.
+/// How to open a [`Connection`](super::Connection): deadline and the state applied by the handshake.
 #[derive(Clone, Debug)]
 pub struct ConnectOptions {
     /// Deadline for the TCP connect and the whole handshake together.

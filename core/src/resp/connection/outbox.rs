@@ -17,7 +17,7 @@ use crate::types::Protocol;
 /// Called once with a command's reply (or its error), on the connection's core thread.
 pub(super) type Callback = Box<dyn FnOnce(Result<Value>) + Send + 'static>;
 
-/// Who gets the reply of a command sent with [`Connection::call`]: called once, on the
+/// Who gets the reply of a command sent with [`Connection::call`](super::Connection::call): called once, on the
 /// connection's core thread, with the reply, a timeout, or the connection's end.
 pub trait Reply: Send + 'static {
     /// Takes the result; must be quick and must not wait (the connection reads no further

@@ -68,7 +68,7 @@ impl OwnReply {
     }
 
     /// Reads the command's reply on the calling thread and hands it to the command's
-    /// [`Reply`] here, as the task would have. Waits for the socket until `until` or the command's
+    /// [`Reply`](super::Reply) here, as the task would have. Waits for the socket until `until` or the command's
     /// deadline, whichever is first; until `spin_until` it does not sleep but keeps trying the
     /// socket (on a fast network the reply comes sooner than a sleeping thread is woken: see
     /// `client::rendezvous`). Returns whether the reply was handed over; when not (the wait ended first,
@@ -96,7 +96,7 @@ impl OwnReply {
     }
 
     /// Reads what the socket holds now, without waiting, and hands the reply to the command's
-    /// [`Reply`] here once it is whole. `Pending`: the reply is not whole yet; call again when
+    /// [`Reply`](super::Reply) here once it is whole. `Pending`: the reply is not whole yet; call again when
     /// the socket ([`OwnReply::fd`]) is readable. `Ready(true)`: the reply was handed over;
     /// `Ready(false)`: the connection ended or sent something invalid, and the task completes
     /// the command as usual. After `Ready` the read side is back with the task and further calls

@@ -74,7 +74,7 @@ pub(super) struct ReadState {
     /// What the caller's read ran into; the task ends the connection with it.
     pub(super) broken: Option<Broken>,
     /// The side is back, but the socket is still out of what the runtime watches: an event
-    /// loop watches it instead ([`OwnReply::keep_watching`]) until it gives it back, or the
+    /// loop watches it instead ([`OwnReply::keep_watching`](super::OwnReply::keep_watching)) until it gives it back, or the
     /// task, running for something else, takes it back itself.
     pub(super) watched_elsewhere: bool,
 }
