@@ -34,6 +34,7 @@
 mod agreement;
 mod data;
 mod fields;
+mod findings;
 #[cfg(test)]
 mod fixtures;
 mod names;
