@@ -25,7 +25,7 @@ use crate::types::Side;
 /// verify the server's certificate against instead of the host connected to.
 #[derive(Clone)]
 pub struct TlsOptions {
-    /// Built once per monitor by [`Config::tls_client_config`] and shared by every connection.
+    /// Built once per monitor by [`client_config`] and shared by every connection.
     pub config: Arc<ClientConfig>,
     /// Overrides the name the certificate is verified against (option `tls_server_name`). `None`
     /// verifies against the host connected to: the configured sentinel host, or the host (name or

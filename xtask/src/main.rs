@@ -2,6 +2,11 @@
 //! and event-kind tables of every binding from the core's one table ([`ErrorCode::ALL`] with
 //! [`ErrorCode::description`], [`EventKind::TABLE`]). The C header gets them through cbindgen
 //! from the generated `ffi-c/src/codes.rs`.
+//!
+//! `cargo run -p xtask -- circles [--report-only] CRATE_DIR...`: prints the import circles
+//! between the modules of each crate and fails on any (see [`circles`] for what it counts).
+
+mod circles;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -16,8 +21,11 @@ fn main() -> ExitCode {
     let check = args.iter().any(|a| a == "--check");
     match args.first().map(String::as_str) {
         Some("tables") => tables(check),
+        Some("circles") => circles::run(&root(), &args[1..]),
         _ => {
-            eprintln!("usage: cargo run -p xtask -- tables [--check]");
+            eprintln!(
+                "usage: cargo run -p xtask -- tables [--check] | circles [--report-only] CRATE_DIR..."
+            );
             ExitCode::from(2)
         }
     }

@@ -9,16 +9,14 @@
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
-use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use futures_util::FutureExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::command::{self, Kind};
+use super::command::{self, Deadline, Encoded, Kind};
 use super::execute::{judge, pick, run_dedicated, run_shared, timed_out, Judged};
-use super::{Client, Inner};
+use super::handle::{Client, Inner};
 use crate::config::Address;
 use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::Monitor;
@@ -27,61 +25,6 @@ use crate::resp::{Reply, Value};
 
 /// Called once with a command's result, on a core thread.
 pub type Done = Box<dyn FnOnce(Result<Value>) + Send + 'static>;
-
-/// Commands encoded once, as they go on the wire: retries send the same bytes again.
-#[derive(Clone, Debug)]
-pub(crate) struct Encoded {
-    pub(crate) bytes: Bytes,
-    pub(crate) count: usize,
-}
-
-impl Encoded {
-    pub(crate) fn one<A: AsRef<[u8]>>(args: &[A]) -> Encoded {
-        let mut bytes = BytesMut::new();
-        crate::resp::encode_command(args, &mut bytes);
-        Encoded {
-            bytes: bytes.freeze(),
-            count: 1,
-        }
-    }
-
-    pub(crate) fn many<A: AsRef<[u8]>>(commands: &[Vec<A>]) -> Encoded {
-        let mut bytes = BytesMut::new();
-        for command in commands {
-            crate::resp::encode_command(command, &mut bytes);
-        }
-        Encoded {
-            bytes: bytes.freeze(),
-            count: commands.len(),
-        }
-    }
-}
-
-/// Whose deadline a command runs under: it decides whether the block a blocking command asked
-/// the server for (BLPOP's timeout, XREAD's BLOCK, WAIT's timeout) counts against it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Deadline {
-    /// The client's `command_timeout_ms`: it bounds waiting for a node, connecting and the
-    /// reply, and a blocking command may block beyond it for as long as it asked the server
-    /// (`BLPOP k 0`: until data arrives, the caller cancels or the client closes).
-    Default(Duration),
-    /// The call's own timeout: it ends the whole call, blocking commands included (their
-    /// dedicated connection is closed, so the server stops blocking them).
-    Call(Duration),
-}
-
-impl Deadline {
-    /// The call's own timeout when there is one, else the client's default.
-    pub(crate) fn of_call(timeout: Option<Duration>, default: Duration) -> Deadline {
-        timeout.map_or(Deadline::Default(default), Deadline::Call)
-    }
-
-    fn timeout(self) -> Duration {
-        match self {
-            Deadline::Default(t) | Deadline::Call(t) => t,
-        }
-    }
-}
 
 /// A command on its way, with everything a retry needs.
 struct Pending {
@@ -170,9 +113,9 @@ impl Pending {
             pending: self,
             target,
         };
-        let own = crate::host::wait::will_wait();
+        let own = super::rendezvous::will_wait();
         match conn.call(|out| out.extend_from_slice(&bytes), deadline, reply, own) {
-            Ok(Some(own)) => crate::host::wait::offer(own),
+            Ok(Some(own)) => super::rendezvous::offer(own),
             Ok(None) => {}
             // The connection ended before anything was queued: nothing ran.
             Err(reply) => reply.pending.run_as_task(0, None),

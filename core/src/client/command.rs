@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use bytes::{Bytes, BytesMut};
+
 use crate::error::{Error, Result};
 
 /// The largest argument a Redis server accepts by default (`proto-max-bulk-len`, 512 MiB). A
@@ -292,6 +294,61 @@ fn blocking_time<A: AsRef<[u8]>>(name: &str, args: &[A]) -> Result<Option<Option
         Duration::from_secs_f64(seconds)
     };
     Ok(Some((!duration.is_zero()).then_some(duration)))
+}
+
+/// Commands encoded once, as they go on the wire: retries send the same bytes again.
+#[derive(Clone, Debug)]
+pub(crate) struct Encoded {
+    pub(crate) bytes: Bytes,
+    pub(crate) count: usize,
+}
+
+impl Encoded {
+    pub(crate) fn one<A: AsRef<[u8]>>(args: &[A]) -> Encoded {
+        let mut bytes = BytesMut::new();
+        crate::resp::encode_command(args, &mut bytes);
+        Encoded {
+            bytes: bytes.freeze(),
+            count: 1,
+        }
+    }
+
+    pub(crate) fn many<A: AsRef<[u8]>>(commands: &[Vec<A>]) -> Encoded {
+        let mut bytes = BytesMut::new();
+        for command in commands {
+            crate::resp::encode_command(command, &mut bytes);
+        }
+        Encoded {
+            bytes: bytes.freeze(),
+            count: commands.len(),
+        }
+    }
+}
+
+/// Whose deadline a command runs under: it decides whether the block a blocking command asked
+/// the server for (BLPOP's timeout, XREAD's BLOCK, WAIT's timeout) counts against it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Deadline {
+    /// The client's `command_timeout_ms`: it bounds waiting for a node, connecting and the
+    /// reply, and a blocking command may block beyond it for as long as it asked the server
+    /// (`BLPOP k 0`: until data arrives, the caller cancels or the client closes).
+    Default(Duration),
+    /// The call's own timeout: it ends the whole call, blocking commands included (their
+    /// dedicated connection is closed, so the server stops blocking them).
+    Call(Duration),
+}
+
+impl Deadline {
+    /// The call's own timeout when there is one, else the client's default.
+    pub(crate) fn of_call(timeout: Option<Duration>, default: Duration) -> Deadline {
+        timeout.map_or(Deadline::Default(default), Deadline::Call)
+    }
+
+    pub(crate) fn timeout(self) -> Duration {
+        match self {
+            Deadline::Default(t) | Deadline::Call(t) => t,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -16,8 +16,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
-use super::call::Encoded;
-use super::command::Name;
+use super::command::{Encoded, Name};
 use crate::config::Config;
 use crate::error::{Error, ErrorCode, Result};
 use crate::resp::{Connection, Value};

@@ -10,10 +10,9 @@ use tokio::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
-use super::call::{Deadline, Encoded};
-use super::command::{self, Kind};
+use super::command::{self, Deadline, Encoded, Kind};
 use super::durable;
-use super::{Client, Inner};
+use super::handle::{Client, Inner};
 use crate::config::{Address, ReadFrom};
 use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::{Monitor, Status};
@@ -85,7 +84,7 @@ impl Client {
         on_core(self.pipeline_work(commands, timeout)?).await
     }
 
-    /// A pipeline's work, checked and copied but not started (see [`Client::command_work`]);
+    /// A pipeline's work, checked and copied but not started (see [`Client::command`]);
     /// `timeout` is the deadline of the whole pipeline, counted from now.
     pub(crate) fn pipeline_work<A: AsRef<[u8]>>(
         &self,
@@ -143,9 +142,9 @@ impl Client {
                 "a blocking call was made on a core runtime thread; use the async API there",
             ));
         }
-        let rendezvous = crate::host::wait::Rendezvous::new();
+        let rendezvous = super::rendezvous::Rendezvous::new();
         let command = self.command(args, deadline)?;
-        let ((), own) = crate::host::wait::starting(|| {
+        let ((), own) = super::rendezvous::starting(|| {
             command.start(CancellationToken::new(), Box::new(rendezvous.completer()))
         });
         // The command's own deadline ends the wait; nothing else interrupts it.

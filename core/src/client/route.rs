@@ -14,7 +14,7 @@ use tokio::time::Instant;
 
 use super::command::Kind;
 use super::execute::wait_for_node;
-use super::Client;
+use super::handle::Client;
 use crate::config::{Address, ReadFrom};
 use crate::error::Result;
 

@@ -9,11 +9,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::call::Encoded;
-use super::command::{self, Kind};
+use super::command::{self, Encoded, Kind};
 use super::durable;
 use super::execute::{on_core, wait_for_node};
-use super::Client;
+use super::handle::Client;
 use crate::config::Address;
 use crate::error::{Error, ErrorCode, Result};
 use crate::resp::{Connection, Value};
@@ -63,7 +62,7 @@ impl Transaction {
             return Err(Error::config("WATCH needs at least one key"));
         }
         let mut args = vec![b"WATCH".to_vec()];
-        args.extend(super::owned(keys));
+        args.extend(super::handle::owned(keys));
         self.send(vec![args])
             .await?
             .pop()
@@ -74,7 +73,7 @@ impl Transaction {
     /// Runs one command now, on the transaction's connection (reads between WATCH and `exec`).
     pub async fn execute<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<Value> {
         check(args)?;
-        let args = super::owned(args);
+        let args = super::handle::owned(args);
         self.send(vec![args])
             .await?
             .pop()
@@ -84,7 +83,7 @@ impl Transaction {
     /// Adds a command to run atomically at `exec`.
     pub fn queue<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<&mut Transaction> {
         check(args)?;
-        self.queued.push(super::owned(args));
+        self.queued.push(super::handle::owned(args));
         Ok(self)
     }
 

@@ -9,8 +9,9 @@ use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use super::{shorten, Address};
+use super::names::{parse_host_port, shorten};
 use crate::error::Error;
+use crate::types::Address;
 
 /// The function form of the map: `Some(address)` to connect there instead, `None` to use the
 /// reported address. It is called for every reported address and should be a quick lookup; a
@@ -134,7 +135,7 @@ fn endpoint(text: &str) -> crate::Result<Address> {
             shorten(text)
         )));
     }
-    super::url::parse_host_port(text)
+    parse_host_port(text)
 }
 
 impl PartialEq for AddressMap {

@@ -1,6 +1,12 @@
 //! Options, key by key: [`Config::set`] is the one place a value is checked and applied.
 
-use super::*;
+use std::path::PathBuf;
+
+use super::address_map::AddressMap;
+use super::names::{host_name_problem, parse_server_name, shorten};
+use super::settings::{Config, ReadFrom};
+use crate::error::Error;
+use crate::types::{Credentials, Protocol, Secret};
 
 impl Config {
     /// Sets one option by its URL key; bindings pass their options objects through here so every

@@ -1,7 +1,11 @@
 //! The URL form: `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service[?key=value&...]`.
 
-use super::*;
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+
+use super::names::parse_host_port;
+use super::settings::Config;
+use crate::error::Error;
+use crate::types::{Credentials, Secret};
 
 /// What a user name or service keeps unescaped when written back into a URL: RFC 3986's
 /// unreserved characters.
@@ -112,70 +116,26 @@ fn parse_userinfo(userinfo: &str) -> crate::Result<Credentials> {
     })
 }
 
-/// Parses `host`, `host:port`, `[v6]` or `[v6]:port` (default port 26379).
-///
-/// Host names are checked up front (length, labels, characters); errors show at most the start
-/// of what was given.
-pub(crate) fn parse_host_port(text: &str) -> crate::Result<Address> {
-    if text.is_empty() {
-        return Err(Error::config("empty host"));
-    }
-    let (host, port) = if let Some(rest) = text.strip_prefix('[') {
-        let (host, after) = rest
-            .split_once(']')
-            .ok_or_else(|| Error::config(format!("'{}' has an unclosed '['", shorten(text))))?;
-        let port = match after {
-            "" => None,
-            p => Some(p.strip_prefix(':').ok_or_else(|| {
-                Error::config(format!(
-                    "unexpected '{}' after ']' in '{}'",
-                    shorten(p),
-                    shorten(text)
-                ))
-            })?),
+impl Config {
+    /// The URL form of this configuration with passwords replaced by `***`.
+    pub fn redacted_url(&self) -> String {
+        let user = match &self.auth {
+            Some(Credentials {
+                username: Some(u), ..
+            }) => format!("{}:***@", encode(u)),
+            Some(_) => ":***@".to_string(),
+            None => String::new(),
         };
-        if host.parse::<std::net::Ipv6Addr>().is_err() {
-            return Err(Error::config(format!(
-                "'{}' in brackets is not an IPv6 address",
-                shorten(host)
-            )));
-        }
-        (host, port)
-    } else {
-        match text.rsplit_once(':') {
-            Some((h, p)) if !h.contains(':') => (h, Some(p)),
-            Some(_) => {
-                return Err(Error::config(format!(
-                    "'{}': write IPv6 addresses in brackets, like [::1]:26379",
-                    shorten(text)
-                )))
-            }
-            None => (text, None),
-        }
-    };
-    if host.is_empty() {
-        return Err(Error::config(format!(
-            "'{}' has an empty host",
-            shorten(text)
-        )));
+        let hosts: Vec<String> = self.sentinels.iter().map(|a| a.to_string()).collect();
+        let scheme = if self.sentinel_tls && self.data_tls {
+            "rediss+sentinel"
+        } else {
+            "redis+sentinel"
+        };
+        format!(
+            "{scheme}://{user}{}/{}",
+            hosts.join(","),
+            encode(&self.service)
+        )
     }
-    if host.parse::<std::net::IpAddr>().is_err() {
-        if let Some(problem) = host_name_problem(host) {
-            return Err(Error::config(problem));
-        }
-    }
-    let port = match port {
-        None => DEFAULT_SENTINEL_PORT,
-        Some(p) => match p.parse::<u16>() {
-            Ok(0) | Err(_) => {
-                return Err(Error::config(format!(
-                    "port '{}' of '{}' is not in 1..65535",
-                    shorten(p),
-                    shorten(host)
-                )))
-            }
-            Ok(n) => n,
-        },
-    };
-    Ok(Address::new(host, port))
 }

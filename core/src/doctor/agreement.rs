@@ -1,7 +1,10 @@
 //! Whether the sentinels that answered agree: on the primary and its config epoch, on
 //! `down-after-milliseconds` and the quorum, and on the set of sentinels they know.
 
-use super::report::{Agreement, Claim, KnownClaim, PrimaryClaim, SentinelReport};
+use super::findings::Findings;
+use super::report::{
+    Agreement, Claim, KnownClaim, Mode, PrimaryClaim, Report, SentinelReport, Severity,
+};
 
 /// Groups the sentinels' views. Only sentinels that monitor the service take part.
 pub(super) fn compare(sentinels: &[SentinelReport]) -> Agreement {
@@ -108,6 +111,113 @@ fn known_sets(views: &[&SentinelReport]) -> Vec<KnownClaim> {
     }
     claims.sort_by_key(|c| std::cmp::Reverse(c.sentinels.len()));
     claims
+}
+
+pub(super) fn judge(f: &mut Findings, report: &Report) {
+    let a = &report.agreement;
+    let addresses: Vec<_> = {
+        let mut v: Vec<_> = a.primaries.iter().map(|c| &c.address).collect();
+        v.dedup();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let describe = |c: &super::report::PrimaryClaim| {
+        let who: Vec<String> = c.sentinels.iter().map(|s| s.to_string()).collect();
+        let role = c
+            .role
+            .as_ref()
+            .map(|r| format!(", ROLE says {r}"))
+            .unwrap_or_default();
+        format!(
+            "{} with epoch {} ({} sentinel(s): {}{role})",
+            c.address,
+            c.config_epoch.map_or("?".into(), |e| e.to_string()),
+            c.sentinels.len(),
+            who.join(", ")
+        )
+    };
+    if addresses.len() > 1 {
+        let claims: Vec<String> = a.primaries.iter().map(describe).collect();
+        f.add(
+            Severity::Failure,
+            Mode::Disagreement,
+            "primaries_differ",
+            None,
+            format!(
+                "sentinels name {} different primaries: {}",
+                addresses.len(),
+                claims.join("; ")
+            ),
+        );
+    } else if a.primaries.len() > 1 {
+        let claims: Vec<String> = a.primaries.iter().map(describe).collect();
+        f.add(
+            Severity::Warning,
+            Mode::Disagreement,
+            "epochs_differ",
+            None,
+            format!(
+                "sentinels give the primary different config epochs: {}",
+                claims.join("; ")
+            ),
+        );
+    }
+    let values = |claims: Vec<(String, usize)>| -> String {
+        claims
+            .iter()
+            .map(|(v, n)| format!("{v} ({n} sentinel(s))"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if a.down_after_ms.len() > 1 {
+        let v = a
+            .down_after_ms
+            .iter()
+            .map(|c| (format!("{} ms", c.value), c.sentinels.len()))
+            .collect();
+        f.add(
+            Severity::Warning,
+            Mode::Disagreement,
+            "settings_differ",
+            None,
+            format!("sentinels differ in down-after-milliseconds: {}", values(v)),
+        );
+    }
+    if a.quorum.len() > 1 {
+        let v = a
+            .quorum
+            .iter()
+            .map(|c| (c.value.to_string(), c.sentinels.len()))
+            .collect();
+        f.add(
+            Severity::Warning,
+            Mode::Disagreement,
+            "settings_differ",
+            None,
+            format!("sentinels differ in quorum: {}", values(v)),
+        );
+    }
+    if a.known_sentinels.len() > 1 {
+        let v = a
+            .known_sentinels
+            .iter()
+            .map(|c| {
+                let who: Vec<String> = c.sentinels.iter().map(|s| s.to_string()).collect();
+                (
+                    format!("{} known by {}", c.count, who.join(", ")),
+                    c.sentinels.len(),
+                )
+            })
+            .collect();
+        f.add(
+            Severity::Warning,
+            Mode::Disagreement,
+            "known_sentinels_differ",
+            None,
+            format!("sentinels know different sets of sentinels: {}", values(v)),
+        );
+    }
 }
 
 #[cfg(test)]

@@ -9,10 +9,11 @@ use std::net::SocketAddr;
 use futures_util::future::join_all;
 
 use super::fields;
+use super::findings::{unreachable_hint, Findings};
+use super::options::Ctx;
 use super::probe::note;
 use super::reach::{self, Reached};
-use super::report::{Agreement, NodeKind, NodeReport, SentinelReport};
-use super::Ctx;
+use super::report::{Agreement, Mode, NodeKind, NodeReport, SentinelReport, Severity, Stage};
 use crate::config::Address;
 use crate::sentinel::replies::{self, Role};
 
@@ -265,4 +266,170 @@ fn replica_node(
     node.promotable = Some(why.is_empty());
     node.not_promotable_because = why;
     node
+}
+
+/// A replica this far behind is reported.
+const LAG_BYTES: i64 = 1 << 20;
+
+pub(super) fn judge_node(f: &mut Findings, n: &NodeReport) {
+    let who = n.address.to_string();
+    let subject = Some(who.clone());
+    let primary = n.kind == NodeKind::Primary;
+    let what = if primary { "primary" } else { "replica" };
+    if let (Some(stage), Some(error)) = (n.reach.failed_at, &n.reach.error) {
+        let severity = if primary {
+            Severity::Failure
+        } else {
+            Severity::Warning
+        };
+        let (mode, code, message) = match stage {
+            Stage::Resolve => (
+                Mode::NameResolution,
+                "name_unresolved",
+                format!(
+                    "{what} {who}: its name does not resolve from here: {}",
+                    error.message
+                ),
+            ),
+            Stage::Tcp => (
+                Mode::NameResolution,
+                "address_unreachable",
+                match &n.mapped {
+                    Some(to) => format!(
+                        "{what} {who}, mapped by address_map to {to}, is not reachable from \
+                         here: {}",
+                        error.message
+                    ),
+                    None => format!(
+                        "{what} {who}, as the sentinels announce it, is not reachable from \
+                         here: {}",
+                        error.message
+                    ),
+                },
+            ),
+            Stage::Handshake => (
+                Mode::DataNodes,
+                "replica_unusable",
+                format!("{what} {who}: {}", error.message),
+            ),
+        };
+        // An unusable primary is more than a naming problem: clients can't write.
+        let (mode, code) = if primary {
+            (Mode::DataNodes, "primary_unreachable")
+        } else {
+            (mode, code)
+        };
+        f.add(severity, mode, code, subject.clone(), message);
+        if stage == Stage::Tcp {
+            f.hint(unreachable_hint(
+                &n.address,
+                n.mapped.as_ref(),
+                "replica-announce-ip",
+            ));
+        }
+    }
+    if primary {
+        if n.role_ok == Some(false) {
+            f.add(
+                Severity::Failure,
+                Mode::DataNodes,
+                "primary_not_master",
+                subject.clone(),
+                format!(
+                    "the sentinels name {who} as primary but ROLE says {}",
+                    n.role.as_deref().unwrap_or("?")
+                ),
+            );
+        }
+        for flag in ["o_down", "s_down"] {
+            if n.sentinel_flags.iter().any(|x| x == flag) {
+                f.add(
+                    Severity::Failure,
+                    Mode::DataNodes,
+                    "primary_seen_down",
+                    subject.clone(),
+                    format!("sentinels flag the primary {who} {flag}"),
+                );
+                break;
+            }
+        }
+        if n.sentinel_flags.iter().any(|x| x == "failover_in_progress") {
+            f.add(
+                Severity::Warning,
+                Mode::DataNodes,
+                "failover_in_progress",
+                subject,
+                format!("a failover of {who} is in progress"),
+            );
+        }
+        return;
+    }
+    if n.role_ok == Some(false) {
+        f.add(
+            Severity::Warning,
+            Mode::DataNodes,
+            "replica_role_unexpected",
+            subject.clone(),
+            format!(
+                "replica {who}: ROLE says {}{}",
+                n.role.as_deref().unwrap_or("?"),
+                n.replicates_from
+                    .as_ref()
+                    .map(|m| format!(" of {m}"))
+                    .unwrap_or_default()
+            ),
+        );
+    }
+    if n.promotable == Some(false) {
+        f.add(
+            Severity::Warning,
+            Mode::ReplicaNotPromotable,
+            "replica_not_promotable",
+            subject.clone(),
+            format!(
+                "replica {who} would never be picked by a failover: {}",
+                n.not_promotable_because.join(", ")
+            ),
+        );
+    }
+    if let Some(lag) = n.lag_bytes.filter(|l| *l > LAG_BYTES) {
+        f.add(
+            Severity::Warning,
+            Mode::DataNodes,
+            "replica_lagging",
+            subject,
+            format!("replica {who} is {lag} bytes behind the primary"),
+        );
+    }
+}
+
+pub(super) fn judge_promotable(f: &mut Findings, nodes: &[NodeReport]) {
+    if nodes.is_empty() {
+        return;
+    }
+    let replicas: Vec<&NodeReport> = nodes
+        .iter()
+        .filter(|n| n.kind == NodeKind::Replica)
+        .collect();
+    if replicas.is_empty() {
+        f.add(
+            Severity::Warning,
+            Mode::ReplicaNotPromotable,
+            "no_promotable_replica",
+            None,
+            "the sentinels list no replica: a failover would have nothing to promote".into(),
+        );
+    } else if replicas.iter().all(|n| n.promotable == Some(false)) {
+        f.add(
+            Severity::Failure,
+            Mode::ReplicaNotPromotable,
+            "no_promotable_replica",
+            None,
+            format!(
+                "none of the {} replicas can be promoted: a failover would abort with \
+                 -failover-abort-no-good-slave",
+                replicas.len()
+            ),
+        );
+    }
 }

@@ -34,9 +34,11 @@
 mod agreement;
 mod data;
 mod fields;
+mod findings;
 #[cfg(test)]
 mod fixtures;
 mod names;
+mod options;
 mod probe;
 mod quorum;
 mod reach;
@@ -50,15 +52,17 @@ pub mod tls_expiry;
 pub mod verdict;
 pub mod watch;
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use futures_util::future::join_all;
 
+pub use options::Options;
 pub use report::{Finding, Mode, Report, Severity, Status};
 pub use setup::Setup;
 
 use crate::config::{Address, Config};
 use crate::error::{Error, ErrorCode, Result};
+use options::Ctx;
 use probe::SentinelProbe;
 use report::{Source, SCHEMA_VERSION};
 
@@ -110,39 +114,6 @@ impl Target {
         config.validate()?;
         Ok(config)
     }
-}
-
-/// How to diagnose.
-#[derive(Clone, Debug)]
-pub struct Options {
-    /// Sample a PING every 100 ms to each sentinel for this long, to see loop stalls from
-    /// outside (`--watch SECONDS`). Default: no sampling.
-    pub watch: Option<Duration>,
-    /// PINGs per sentinel for the round-trip figures. Default 10.
-    pub pings: u32,
-    /// Deadline of each command. Default: the configuration's `connect_timeout_ms`.
-    pub reply_timeout: Option<Duration>,
-    /// Name resolution slower than this is reported. Default 100 ms.
-    pub slow_name: Duration,
-}
-
-impl Default for Options {
-    fn default() -> Options {
-        Options {
-            watch: None,
-            pings: 10,
-            reply_timeout: None,
-            slow_name: Duration::from_millis(100),
-        }
-    }
-}
-
-/// What every step needs.
-struct Ctx {
-    setup: Setup,
-    service: String,
-    options: Options,
-    reply_timeout: Duration,
 }
 
 /// Diagnoses `target` and returns the report. Fails only on what prevents a diagnosis at all (an

@@ -2,7 +2,12 @@
 //! to resolve from here and whether its addresses answered ROLE as the role it is reported with.
 //! IP literals are left out: they involve no resolver.
 
-use super::report::{NameReport, NodeKind, NodeReport, Reach, SentinelReport};
+use std::time::Duration;
+
+use super::findings::Findings;
+use super::report::{
+    Mode, NameReport, NodeKind, NodeReport, Reach, Report, SentinelReport, Severity,
+};
 
 struct Use<'a> {
     host: &'a str,
@@ -78,6 +83,41 @@ pub(super) fn collect(sentinels: &[SentinelReport], nodes: &[NodeReport]) -> Vec
         };
     }
     names
+}
+
+pub(super) fn judge(f: &mut Findings, report: &Report, slow: Duration) {
+    let slow_ms = slow.as_secs_f64() * 1000.0;
+    let resolving: Vec<String> = report
+        .sentinels
+        .iter()
+        .filter(|s| s.resolve_hostnames == Some(true))
+        .map(|s| s.address.to_string())
+        .collect();
+    for n in &report.names {
+        let Some(ms) = n.resolve_ms.filter(|ms| *ms > slow_ms) else {
+            continue;
+        };
+        let risk = if resolving.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; sentinels with resolve-hostnames yes ({}) resolve names with a blocking call \
+                 on their one thread: a lookup this slow stalls their loop as long (TILT risk)",
+                resolving.join(", ")
+            )
+        };
+        f.add(
+            Severity::Warning,
+            Mode::NameResolution,
+            "name_slow",
+            Some(n.host.clone()),
+            format!(
+                "{} ({}) took {ms} ms to resolve from here, more than {slow_ms} ms{risk}",
+                n.host,
+                n.reported_as.join(", ")
+            ),
+        );
+    }
 }
 
 #[cfg(test)]

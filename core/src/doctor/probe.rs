@@ -7,9 +7,12 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use super::fields;
+use super::findings::{unreachable_hint, Findings};
+use super::options::Ctx;
 use super::reach::{self, Reached};
-use super::report::{ms, Auth, MasterView, PingStats, SentinelReport, Source};
-use super::Ctx;
+use super::report::{
+    ms, Auth, MasterView, Mode, PingStats, SentinelReport, Severity, Source, Stage,
+};
 use crate::config::Address;
 use crate::error::{Error, ErrorCode};
 use crate::resp::{Connection, Value};
@@ -253,6 +256,122 @@ pub(super) fn stats(rtts: &mut [Duration]) -> Option<PingStats> {
         median_ms: ms(median),
         max_ms: ms(*last),
     })
+}
+
+/// PING slower than this on a warm link: the sentinel's loop is busy or stalling.
+const SLOW_REPLY_MS: f64 = 1000.0;
+
+/// The findings about one sentinel from its probe; `false` when it could not be reached (nothing
+/// else about it can be judged then).
+pub(super) fn judge(f: &mut Findings, s: &SentinelReport, nobody_knows: bool) -> bool {
+    let who = s.address.to_string();
+    let subject = Some(who.clone());
+    if let (Some(stage), Some(error)) = (s.reach.failed_at, &s.reach.error) {
+        let (severity, mode, code, message) = match stage {
+            Stage::Resolve => (
+                Severity::Failure,
+                Mode::NameResolution,
+                "name_unresolved",
+                format!(
+                    "sentinel {who}: its name does not resolve from here: {}",
+                    error.message
+                ),
+            ),
+            Stage::Tcp => (
+                Severity::Failure,
+                Mode::SentinelAccess,
+                "sentinel_unreachable",
+                format!("sentinel {who} is not reachable: {}", error.message),
+            ),
+            Stage::Handshake => match error.code.as_str() {
+                "auth" => (
+                    Severity::Failure,
+                    Mode::SentinelAccess,
+                    "sentinel_auth_refused",
+                    format!(
+                        "sentinel {who} refused the sentinel credentials: {}",
+                        error.message
+                    ),
+                ),
+                "tls" => (
+                    Severity::Failure,
+                    Mode::SentinelAccess,
+                    "sentinel_tls_failed",
+                    format!("sentinel {who}: {}", error.message),
+                ),
+                "timeout" => (
+                    Severity::Failure,
+                    Mode::LoopStall,
+                    "sentinel_no_reply",
+                    format!(
+                        "sentinel {who} accepted a TCP connection in {} ms but did not answer \
+                         the handshake: {} (a stopped or stalled process)",
+                        s.reach.tcp_connect_ms.unwrap_or(0.0),
+                        error.message
+                    ),
+                ),
+                _ => (
+                    Severity::Failure,
+                    Mode::SentinelAccess,
+                    "sentinel_unreachable",
+                    format!("sentinel {who}: {}", error.message),
+                ),
+            },
+        };
+        f.add(severity, mode, code, subject, message);
+        // A learned sentinel is an address another sentinel announced: NAT and Docker again.
+        if stage == Stage::Tcp && s.source == Source::Learned {
+            f.hint(unreachable_hint(
+                &s.address,
+                s.mapped.as_ref(),
+                "sentinel announce-ip / announce-port",
+            ));
+        }
+        return false;
+    }
+    if s.knows_service == Some(false) && !nobody_knows {
+        f.add(
+            Severity::Failure,
+            Mode::Disagreement,
+            "sentinel_service_unknown",
+            subject.clone(),
+            format!("sentinel {who} does not monitor the service"),
+        );
+    }
+    if s.tilt == Some(true) {
+        let (since, info) = match s.tilt_since_seconds {
+            Some(n) if n >= 0 => (
+                format!(" for {n} s"),
+                format!("sentinel_tilt:1, sentinel_tilt_since_seconds:{n}"),
+            ),
+            _ => (String::new(), "sentinel_tilt:1".to_string()),
+        };
+        f.add(
+            Severity::Failure,
+            Mode::LoopStall,
+            "sentinel_tilt",
+            subject.clone(),
+            format!(
+                "sentinel {who} is in TILT{since} (INFO sentinel: {info}): its timer \
+                 stalled for 2 s or more, and it does not act until TILT ends"
+            ),
+        );
+    }
+    if let Some(p) = &s.ping {
+        if p.max_ms > SLOW_REPLY_MS {
+            f.add(
+                Severity::Warning,
+                Mode::LoopStall,
+                "sentinel_slow_replies",
+                subject.clone(),
+                format!(
+                    "sentinel {who} answered PING in up to {} ms (median {} ms) on a warm link",
+                    p.max_ms, p.median_ms
+                ),
+            );
+        }
+    }
+    true
 }
 
 #[cfg(test)]

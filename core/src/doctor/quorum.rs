@@ -12,7 +12,8 @@
 //! primary neither reports this one down nor votes for its failover (it looks masters up by
 //! address), and its own numbers describe its own, different view.
 
-use super::report::{Auth, Quorum, SentinelReport, Stage};
+use super::findings::Findings;
+use super::report::{Auth, Mode, Quorum, Report, SentinelReport, Severity, Stage};
 use crate::config::Address;
 
 /// Counts the sentinels that can act for `primary` (the consensus primary; every sentinel that
@@ -153,6 +154,59 @@ fn summary(q: &Quorum, ck_all_failed: bool) -> String {
             "unknown: {} sentinel(s) could not be asked (credentials, TLS or ACL); {counts}",
             q.unknown
         ),
+    }
+}
+
+pub(super) fn judge(f: &mut Findings, report: &Report) {
+    let q = &report.quorum;
+    let (Some(quorum), Some(needed)) = (q.quorum, q.needed_for_failover) else {
+        return;
+    };
+    if q.odown_possible == Some(false) {
+        f.add(
+            Severity::Failure,
+            Mode::Quorum,
+            "quorum_unreachable",
+            None,
+            format!(
+                "only {} sentinel(s) can act but the quorum is {quorum}: the primary can't be \
+                 flagged o_down, so no failover can start ({})",
+                q.able, q.summary
+            ),
+        );
+    } else if q.failover_possible == Some(false) {
+        f.add(
+            Severity::Failure,
+            Mode::Quorum,
+            "majority_unreachable",
+            None,
+            format!(
+                "o_down is possible but a failover needs {needed} votes (quorum {quorum}, \
+                 majority {} of {} known sentinels) and only {} sentinel(s) can act ({})",
+                q.majority.unwrap_or(0),
+                q.known_sentinels.unwrap_or(0),
+                q.able,
+                q.summary
+            ),
+        );
+    }
+    // A sentinel that itself counts too few usable peers, while our own count looks fine.
+    if q.failover_possible != Some(false) {
+        let primary = report.agreement.primaries.first().map(|c| &c.address);
+        let follows = |s: &&SentinelReport| {
+            primary.is_none_or(|p| s.master.as_ref().is_some_and(|m| m.address == *p))
+        };
+        for s in report.sentinels.iter().filter(follows) {
+            if let Some(ck) = s.ckquorum.as_ref().filter(|c| !c.ok) {
+                f.add(
+                    Severity::Failure,
+                    Mode::Quorum,
+                    "ckquorum_failed",
+                    Some(s.address.to_string()),
+                    format!("sentinel {}: CKQUORUM says {}", s.address, ck.message),
+                );
+            }
+        }
     }
 }
 

@@ -10,6 +10,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::net::TcpStream;
 
+use super::findings::Findings;
+use super::report::{Mode, Report, Severity};
 use crate::error::duration_text;
 use crate::tls::TlsOptions;
 
@@ -146,6 +148,41 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let doy = (153 * mp + 2) / 5 + day - 1;
     let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
     era * 146_097 + doe - 719_468
+}
+
+/// A certificate expiring within this many days is reported.
+const TLS_DAYS: i64 = 14;
+
+pub(super) fn judge(f: &mut Findings, report: &Report) {
+    let reaches = report
+        .sentinels
+        .iter()
+        .map(|s| (s.address.to_string(), &s.reach))
+        .chain(
+            report
+                .data_nodes
+                .iter()
+                .map(|n| (n.address.to_string(), &n.reach)),
+        );
+    for (who, reach) in reaches {
+        match reach.tls_days_left {
+            Some(days) if days < 0 => f.add(
+                Severity::Failure,
+                Mode::Tls,
+                "tls_expired",
+                Some(who.clone()),
+                format!("the certificate of {who} expired {} day(s) ago", -days),
+            ),
+            Some(days) if days < TLS_DAYS => f.add(
+                Severity::Warning,
+                Mode::Tls,
+                "tls_expiring",
+                Some(who.clone()),
+                format!("the certificate of {who} expires in {days} day(s)"),
+            ),
+            _ => {}
+        }
+    }
 }
 
 #[cfg(test)]

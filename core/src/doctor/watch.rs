@@ -5,8 +5,9 @@
 
 use std::time::{Duration, Instant};
 
+use super::findings::Findings;
 use super::probe;
-use super::report::{ms, WatchStats};
+use super::report::{ms, Mode, SentinelReport, Severity, WatchStats};
 use crate::resp::Connection;
 use crate::sentinel::replies;
 
@@ -93,5 +94,45 @@ pub(super) async fn sample(
         max_gap_ms: ms(max_gap),
         stalls,
         tilt_after,
+    }
+}
+
+/// A sentinel loop that stalls this long enters TILT (`sentinel_tilt_trigger`).
+const TILT_TRIGGER_MS: f64 = 2000.0;
+
+/// The findings from watching one sentinel's loop (only for a sentinel that was reached).
+pub(super) fn judge(f: &mut Findings, s: &SentinelReport) {
+    let who = s.address.to_string();
+    let subject = Some(who.clone());
+    if let Some(w) = &s.watch {
+        let stall_ms = STALL.as_millis() as f64;
+        if w.max_gap_ms > stall_ms || w.failed > 0 {
+            let severity = if w.max_gap_ms >= TILT_TRIGGER_MS {
+                Severity::Failure
+            } else {
+                Severity::Warning
+            };
+            f.add(
+                severity,
+                Mode::LoopStall,
+                "sentinel_stall_seen",
+                subject.clone(),
+                format!(
+                    "sentinel {who} went {} ms without answering while watched ({} stalls over \
+                     {} ms, {} PINGs unanswered); a stall of {} ms or more makes a sentinel \
+                     enter TILT",
+                    w.max_gap_ms, w.stalls, stall_ms, w.failed, TILT_TRIGGER_MS
+                ),
+            );
+        }
+        if w.tilt_after == Some(true) && s.tilt != Some(true) {
+            f.add(
+                Severity::Failure,
+                Mode::LoopStall,
+                "sentinel_tilt",
+                subject.clone(),
+                format!("sentinel {who} entered TILT while it was watched"),
+            );
+        }
     }
 }

@@ -28,7 +28,6 @@ pub mod log;
 pub mod mailbox;
 mod subscriptions;
 mod transaction;
-pub(crate) mod wait;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -44,6 +43,7 @@ pub use mailbox::{Completion, Delivery, Mailbox, Pushed};
 pub use subscriptions::{MessageHandler, Subscriber};
 pub use transaction::HostTransaction;
 
+use crate::client::rendezvous;
 use crate::client::{Client, Deadline, EventStream, Route};
 use crate::config::{Address, Config};
 use crate::error::{Error, ErrorCode, Result};
@@ -201,7 +201,7 @@ impl Handle {
         timeout: Option<Duration>,
         done: Done<Value>,
     ) -> (Operation, Option<OwnReply>) {
-        wait::starting(|| self.execute(args, timeout, done))
+        rendezvous::starting(|| self.execute(args, timeout, done))
     }
 
     /// For the bindings' own suites: an operation whose work panics on a core thread, so each
@@ -448,8 +448,8 @@ impl Handle {
                 "a blocking call was made on a core runtime thread; use the callback or async form",
             )));
         }
-        let rendezvous = wait::Rendezvous::new();
-        let (operation, own) = wait::starting(|| start(Box::new(rendezvous.completer())));
+        let rendezvous = rendezvous::Rendezvous::new();
+        let (operation, own) = rendezvous::starting(|| start(Box::new(rendezvous.completer())));
         let got = rendezvous.wait(own, poll, interrupted);
         if got.is_none() {
             operation.cancel();

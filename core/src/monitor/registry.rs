@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
-use super::Monitor;
+use super::handle::Monitor;
 use crate::config::Config;
 use crate::error::Result;
 use crate::sync::Locked;

@@ -323,9 +323,9 @@ mod tests {
         assert!(decode(Bytes::from_static(b":x\r\n"), Protocol::Resp2).is_err());
     }
 
-    /// Fuzzing found (fuzz/ resp_differential, corpus crash-type-byte-*): a byte that starts no
-    /// frame was only refused once a CRLF followed it, so a peer that never sends one (not a
-    /// RESP server) was waited on until the deadline; redis-protocol refuses it at once.
+    /// A byte that starts no frame is refused at once, not when a CRLF follows it: a peer that
+    /// never sends one (not a RESP server) would be waited on until the deadline. redis-protocol
+    /// refuses it at once too. Reproducers: fuzz/ resp_differential, corpus crash-type-byte-*.
     #[test]
     fn a_byte_that_starts_no_frame_is_refused_before_its_line_ends() {
         for (wire, protocol) in [
@@ -343,9 +343,10 @@ mod tests {
         assert_eq!(scan_all(b"*2\r\n:1\r\n#", Protocol::Resp3), Ok(None));
     }
 
-    /// Fuzzing found (fuzz/ resp_frames and resp_differential, corpus crash-verbatim-short*): a
-    /// verbatim string shorter than its `txt:` prefix was delimited by the scanner, and the
-    /// decoder, reading 4 bytes of format past its end, failed the frame as "incomplete".
+    /// A verbatim string shorter than its `txt:` prefix is invalid, and the scanner and the
+    /// decoder must agree on it: a decoder reading 4 bytes of format past its end would call a
+    /// frame the scanner delimited "incomplete". Reproducers: fuzz/ resp_frames and
+    /// resp_differential, corpus crash-verbatim-short*.
     #[test]
     fn a_verbatim_string_shorter_than_its_format_is_refused() {
         for wire in [
@@ -371,10 +372,10 @@ mod tests {
         );
     }
 
-    /// Found with the differential target (fuzz/ resp_differential, corpus
-    /// crash-count-over-isize): `*9999999999999999999` was waited on (it fits a usize) where
-    /// redis-protocol refuses it; no aggregate longer than a third of the read buffer can arrive
-    /// whole, so those are refused at once.
+    /// No aggregate longer than a third of the read buffer can arrive whole, so one announcing
+    /// more (`*9999999999999999999`, which fits a usize) is refused at once rather than waited
+    /// on, as redis-protocol does. Reproducer: fuzz/ resp_differential, corpus
+    /// crash-count-over-isize.
     #[test]
     fn an_aggregate_that_cannot_fit_in_the_buffer_is_refused_at_once() {
         let most = MAX_BUFFER / 3;

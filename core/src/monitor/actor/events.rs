@@ -1,6 +1,12 @@
 //! Sentinel events: what each one means for the monitor, applied at once where that is safe.
 
-use super::*;
+use tokio::time::Instant;
+
+use super::{Actor, DEDUPE_WINDOW, REPLICA_EVENT};
+use crate::config::Address;
+use crate::monitor::promotion::Announced;
+use crate::monitor::subscriber::Received;
+use crate::sentinel::events::{InstanceKind, SentinelEvent};
 
 impl Actor {
     /// Applies what an event says at once where that is safe, and tells whether it calls for a

@@ -3,6 +3,7 @@
 
 mod events;
 mod fence;
+mod fencing;
 mod majority;
 
 use fence::{Fence, Retired, RETIRED_FOR};
@@ -20,20 +21,16 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use super::backoff::Backoff;
-use super::promotion::{self, Announced, Promoted};
+use super::command::Command;
+use super::promotion::Promoted;
+use super::status::{Publishing, Status};
 use super::subscriber::{self, Received};
-use super::{Command, Fenced, Status};
 use crate::config::{Address, Config};
 use crate::error::Error;
-use crate::node;
 use crate::resp::Connection;
 use crate::sentinel::discovery::Known;
-use crate::sentinel::discovery::{
-    self, Answer, Found, Round, RoundSettings, SentinelOutcome, SentinelTarget,
-};
-use crate::sentinel::events::{InstanceKind, SentinelEvent};
+use crate::sentinel::discovery::{self, Found, Round, RoundSettings, SentinelTarget};
 use crate::sentinel::links::Link;
-use crate::sentinel::replies::{self, Role};
 use crate::sentinel::sentinels::SentinelList;
 use crate::sync::Locked;
 use crate::types::{unix_ms, Event, EventKind, Topology};
@@ -87,7 +84,7 @@ pub(super) struct Actor {
     /// Switches adopted on a verified announcement, to tell whether one happened meanwhile.
     switches: u64,
     unpublished: Vec<Event>,
-    publishing: Arc<super::Publishing>,
+    publishing: Arc<Publishing>,
     cancel: CancellationToken,
     tracker: TaskTracker,
     /// The sentinel-majority fence, with `sentinel_majority_ms`.
@@ -102,7 +99,7 @@ impl Actor {
         settings: RoundSettings,
         status: watch::Sender<Status>,
         events: broadcast::Sender<Event>,
-        publishing: Arc<super::Publishing>,
+        publishing: Arc<Publishing>,
         cancel: CancellationToken,
         tracker: TaskTracker,
     ) -> Actor {

@@ -1,7 +1,14 @@
 //! The replica list: what the sentinels report, kept as a sorted set, listed once a replica
 //! answers from here, and not retired on a partial view.
 
-use super::*;
+use std::time::Duration;
+
+use super::Actor;
+use crate::config::Address;
+use crate::node;
+use crate::sentinel::replies;
+use crate::sentinel::replies::Role;
+use crate::types::EventKind;
 
 impl Actor {
     /// Re-reads the replica list from one sentinel that answered in the last round. Returns

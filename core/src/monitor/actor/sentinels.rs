@@ -1,7 +1,13 @@
 //! Bookkeeping of the sentinels: who answered, their TILT and service state, the list's merges,
 //! and one event subscription per sentinel.
 
-use super::*;
+use std::collections::HashSet;
+
+use super::Actor;
+use crate::monitor::backoff::Backoff;
+use crate::monitor::subscriber;
+use crate::sentinel::discovery::{Answer, SentinelOutcome};
+use crate::types::EventKind;
 
 impl Actor {
     /// Bookkeeping of who answered: connections kept for the next round, resolutions and run ids

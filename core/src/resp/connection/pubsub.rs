@@ -1,6 +1,16 @@
 //! Pub/sub framing: a connection in subscribe mode, and telling its messages from replies.
 
-use super::*;
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use super::frames::{is_subscribe_confirmation, PubSub};
+use super::handle::Connection;
+use crate::error::{Error, Result};
+use crate::resp::Value;
 
 /// A connection in pub/sub mode, yielding the messages of the channels it subscribed to.
 ///
@@ -36,85 +46,6 @@ impl fmt::Debug for Subscription {
         f.debug_struct("Subscription")
             .field("connection", &self.conn)
             .finish_non_exhaustive()
-    }
-}
-
-/// What a pub/sub frame means to a subscriber.
-pub(super) enum PubSub {
-    Subscribed,
-    Message(Bytes, Bytes),
-    Other,
-}
-
-impl PubSub {
-    pub(super) fn parse(value: Value) -> PubSub {
-        let Some(items) = value.into_array() else {
-            return PubSub::Other;
-        };
-        let mut items = items.into_iter();
-        let Some(kind) = items.next() else {
-            return PubSub::Other;
-        };
-        let Some(kind) = kind.as_bytes() else {
-            return PubSub::Other;
-        };
-        if kind.eq_ignore_ascii_case(b"subscribe") {
-            return PubSub::Subscribed;
-        }
-        let rest: Vec<Value> = items.collect();
-        let (channel, payload) =
-            if kind.eq_ignore_ascii_case(b"message") || kind.eq_ignore_ascii_case(b"smessage") {
-                match <[Value; 2]>::try_from(rest) {
-                    Ok([channel, payload]) => (channel, payload),
-                    Err(_) => return PubSub::Other,
-                }
-            } else if kind.eq_ignore_ascii_case(b"pmessage") {
-                match <[Value; 3]>::try_from(rest) {
-                    Ok([_pattern, channel, payload]) => (channel, payload),
-                    Err(_) => return PubSub::Other,
-                }
-            } else {
-                return PubSub::Other;
-            };
-        match (channel.into_bytes(), payload.into_bytes()) {
-            (Some(channel), Some(payload)) => PubSub::Message(channel, payload),
-            _ => PubSub::Other,
-        }
-    }
-}
-
-/// RESP2 pub/sub frames are plain arrays; these first elements mark them.
-pub(super) fn is_resp2_pubsub_frame(value: &Value) -> bool {
-    const KINDS: [&[u8]; 9] = [
-        b"message",
-        b"pmessage",
-        b"smessage",
-        b"subscribe",
-        b"psubscribe",
-        b"ssubscribe",
-        b"unsubscribe",
-        b"punsubscribe",
-        b"sunsubscribe",
-    ];
-    let Value::Array(items) = value else {
-        return false;
-    };
-    let Some(kind) = items.first().and_then(Value::as_bytes) else {
-        return false;
-    };
-    KINDS.iter().any(|k| kind.eq_ignore_ascii_case(k))
-}
-
-/// Whether `value` confirms a SUBSCRIBE, PSUBSCRIBE, UNSUBSCRIBE or PUNSUBSCRIBE (the first
-/// confirmation of such a command takes the command's place among the replies awaited).
-pub(super) fn is_subscribe_confirmation(value: &Value) -> bool {
-    const KINDS: [&[u8]; 4] = [b"subscribe", b"psubscribe", b"unsubscribe", b"punsubscribe"];
-    match value {
-        Value::Array(items) | Value::Push(items) => items
-            .first()
-            .and_then(Value::as_bytes)
-            .is_some_and(|k| KINDS.iter().any(|kind| k.eq_ignore_ascii_case(kind))),
-        _ => false,
     }
 }
 
@@ -190,5 +121,61 @@ impl Connection {
         args.push(command.as_bytes());
         args.extend(names.iter().map(|n| n.as_ref()));
         self.queue_pubsub(&args, push)
+    }
+}
+
+impl Connection {
+    /// Puts the connection in pub/sub mode with `SUBSCRIBE channels...` and waits up to `timeout`
+    /// for one confirmation per channel.
+    ///
+    /// Works on RESP2 (every frame after SUBSCRIBE is a pub/sub array) and RESP3 (messages are
+    /// push frames). Errors: the server's refusal, timeout, or connection loss; on any error the
+    /// connection is closed. Use one subscription per connection.
+    pub async fn subscribe(self, channels: &[&str], timeout: Duration) -> Result<Subscription> {
+        if channels.is_empty() {
+            return Err(Error::config("SUBSCRIBE needs at least one channel"));
+        }
+        let mut args: Vec<&[u8]> = vec![b"SUBSCRIBE"];
+        args.extend(channels.iter().map(|c| c.as_bytes()));
+        let (push, rx) = mpsc::unbounded_channel();
+        self.queue_pubsub(&args, &push)?;
+
+        let mut sub = Subscription {
+            conn: self,
+            rx,
+            early: VecDeque::new(),
+        };
+        let wait = async {
+            let mut confirmed = 0;
+            while confirmed < channels.len() {
+                match sub.rx.recv().await {
+                    None => return Err(sub.conn.lost()),
+                    Some(Value::Error(text)) => return Err(Error::server(&text)),
+                    Some(value) => match PubSub::parse(value) {
+                        PubSub::Subscribed => confirmed += 1,
+                        PubSub::Message(channel, payload) => {
+                            sub.early.push_back((channel, payload))
+                        }
+                        PubSub::Other => {}
+                    },
+                }
+            }
+            Ok(())
+        };
+        let peer = sub.conn.peer();
+        let outcome = match tokio::time::timeout(timeout, wait).await {
+            Ok(result) => result,
+            Err(_) => Err(Error::timeout(format!(
+                "no SUBSCRIBE confirmation from {peer} within {}",
+                crate::error::duration_text(timeout)
+            ))),
+        };
+        match outcome {
+            Ok(()) => Ok(sub),
+            Err(e) => {
+                sub.conn.close();
+                Err(e.context(format_args!("subscribe on {peer}")))
+            }
+        }
     }
 }

@@ -11,155 +11,17 @@
 //! it back (and wakes it if bytes are waiting); its writes and deadlines go on meanwhile. Under
 //! TLS only the task reads (its records cannot be shared); nothing is lent.
 
-use std::future::poll_fn;
-use std::task::{Context, Poll};
+use std::io;
+use std::sync::Arc;
+use std::task::Poll;
 
-use super::task::Event;
-use super::*;
+use tokio::time::Instant;
 
-/// The read buffer and the scanner that knows how far the frame at its start has been seen.
-pub(super) struct ReadSide {
-    pub(super) rbuf: BytesMut,
-    scanner: FrameScanner,
-}
-
-impl ReadSide {
-    pub(super) fn new() -> ReadSide {
-        ReadSide {
-            rbuf: BytesMut::with_capacity(READ_CHUNK),
-            scanner: FrameScanner::default(),
-        }
-    }
-
-    /// The next complete frame, decoded; `None` while more bytes are needed. `Err` for a frame
-    /// that is not valid RESP or cannot fit in [`MAX_BUFFER`].
-    pub(super) fn next_frame(
-        &mut self,
-        protocol: Protocol,
-    ) -> std::result::Result<Option<Value>, String> {
-        match self.scanner.scan(&self.rbuf, protocol)? {
-            Some(len) => {
-                let frame = self.rbuf.split_to(len).freeze();
-                codec::decode(frame, protocol).map(Some)
-            }
-            None if self.rbuf.len() > MAX_BUFFER => {
-                Err(format!("reply larger than {MAX_BUFFER} bytes"))
-            }
-            None => {
-                if self.rbuf.is_empty() && self.rbuf.capacity() > KEEP_CAPACITY {
-                    self.rbuf = BytesMut::with_capacity(READ_CHUNK);
-                }
-                Ok(None)
-            }
-        }
-    }
-
-    /// Room for the next read.
-    pub(super) fn make_room(&mut self) {
-        if self.rbuf.capacity() - self.rbuf.len() < READ_CHUNK / 4 {
-            self.rbuf.reserve(READ_CHUNK);
-        }
-    }
-}
-
-/// Who holds the read side of a plain TCP connection, and what the task must hear once it is
-/// handed back.
-pub(super) struct ReadState {
-    /// `None` while a caller holds it (and always under TLS, whose task keeps its own).
-    pub(super) side: Option<ReadSide>,
-    /// The task found the side lent (and forgot the socket's readiness): the lender looks
-    /// whether bytes are waiting when it hands the side back.
-    pub(super) deferred: bool,
-    /// Bytes were waiting when the side came back: the task reads without waiting for the
-    /// readiness it forgot.
-    recheck: bool,
-    /// The caller handed back bytes that came after its reply: the task decodes them.
-    unprocessed: bool,
-    /// What the caller's read ran into; the task ends the connection with it.
-    broken: Option<Broken>,
-    /// The side is back, but the socket is still out of what the runtime watches: an event
-    /// loop watches it instead ([`OwnReply::keep_watching`]) until it gives it back, or the
-    /// task, running for something else, takes it back itself.
-    watched_elsewhere: bool,
-}
-
-impl ReadState {
-    pub(super) fn new(side: Option<ReadSide>) -> ReadState {
-        ReadState {
-            side,
-            deferred: false,
-            recheck: false,
-            unprocessed: false,
-            broken: None,
-            watched_elsewhere: false,
-        }
-    }
-}
-
-/// A failure a caller's read found, which only the task can act on.
-enum Broken {
-    Io(io::Error),
-    Invalid(String),
-}
-
-/// The task's read of a plain TCP connection: waits for bytes and reads them into the shared
-/// read side, unless a caller holds it.
-pub(super) async fn task_read(stream: &Socket, shared: &Shared) -> Event {
-    poll_fn(|cx| poll_task_read(stream, shared, cx)).await
-}
-
-fn poll_task_read(stream: &Socket, shared: &Shared, cx: &mut Context<'_>) -> Poll<Event> {
-    let mut state = shared.read.locked();
-    match state.broken.take() {
-        Some(Broken::Io(e)) => return Poll::Ready(Event::ReadFailed(e)),
-        Some(Broken::Invalid(why)) => return Poll::Ready(Event::Invalid(why)),
-        None => {}
-    }
-    if std::mem::take(&mut state.unprocessed) {
-        return Poll::Ready(Event::Received);
-    }
-    // Running anyway: the task watches (and reads) the socket itself again. The loop that
-    // watched it finds it readable at most once more, and lets go.
-    match take_back_from_loop(&mut state, stream) {
-        Ok(true) => state.recheck = true,
-        Ok(false) => {}
-        Err(e) => return Poll::Ready(Event::ReadFailed(e)),
-    }
-    let ReadState {
-        side,
-        deferred,
-        recheck,
-        ..
-    } = &mut *state;
-    let Some(side) = side.as_mut() else {
-        // The lender reads what comes now. The readiness the runtime recorded for it is
-        // forgotten, so that the task sleeps until bytes come that the lender does not read;
-        // for bytes already in the socket when it hands the side back, the lender wakes the task
-        // to read without waiting for readiness (`recheck`). Both under the lock, in this order.
-        *deferred = true;
-        return stream.poll_forget_readable(cx).map(Event::ReadFailed);
-    };
-    if std::mem::take(recheck) {
-        side.make_room();
-        match stream.receive(&mut side.rbuf) {
-            Ok(0) => return Poll::Ready(Event::PeerClosed),
-            Ok(_) => {
-                // More may be waiting: read on this way until the socket is empty.
-                *recheck = true;
-                return Poll::Ready(Event::Received);
-            }
-            // Empty: the readiness the runtime records from now on is accurate.
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) => return Poll::Ready(Event::ReadFailed(e)),
-        }
-    }
-    side.make_room();
-    stream.poll_read(cx, &mut side.rbuf).map(|read| match read {
-        Ok(0) => Event::PeerClosed,
-        Ok(_) => Event::Received,
-        Err(e) => Event::ReadFailed(e),
-    })
-}
+use super::outbox::dispatch;
+use super::read_side::{Broken, ReadSide, ReadState};
+use super::shared::Shared;
+use super::socket::Socket;
+use crate::sync::Locked;
 
 /// A command this thread wrote whole to an idle connection, with the read side lent to it from
 /// before the write: its reply is the next to come, and only the thread that waits for it reads
@@ -206,10 +68,10 @@ impl OwnReply {
     }
 
     /// Reads the command's reply on the calling thread and hands it to the command's
-    /// `Reply` here, as the task would have. Waits for the socket until `until` or the command's
+    /// [`Reply`](super::Reply) here, as the task would have. Waits for the socket until `until` or the command's
     /// deadline, whichever is first; until `spin_until` it does not sleep but keeps trying the
     /// socket (on a fast network the reply comes sooner than a sleeping thread is woken: see
-    /// `host::wait`). Returns whether the reply was handed over; when not (the wait ended first,
+    /// `client::rendezvous`). Returns whether the reply was handed over; when not (the wait ended first,
     /// a signal interrupted it, the connection ended or sent something invalid), the task
     /// completes the command as usual.
     ///
@@ -234,7 +96,7 @@ impl OwnReply {
     }
 
     /// Reads what the socket holds now, without waiting, and hands the reply to the command's
-    /// `Reply` here once it is whole. `Pending`: the reply is not whole yet; call again when
+    /// [`Reply`](super::Reply) here once it is whole. `Pending`: the reply is not whole yet; call again when
     /// the socket ([`OwnReply::fd`]) is readable. `Ready(true)`: the reply was handed over;
     /// `Ready(false)`: the connection ended or sent something invalid, and the task completes
     /// the command as usual. After `Ready` the read side is back with the task and further calls
@@ -389,7 +251,7 @@ pub(super) fn stop_watching_elsewhere(shared: &Shared, stream: &Socket) {
 
 /// Under the read lock: puts the socket back in the runtime's watch if a loop watched it
 /// instead; whether it did.
-fn take_back_from_loop(state: &mut ReadState, stream: &Socket) -> io::Result<bool> {
+pub(super) fn take_back_from_loop(state: &mut ReadState, stream: &Socket) -> io::Result<bool> {
     if !std::mem::take(&mut state.watched_elsewhere) {
         return Ok(false);
     }
@@ -398,7 +260,12 @@ fn take_back_from_loop(state: &mut ReadState, stream: &Socket) -> io::Result<boo
 
 /// [`give_back`], with a failure the lender's read ran into, which the task ends the
 /// connection with.
-fn hand_back(shared: &Shared, stream: Option<&Socket>, side: ReadSide, broken: Option<Broken>) {
+pub(super) fn hand_back(
+    shared: &Shared,
+    stream: Option<&Socket>,
+    side: ReadSide,
+    broken: Option<Broken>,
+) {
     let wake = {
         let mut state = shared.read.locked();
         state.unprocessed = !side.rbuf.is_empty();
@@ -471,7 +338,7 @@ fn wait_readable(
 
 /// Whether the socket has nothing to read right now: no bytes, no end, no error.
 #[cfg(unix)]
-fn drained(stream: &Socket) -> bool {
+pub(super) fn drained(stream: &Socket) -> bool {
     let mut byte = 0u8;
     // SAFETY: recv writes at most one byte into `byte`; MSG_PEEK leaves it in the socket.
     let n = unsafe {
@@ -486,7 +353,7 @@ fn drained(stream: &Socket) -> bool {
 }
 
 #[cfg(not(unix))]
-fn drained(_: &Socket) -> bool {
+pub(super) fn drained(_: &Socket) -> bool {
     false
 }
 

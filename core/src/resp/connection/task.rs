@@ -1,9 +1,27 @@
 //! The socket task: owns the stream, writes what the handles queue, reads and decodes replies,
 //! completes waiters in order.
 
-use super::pubsub::{is_resp2_pubsub_frame, is_subscribe_confirmation};
-use super::read;
-use super::*;
+use std::future::poll_fn;
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use super::outbox::{dispatch, Delivery, Waiter};
+use super::read::take_back_from_loop;
+use super::read_side::{Broken, ReadSide, ReadState, KEEP_CAPACITY};
+use super::shared::Shared;
+use super::socket::Socket;
+use crate::error::Error;
+use crate::resp::Value;
+use crate::sync::Locked;
+use crate::types::Protocol;
 
 // The connection task.
 
@@ -125,9 +143,6 @@ impl AsyncWrite for SharedTcp {
     }
 }
 
-/// A reply (or error) and who gets it, taken from the outbox under its lock and delivered after.
-pub(super) type Delivery = (Callback, Result<Value>);
-
 /// Where the task reads from.
 enum Reader<R> {
     /// Plain TCP: the read side is in `Shared::read`, lent at times to a caller that reads its
@@ -141,7 +156,7 @@ impl<R: AsyncRead + Unpin> Reader<R> {
     /// Waits for the next bytes (or the end) and reads them into the read side.
     async fn read(&mut self, shared: &Shared) -> Event {
         match self {
-            Reader::Shared(stream) => read::task_read(stream, shared).await,
+            Reader::Shared(stream) => task_read(stream, shared).await,
             Reader::Own(rd, side) => {
                 side.make_room();
                 match rd.read_buf(&mut side.rbuf).await {
@@ -409,64 +424,61 @@ fn shutdown(stream: &Socket) {
     let _ = stream;
 }
 
-/// Where one frame goes: to the next waiter in line, or (pub/sub) to the push channel.
-pub(super) fn dispatch(out: &mut Outbox, value: Value, protocol: Protocol) -> Option<Delivery> {
-    let out_of_band = match &value {
-        Value::Push(_) => true,
-        Value::Array(_) => {
-            protocol == Protocol::Resp2 && out.push.is_some() && is_resp2_pubsub_frame(&value)
-        }
-        _ => false,
-    };
-    if out_of_band {
-        if matches!(out.waiters.front(), Some(Waiter::Subscribe))
-            && is_subscribe_confirmation(&value)
-        {
-            out.next_waiter();
-        }
-        push_value(out, value);
-        return None;
-    }
-    let result = |value| match value {
-        Value::Error(text) => Err(Error::server(&text)),
-        other => Ok(other),
-    };
-    match out.next_waiter() {
-        Some(Waiter::Call {
-            done: Some(done), ..
-        }) => Some((done, result(value))),
-        // Timed out already: the late reply is discarded.
-        Some(Waiter::Call { done: None, .. }) => None,
-        // Only an error can answer SUBSCRIBE in band; the subscriber reports it.
-        Some(Waiter::Subscribe) => {
-            push_value(out, value);
-            None
-        }
-        None => {
-            tracing::debug!("discarding a reply nobody asked for");
-            None
-        }
-    }
+/// The task's read of a plain TCP connection: waits for bytes and reads them into the shared
+/// read side, unless a caller holds it.
+pub(super) async fn task_read(stream: &Socket, shared: &Shared) -> Event {
+    poll_fn(|cx| poll_task_read(stream, shared, cx)).await
 }
 
-impl Outbox {
-    /// Takes the waiter the next reply answers, counting it as answered.
-    fn next_waiter(&mut self) -> Option<Waiter> {
-        let waiter = self.waiters.pop_front();
-        if waiter.is_some() {
-            self.answered += 1;
-        }
-        waiter
+fn poll_task_read(stream: &Socket, shared: &Shared, cx: &mut Context<'_>) -> Poll<Event> {
+    let mut state = shared.read.locked();
+    match state.broken.take() {
+        Some(Broken::Io(e)) => return Poll::Ready(Event::ReadFailed(e)),
+        Some(Broken::Invalid(why)) => return Poll::Ready(Event::Invalid(why)),
+        None => {}
     }
-}
-
-fn push_value(out: &mut Outbox, value: Value) {
-    match &out.push {
-        Some(push) => {
-            if push.send(value).is_err() {
-                out.push = None;
+    if std::mem::take(&mut state.unprocessed) {
+        return Poll::Ready(Event::Received);
+    }
+    // Running anyway: the task watches (and reads) the socket itself again. The loop that
+    // watched it finds it readable at most once more, and lets go.
+    match take_back_from_loop(&mut state, stream) {
+        Ok(true) => state.recheck = true,
+        Ok(false) => {}
+        Err(e) => return Poll::Ready(Event::ReadFailed(e)),
+    }
+    let ReadState {
+        side,
+        deferred,
+        recheck,
+        ..
+    } = &mut *state;
+    let Some(side) = side.as_mut() else {
+        // The lender reads what comes now. The readiness the runtime recorded for it is
+        // forgotten, so that the task sleeps until bytes come that the lender does not read;
+        // for bytes already in the socket when it hands the side back, the lender wakes the task
+        // to read without waiting for readiness (`recheck`). Both under the lock, in this order.
+        *deferred = true;
+        return stream.poll_forget_readable(cx).map(Event::ReadFailed);
+    };
+    if std::mem::take(recheck) {
+        side.make_room();
+        match stream.receive(&mut side.rbuf) {
+            Ok(0) => return Poll::Ready(Event::PeerClosed),
+            Ok(_) => {
+                // More may be waiting: read on this way until the socket is empty.
+                *recheck = true;
+                return Poll::Ready(Event::Received);
             }
+            // Empty: the readiness the runtime records from now on is accurate.
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Poll::Ready(Event::ReadFailed(e)),
         }
-        None => tracing::debug!("discarding a push message outside pub/sub"),
     }
+    side.make_room();
+    stream.poll_read(cx, &mut side.rbuf).map(|read| match read {
+        Ok(0) => Event::PeerClosed,
+        Ok(_) => Event::Received,
+        Err(e) => Event::ReadFailed(e),
+    })
 }

@@ -1,8 +1,20 @@
 //! The connection against scripted servers.
 
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use tokio::time::Instant;
+
+use super::read_side::ReadState;
 use super::*;
-use crate::error::ErrorCode;
+use crate::error::{ErrorCode, Result};
 use crate::resp::test_server::{bulk, Action, MockServer};
+use crate::resp::{codec, Value};
+use crate::sync::Locked;
+use crate::types::Protocol;
 
 fn resp2() -> ConnectOptions {
     ConnectOptions {

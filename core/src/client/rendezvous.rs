@@ -5,7 +5,7 @@
 //! round trip itself on loopback. So the waiter first spins for a short while, then sleeps. The
 //! spin is bounded three ways, so it never costs much where it cannot help: it lasts at most
 //! [`SPIN_LIMIT`]; it is skipped while recent waits took longer than that (a remote server);
-//! and only one thread per two cores spins at a time (many blocked threads sleep as before).
+//! and only one thread per two cores spins at a time (the other blocked threads sleep at once).
 //!
 //! Better still, a thread that blocks for the reply of a command it wrote itself to an idle
 //! connection reads that reply from the socket itself ([`OwnReply`]), as a synchronous client
