@@ -41,8 +41,9 @@ namespace SentinelRecovery
 
         /// <summary>
         /// Sends one command with a deadline of its own instead of the client's
-        /// <c>command_timeout_ms</c> (for a blocking command such as BLPOP, added to how long it may
-        /// block); past it the task faults with <see cref="SentinelTimeoutException"/>.
+        /// <c>command_timeout_ms</c>; past it the task faults with
+        /// <see cref="SentinelTimeoutException"/>. It ends blocking commands too (BLPOP k 0 included:
+        /// their connection is closed, so the server stops blocking them).
         /// </summary>
         /// <exception cref="ArgumentOutOfRangeException"><paramref name="timeout"/> is not positive.</exception>
         public Task<RedisReply> ExecuteAsync(TimeSpan timeout, params object[] args)

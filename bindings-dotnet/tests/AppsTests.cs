@@ -64,8 +64,7 @@ namespace SentinelRecovery.Tests
         {
             using (var c = Connect(_topo.Url))
             {
-                // A write held by CLIENT PAUSE WRITE misses a short deadline. (A blocking command's
-                // own timeout is added to its deadline: BLPOP 0 never times out.) Pauses stay short of the
+                // A write held by CLIENT PAUSE WRITE misses a short deadline. Pauses stay short of the
                 // sentinels' down-after (1000 ms): their PUBLISH waits behind them too.
                 c.Execute("CLIENT", "PAUSE", "500", "WRITE");
                 var e = Wait.Fails(c.ExecuteAsync(TimeSpan.FromMilliseconds(100), "SET", "net:paused", "1"), 20000, "execute");

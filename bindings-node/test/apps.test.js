@@ -56,9 +56,8 @@ test('a pipeline gives each reply or error in order', async () => {
 test('per-call deadlines and AbortSignal on pipelines', async () => {
   const client = await Client.connect(topo.url, { commandTimeoutMs: 10000 })
   try {
-    // A command held by CLIENT PAUSE WRITE misses a short deadline (a blocking command's own timeout is
-    // added to its deadline: BLPOP 0 never times out). Pauses stay short of the sentinels'
-    // down-after (1000 ms): their PUBLISH waits behind them too.
+    // A command held by CLIENT PAUSE WRITE misses a short deadline. Pauses stay short of the
+    // sentinels' down-after (1000 ms): their PUBLISH waits behind them too.
     await client.execute(['CLIENT', 'PAUSE', '500', 'WRITE'])
     await assert.rejects(client.execute(['SET', 'node:paused', '1'], { timeoutMs: 100 }), TimeoutError)
     await assert.rejects(

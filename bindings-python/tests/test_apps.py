@@ -37,8 +37,7 @@ def test_blocking_pipeline(topology: Topology) -> None:
 
 async def test_per_call_deadlines(topology: Topology) -> None:
     async with sr.Client.connect(topology.url, command_timeout_ms=10000) as client:
-        # A command held by CLIENT PAUSE WRITE misses a short deadline (a blocking command's own
-        # timeout is added to its deadline: BLPOP 0 never times out). Pauses stay short of the
+        # A command held by CLIENT PAUSE WRITE misses a short deadline. Pauses stay short of the
         # sentinels' down-after (1000 ms): their PUBLISH waits behind them too.
         await client.execute("CLIENT", "PAUSE", "500", "WRITE")
         with pytest.raises(sr.TimeoutError):

@@ -366,7 +366,9 @@ typedef void (*sr_reply_cb)(void *user_data,
 // fields you need set. Borrowed for the duration of the call only.
 typedef struct sr_call_options_t {
   // The call's deadline in milliseconds, instead of the client's `command_timeout_ms`; 0 for
-  // that default. For a blocking command (BLPOP, ...) it is added to how long it may block.
+  // that default. It ends blocking commands too (BLPOP k 0 included: their connection is
+  // closed, so the server stops blocking them); the default does not count the block a
+  // blocking command asked for.
   uint64_t timeout_ms;
   // NULL, or where to store a cancel handle for the started call (callback forms only; set to
   // NULL when the call is not accepted). Free it with sr_operation_free().

@@ -291,7 +291,9 @@ class Client:
         ``decode_responses=True``), ``list``, ``dict`` or ``set``. Raises :class:`ServerError`
         for an error reply, :class:`TimeoutError`, :class:`ConnectionLostError` (the command may
         have run), :class:`QueueFullError`, :class:`ClosedError`, ... ``timeout`` (seconds)
-        replaces the ``command_timeout_ms`` option for this call. Cancelling the awaiting task
+        replaces the ``command_timeout_ms`` option for this call and ends it whatever the
+        command (``BLPOP k 0`` included: its connection is closed, so the server stops blocking
+        it); without it a blocking command may block as long as it asked the server. Cancelling the awaiting task
         cancels the command in the core (one already sent may still have run).
         """
         loop = asyncio.get_running_loop()
@@ -511,7 +513,8 @@ class BlockingClient:
     def execute(self, *args: Arg, timeout: Optional[float] = None) -> Any:
         """Runs one command and returns its reply (see :meth:`Client.execute`).
 
-        ``timeout`` (seconds) replaces the ``command_timeout_ms`` option for this call. The wait
+        ``timeout`` (seconds) replaces the ``command_timeout_ms`` option for this call and ends
+        it whatever the command, as in :meth:`Client.execute`. The wait
         releases the GIL and still handles signals: Ctrl-C raises ``KeyboardInterrupt`` within
         about 50 ms (also in ``BLPOP key 0``) and cancels the command.
         """
