@@ -5,7 +5,7 @@
 set -euo pipefail
 
 # Each is ffi-c/tests/NAME.c, run as `NAME /path/to/sr-topology`, printing "N passed, N failed" last.
-C_TESTS=(test_ffi test_deadlines test_pubsub test_apps test_doctor)
+C_TESTS=(test_ffi test_deadlines test_deadline_cases test_pubsub test_apps test_doctor)
 
 ffi=$(cd "$(dirname "$0")/.." && pwd)
 root=$(cd "$ffi/.." && pwd)
@@ -15,6 +15,8 @@ out=$target/ffi-c-tests
 topology_bin=$lib/sr-topology
 CBINDGEN_VERSION=0.29.4
 STRICT=(-Wall -Wextra -Werror -pedantic)
+# The deadline cases every binding's suite reads.
+CASES=(-DSR_CASES_FILE="\"$root/tests/cases/deadlines.tsv\"")
 mkdir -p "$out"
 
 step() { printf '\n== %s\n' "$*"; }
@@ -59,8 +61,8 @@ echo "gcc -std=c11 and g++ -std=c++17 with ${STRICT[*]}: ok"
 step "build the C tests and the example"
 link=(-L"$lib" -lsentinel_recovery -Wl,-rpath,"$lib" -lpthread)
 for t in "${C_TESTS[@]}"; do
-  gcc -std=c11 "${STRICT[@]}" -g -I"$ffi/include" "$ffi/tests/$t.c" -o "$out/$t" "${link[@]}"
-  gcc -std=c11 "${STRICT[@]}" -g -fsanitize=address -fno-omit-frame-pointer -I"$ffi/include" \
+  gcc -std=c11 "${STRICT[@]}" "${CASES[@]}" -g -I"$ffi/include" "$ffi/tests/$t.c" -o "$out/$t" "${link[@]}"
+  gcc -std=c11 "${STRICT[@]}" "${CASES[@]}" -g -fsanitize=address -fno-omit-frame-pointer -I"$ffi/include" \
     "$ffi/tests/$t.c" -o "$out/${t}_asan" "${link[@]}"
 done
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -1)
