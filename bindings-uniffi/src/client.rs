@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use sentinel_recovery::host::Handle;
 use sentinel_recovery::Error;
@@ -58,6 +59,20 @@ impl Client {
     /// Runs one command (its name and arguments as bytes) on the node it belongs to.
     pub async fn execute(&self, args: Vec<Vec<u8>>) -> Outcome<Reply> {
         convert(Completion::start(|done| self.handle.execute(&args, None, done)).await)
+    }
+
+    /// [`Client::execute`] with a deadline of its own, `timeout_ms` (> 0), instead of
+    /// `command_timeout_ms`: it ends the whole call, blocking commands included (`BLPOP k 0`: its
+    /// connection is closed, so the server stops blocking it); past it the call fails with
+    /// `timeout`. A `timeout_ms` of 0 fails with `config`.
+    pub async fn execute_timeout(&self, args: Vec<Vec<u8>>, timeout_ms: u64) -> Outcome<Reply> {
+        if timeout_ms == 0 {
+            return Err(SentinelError::from(&Error::config(
+                "timeout_ms must be a positive number of milliseconds, not 0",
+            )));
+        }
+        let timeout = Some(Duration::from_millis(timeout_ms));
+        convert(Completion::start(|done| self.handle.execute(&args, timeout, done)).await)
     }
 
     /// Sends commands back to back; one reply per command, a failed command as

@@ -55,9 +55,17 @@ module SentinelRecovery
 
     # Runs one command; arguments are strings (sent as their bytes) or numbers. Returns nil,
     # Integer, Float, true/false, String (bulk replies in binary encoding), Array or Hash; a
-    # failed command raises its SentinelRecovery::Error.
-    def execute(*args)
-      Client.value(@native.execute(Client.args(args)))
+    # failed command raises its SentinelRecovery::Error. `timeout:` (seconds, > 0) is this
+    # call's own deadline instead of command_timeout_ms: it ends the whole call, blocking
+    # commands included (BLPOP k 0: its connection is closed, so the server stops blocking it).
+    def execute(*args, timeout: nil)
+      return Client.value(@native.execute(Client.args(args))) if timeout.nil?
+
+      unless timeout.is_a?(Numeric) && timeout.positive? && timeout.finite?
+        raise ArgumentError, "timeout must be a positive number of seconds, not #{timeout.inspect}"
+      end
+
+      Client.value(@native.execute_timeout(Client.args(args), [(timeout * 1000).ceil, 1].max))
     end
 
     # Subscribes to channels (and patterns:) on a connection of the core's own that follows

@@ -23,6 +23,47 @@ class TestClient < Minitest::Test
     end
   end
 
+  # The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads):
+  # each call ends by its deadline with the expected outcome, and afterwards no client is left
+  # blocked on the server (a timed-out blocking command's connection was closed).
+  def test_shared_deadline_cases
+    file = ENV.fetch('SR_CASES_FILE', File.expand_path('../../../tests/cases/deadlines.tsv', __dir__))
+    cases = File.readlines(file, chomp: true).reject { |l| l.strip.empty? || l.start_with?('#') }
+    refute_empty cases, "no cases in #{file}"
+    SentinelRecovery::Client.open(SHARED.url) do |observer|
+      blocked = lambda do
+        observer.execute('INFO', 'clients')[/^blocked_clients:(\d+)/, 1].to_i
+      end
+      cases.each_with_index do |line, serial|
+        name, deadline, timeout_ms, block_ms, expect, command = line.split("\t")
+        refute_nil command, "six tab-separated fields in #{line.inspect}"
+        per_call = deadline == 'per-call'
+        budget = (timeout_ms.to_i + (per_call ? 0 : block_ms.to_i) + 1000) / 1000.0
+        key = "deadline-case:#{name}:#{serial}"
+        args = command.split(' ').map { |a| a.gsub('{key}', key) }
+        SentinelRecovery::Client.open(SHARED.url, command_timeout_ms: per_call ? 30_000 : timeout_ms.to_i) do |c|
+          c.ready
+          before = blocked.call
+          start = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+          outcome = begin
+            per_call ? c.execute(*args, timeout: timeout_ms.to_i / 1000.0) : c.execute(*args)
+          rescue SentinelRecovery::Error => e
+            e
+          end
+          took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - start
+          assert_operator took, :<=, budget, "#{name}: ended after #{took.round(3)} s"
+          if expect == 'timeout'
+            assert_kind_of SentinelRecovery::Error, outcome, "#{name}: expected a timeout"
+            assert_equal 'timeout', outcome.code, name
+          else
+            assert_nil outcome, "#{name}: expected a nil reply"
+          end
+          wait_until(5, "#{name}: no client blocked on the server") { blocked.call <= before }
+        end
+      end
+    end
+  end
+
   def test_pipeline_and_transaction
     SentinelRecovery::Client.open(SHARED.url) do |c|
       replies = c.pipeline(%w[SET rb:p 1], %w[INCR rb:p], %w[NOSUCHCOMMAND], %w[GET rb:p])

@@ -67,6 +67,17 @@ class SentinelClient private constructor(private val native: Client) : AutoClose
     /** Runs one command given as text (each argument sent as UTF-8). */
     suspend fun execute(vararg args: String): Reply = native.execute(args.map { it.toByteArray() })
 
+    /**
+     * Runs one command with a deadline of its own, [timeoutMs] (> 0), instead of
+     * `command_timeout_ms`: it ends the whole call, blocking commands included (`BLPOP k 0`: its
+     * connection is closed, so the server stops blocking it); past it
+     * [sentinelrecovery.uniffi.SentinelException.Timeout].
+     */
+    suspend fun execute(timeoutMs: Long, args: List<ByteArray>): Reply {
+        require(timeoutMs > 0) { "timeoutMs must be a positive number of milliseconds, not $timeoutMs" }
+        return native.executeTimeout(args, timeoutMs.toULong())
+    }
+
     /** Sends commands back to back; a failed command is a [Reply.Error] in its place. */
     suspend fun pipeline(commands: List<List<ByteArray>>): List<Reply> = native.pipeline(commands)
 

@@ -246,6 +246,54 @@ private fun doctorOfAHealthyTopology() = runBlocking {
     expectEqual("config", bad.errorCode, "doctor with a bad URL")
 }
 
+/**
+ * The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads): each
+ * call ends by its deadline with the expected outcome, and afterwards no client is left blocked
+ * on the server (a timed-out blocking command's connection was closed).
+ */
+private fun deadlineCases() = runBlocking {
+    val file = java.io.File(System.getenv("SR_CASES_FILE") ?: "tests/cases/deadlines.tsv")
+    val cases = file.readLines().filter { it.isNotBlank() && !it.startsWith("#") }
+    expect(cases.isNotEmpty()) { "no cases in $file" }
+    SentinelClient.connect(shared.url, emptyMap()).use { observer ->
+        observer.ready()
+        fun blockedClients(): Long = runBlocking {
+            text(observer.execute("INFO", "clients")).lines()
+                .first { it.startsWith("blocked_clients:") }
+                .substringAfter(':').trim().toLong()
+        }
+        for ((serial, line) in cases.withIndex()) {
+            val f = line.split("\t")
+            expectEqual(6, f.size, "tab-separated fields of $line")
+            val name = f[0]
+            val perCall = f[1] == "per-call"
+            val timeoutMs = f[2].toLong()
+            val budget = timeoutMs + (if (perCall) 0 else f[3].toLong()) + 1000
+            val key = "deadline-case:$name:$serial"
+            val args = f[5].split(" ").map { it.replace("{key}", key).toByteArray() }
+            val defaultMs = if (perCall) 30000 else timeoutMs
+            SentinelClient.connect(shared.url, mapOf("command_timeout_ms" to defaultMs.toString())).use { c ->
+                c.ready()
+                val before = blockedClients()
+                val start = System.nanoTime()
+                val outcome: Any = try {
+                    if (perCall) c.execute(timeoutMs, args) else c.execute(args)
+                } catch (e: SentinelException) {
+                    e
+                }
+                val took = (System.nanoTime() - start) / 1_000_000
+                expect(took <= budget) { "$name: ended after $took ms (allowed $budget ms)" }
+                if (f[4] == "timeout") {
+                    expect(outcome is SentinelException.Timeout) { "$name: expected a timeout, got $outcome" }
+                } else {
+                    expectEqual<Any>(Reply.Nil, outcome, "$name: the reply")
+                }
+                waitUntil(5, "$name: no client blocked on the server") { blockedClients() <= before }
+            }
+        }
+    }
+}
+
 fun main() {
     shared = TestTopology()
     try {
@@ -253,6 +301,7 @@ fun main() {
             "kotlin",
             listOf(
                 "typed replies (RESP3)" to ::typedReplies,
+                "the shared deadline cases" to ::deadlineCases,
                 "pipeline and transaction" to ::pipelineAndTransaction,
                 "errors by code" to ::errorsByCode,
                 "close completes in-flight with closed" to ::closeCompletesInFlightWithClosed,

@@ -114,10 +114,11 @@ fun runTests(suite: String, tests: List<Pair<String, () -> Unit>>) {
     if (failed.isNotEmpty()) kotlin.system.exitProcess(1)
 }
 
-/** The text of a bulk or simple reply. */
+/** The text of a bulk, simple or verbatim (RESP3, e.g. INFO) reply. */
 fun text(reply: sentinelrecovery.uniffi.Reply): String = when (reply) {
     is sentinelrecovery.uniffi.Reply.Bulk -> String(reply.value)
     is sentinelrecovery.uniffi.Reply.Simple -> reply.value
+    is sentinelrecovery.uniffi.Reply.Verbatim -> String(reply.value)
     else -> throw Failure("not a string reply: $reply")
 }
 
