@@ -14,6 +14,9 @@ import json
 from dataclasses import dataclass
 from typing import Any, Dict, List, Literal, Optional, TypedDict
 
+from . import _native
+from ._calls import _LOGGER, OptionValue, _pairs, _settled
+
 __all__ = ["DoctorReport", "DoctorFinding", "DoctorVerdict", "DoctorStatus"]
 
 #: The overall judgement: exit code 0, 1 and 2 of the CLI.
@@ -83,3 +86,44 @@ class DoctorReport:
     def _from_native(cls, native: Any) -> "DoctorReport":
         text_json, text, status, exit_code = native
         return cls(status=status, exit_code=exit_code, text=text, json=text_json, data=json.loads(text_json))
+
+
+async def doctor(
+    url: str,
+    *,
+    watch: Optional[float] = None,
+    pings: Optional[int] = None,
+    **options: OptionValue,
+) -> DoctorReport:
+    """Diagnoses the deployment of ``url`` (``sentinel-recovery doctor``), without blocking the loop.
+
+    ``options`` are a client's (``sentinel_password``, ``tls_ca_file``, ``address_map`` as text
+    or function, ...). ``watch`` (seconds) samples a PING every 100 ms per sentinel for that long
+    to see loop stalls; ``pings`` sets the PINGs per sentinel for the round-trip figures (10).
+    Raises :class:`ConfigError` (bad URL or option) and the like only when no diagnosis is
+    possible; every problem of the deployment is in the report. Cancelling the awaiting task
+    stops the diagnosis.
+    """
+    if not isinstance(url, str):
+        raise TypeError("url must be a str")
+    pairs, address_map = _pairs(options)
+    _native._set_log_level(_LOGGER.getEffectiveLevel())
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    operation = _native.doctor_async(loop, fut, url, pairs, watch, pings, address_map)
+    return DoctorReport._from_native(await _settled(fut, operation))
+
+
+def doctor_blocking(
+    url: str,
+    *,
+    watch: Optional[float] = None,
+    pings: Optional[int] = None,
+    **options: OptionValue,
+) -> DoctorReport:
+    """:func:`doctor` for threads: waits with the GIL released (Ctrl-C interrupts it)."""
+    if not isinstance(url, str):
+        raise TypeError("url must be a str")
+    pairs, address_map = _pairs(options)
+    _native._set_log_level(_LOGGER.getEffectiveLevel())
+    return DoctorReport._from_native(_native.doctor_blocking(url, pairs, watch, pings, address_map))
