@@ -134,8 +134,25 @@ namespace SentinelRecovery.Tests
                     Assert.That(ev.Error, Is.InstanceOf<ServiceUnknownException>());
                     Assert.That(ev.Json, Is.StringContaining("\"discovery_failed\""));
                     Assert.That((DateTimeOffset.UtcNow - ev.At).TotalMinutes, Is.LessThan(5));
-                    Assert.That(threads.Take(), Is.EqualTo("sr-dotnet-events"));
+                    Assert.That(threads.Take(), Is.EqualTo("sr-dotnet-host"));
                 }
+            }
+        }
+
+        [Test]
+        public async Task EventsStartWithTheCurrentPrimary()
+        {
+            using (var c = await SentinelClient.ConnectAsync(_topo.Url))
+            {
+                // attached after the first discovery: the first event still says which primary is current
+                var changed = new BlockingCollection<PrimaryChangedEventArgs>();
+                var threads = new BlockingCollection<string>();
+                c.PrimaryChanged += (s, e) => { changed.Add(e); threads.Add(Thread.CurrentThread.Name); };
+                PrimaryChangedEventArgs ev;
+                Assert.That(changed.TryTake(out ev, 10000), Is.True, "no primary_changed event");
+                Assert.That(ev.OldPrimary, Is.Null);
+                Assert.That(ev.NewPrimary.Port, Is.EqualTo(_topo.PrimaryPort));
+                Assert.That(threads.Take(), Is.EqualTo("sr-dotnet-host"));
             }
         }
 
