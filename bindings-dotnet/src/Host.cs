@@ -71,7 +71,12 @@ namespace SentinelRecovery
                 var mailbox = GCHandle.FromIntPtr(userData).Target as HostMailbox;
                 var d = (Native.sr_delivery_t*)delivery;
                 if (mailbox == null) return;
-                if (d->kind == Native.SR_DELIVERY_EVENT)
+                if (d->kind == Native.SR_DELIVERY_COMPLETION)
+                {
+                    var op = mailbox.Take(d->op_id);
+                    if (op != null) op.Complete(d->reply != IntPtr.Zero ? d->reply : d->results, d->error);
+                }
+                else if (d->kind == Native.SR_DELIVERY_EVENT)
                 {
                     var client = mailbox.Client;
                     if (client != null) client.Deliver(d->evt);
@@ -102,6 +107,31 @@ namespace SentinelRecovery
         private GCHandle _self;
         private IntPtr _pointer;
         private readonly object _lock = new object();
+        /// <summary>Calls in flight that complete into this mailbox, by op id.</summary>
+        private readonly ConcurrentDictionary<ulong, PendingOp> _ops = new ConcurrentDictionary<ulong, PendingOp>();
+        private long _nextId;
+
+        /// <summary>A new op id for <paramref name="op"/>, completed when its delivery comes.</summary>
+        internal ulong Register(PendingOp op)
+        {
+            ulong id = (ulong)Interlocked.Increment(ref _nextId);
+            _ops[id] = op;
+            return id;
+        }
+
+        /// <summary>Forgets a call that was not accepted.</summary>
+        internal void Unregister(ulong id)
+        {
+            PendingOp op;
+            _ops.TryRemove(id, out op);
+        }
+
+        /// <summary>The call <paramref name="id"/> completes: taken from the table, once.</summary>
+        internal PendingOp Take(ulong id)
+        {
+            PendingOp op;
+            return _ops.TryRemove(id, out op) ? op : null;
+        }
 
         private HostMailbox(SentinelClient client) { _client = new WeakReference<SentinelClient>(client); }
 
@@ -147,11 +177,19 @@ namespace SentinelRecovery
         }
 
         /// <summary>Closes the mailbox: when this returns no handler runs for it any more (from a
-        /// handler on the host thread: none after that handler). Idempotent.</summary>
+        /// handler on the host thread: none after that handler), and every call in flight through
+        /// it has completed: completions still queued are handed back as closed, here, and any
+        /// call whose completion can no longer come fails as closed. Call it after closing the
+        /// client (which delivers every completion into the mailbox first). Idempotent.</summary>
         internal void Close()
         {
             IntPtr p = _pointer;
-            if (p != IntPtr.Zero) Native.sr_mailbox_close(p, IntPtr.Zero, IntPtr.Zero);
+            if (p != IntPtr.Zero) Native.sr_mailbox_close(p, Host.DeliveryPtr, GCHandle.ToIntPtr(_self));
+            foreach (var id in _ops.Keys)
+            {
+                var op = Take(id);
+                if (op != null) op.Fail(new ClientClosedException("the client was disposed"));
+            }
         }
 
         /// <summary>Closes and frees the mailbox; call after its client was closed.</summary>

@@ -43,6 +43,14 @@ namespace SentinelRecovery
             sr_call_options_t* options, IntPtr callback, IntPtr userData);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_execute_into(ClientHandle client, UIntPtr argc, IntPtr* argv,
+            UIntPtr* argvLen, sr_call_options_t* options, IntPtr mailbox, ulong opId);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_pipeline_into(ClientHandle client, sr_command_t* commands, UIntPtr n,
+            sr_call_options_t* options, IntPtr mailbox, ulong opId);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern void sr_operation_cancel(IntPtr operation);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]

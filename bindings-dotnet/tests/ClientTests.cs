@@ -140,6 +140,22 @@ namespace SentinelRecovery.Tests
         }
 
         [Test]
+        public async Task EveryCommandThroughTheMailboxCompletesOnceWithItsOwnReply()
+        {
+            var key = "dotnet:mailbox:" + Guid.NewGuid().ToString("N");
+            using (var c = await SentinelClient.ConnectAsync(_topo.Url))
+            {
+                var tasks = Enumerable.Range(0, 2000).Select(_ => c.ExecuteAsync("INCR", key)).ToList();
+                var pipeline = c.PipelineAsync(new[] { new object[] { "GET", key }, new object[] { "PING" } });
+                var values = (await Task.WhenAll(tasks)).Select(r => r.AsInt64()).OrderBy(v => v).ToList();
+                Assert.That(values, Is.EqualTo(Enumerable.Range(1, 2000).Select(i => (long)i).ToList()));
+                var results = await pipeline;
+                Assert.That(results.Length, Is.EqualTo(2));
+                Assert.That(results[1].Reply.AsString(), Is.EqualTo("PONG"));
+            }
+        }
+
+        [Test]
         public async Task EventsStartWithTheCurrentPrimary()
         {
             using (var c = await SentinelClient.ConnectAsync(_topo.Url))
