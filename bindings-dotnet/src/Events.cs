@@ -206,34 +206,4 @@ namespace SentinelRecovery
             return a;
         }
     }
-
-    /// <summary>Runs <c>sr_client_wait_ready</c> (a blocking call) on one dedicated background
-    /// thread (<c>sr-dotnet-ready</c>), never on a pool thread. Waits are served one after the other;
-    /// discovery itself runs concurrently on the core, and clients of one service share a monitor,
-    /// so a queue of waits costs about the longest first round, not the sum.
-    /// (The C ABI has no callback form of wait_ready; with one, this thread would go away.)</summary>
-    internal static class ReadyWaiter
-    {
-        private static readonly BlockingCollection<Action> Queue = new BlockingCollection<Action>(new ConcurrentQueue<Action>());
-        private static int _started;
-
-        internal static void Enqueue(Action a)
-        {
-            if (Interlocked.CompareExchange(ref _started, 1, 0) == 0)
-            {
-                var t = new Thread(Run) { IsBackground = true, Name = "sr-dotnet-ready" };
-                t.Start();
-            }
-            Queue.Add(a);
-        }
-
-        private static void Run()
-        {
-            foreach (var a in Queue.GetConsumingEnumerable())
-            {
-                try { a(); }
-                catch (Exception e) { SentinelClient.Report(TraceLevel.Error, "SentinelRecovery: ready waiter: " + e.GetType().Name); }
-            }
-        }
-    }
 }

@@ -74,17 +74,22 @@ namespace SentinelRecovery
                 if (d->kind == Native.SR_DELIVERY_COMPLETION)
                 {
                     var op = mailbox.Take(d->op_id);
-                    if (op != null) op.Complete(d->reply != IntPtr.Zero ? d->reply : d->results, d->error);
+                    if (op != null)
+                        op.Complete(d->reply != IntPtr.Zero ? d->reply : d->results != IntPtr.Zero ? d->results : d->topology, d->error);
                 }
                 else if (d->kind == Native.SR_DELIVERY_EVENT)
                 {
                     var client = mailbox.Client;
                     if (client != null) client.Deliver(d->evt);
                 }
+                else if (d->kind == Native.SR_DELIVERY_LOG)
+                {
+                    SentinelClient.DeliverLog(d->level, d->target, d->message);
+                }
                 else if (d->kind == Native.SR_DELIVERY_DROPPED)
                 {
-                    SentinelClient.Report(TraceLevel.Warning,
-                        "SentinelRecovery: " + d->dropped + " events were dropped: handlers did not keep up");
+                    SentinelClient.Report(TraceLevel.Warning, "SentinelRecovery: " + d->dropped +
+                        (mailbox.Client == null ? " log records" : " events") + " were dropped: handlers did not keep up");
                 }
             }
             catch (Exception e)
@@ -99,9 +104,9 @@ namespace SentinelRecovery
     /// The client is held weakly, so a client nobody references can still be finalized.</summary>
     internal sealed class HostMailbox
     {
-        /// <summary>Events allowed to wait for the host thread; beyond it they are dropped and
-        /// the count reported as a warning.</summary>
-        private const int Bound = 65536;
+        /// <summary>Events allowed to wait for the host thread in a client's mailbox; beyond it
+        /// they are dropped and the count reported as a warning.</summary>
+        internal const int EventBound = 65536;
 
         private readonly WeakReference<SentinelClient> _client;
         private GCHandle _self;
@@ -148,14 +153,16 @@ namespace SentinelRecovery
             }
         }
 
-        /// <summary>A new open mailbox for <paramref name="client"/>, drained on the host thread.</summary>
-        internal static HostMailbox Create(SentinelClient client)
+        /// <summary>A new open mailbox for <paramref name="client"/> (null: the process's log
+        /// records), drained on the host thread, holding at most <paramref name="bound"/> events
+        /// or log records.</summary>
+        internal static HostMailbox Create(SentinelClient client, int bound)
         {
             Host.EnsureStarted();
             var m = new HostMailbox(client);
             m._self = GCHandle.Alloc(m);
             IntPtr p;
-            int rc = Native.sr_mailbox_new((UIntPtr)(uint)Bound, Host.WakePtr, GCHandle.ToIntPtr(m._self), out p);
+            int rc = Native.sr_mailbox_new((UIntPtr)(uint)bound, Host.WakePtr, GCHandle.ToIntPtr(m._self), out p);
             if (rc != Native.SR_OK)
             {
                 m._self.Free();

@@ -114,7 +114,7 @@ namespace SentinelRecovery
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         internal delegate void DeliveryCallback(IntPtr userData, IntPtr delivery);
 
-        internal const int SR_DELIVERY_COMPLETION = 1, SR_DELIVERY_EVENT = 2, SR_DELIVERY_DROPPED = 5;
+        internal const int SR_DELIVERY_COMPLETION = 1, SR_DELIVERY_EVENT = 2, SR_DELIVERY_LOG = 4, SR_DELIVERY_DROPPED = 5;
 
         /// <summary><c>sr_delivery_t</c>: borrowed for the delivery callback only.</summary>
         [StructLayout(LayoutKind.Sequential)]
@@ -124,9 +124,13 @@ namespace SentinelRecovery
             public ulong op_id;
             public IntPtr reply;
             public IntPtr results;
+            public IntPtr topology;
             public IntPtr error;
             public IntPtr evt;
             public ulong dropped;
+            public int level;
+            public IntPtr target;
+            public IntPtr message;
         }
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
@@ -143,6 +147,13 @@ namespace SentinelRecovery
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sr_client_set_event_mailbox(ClientHandle client, IntPtr mailbox);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_set_log_mailbox(IntPtr mailbox, int minLevel);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_wait_ready_into(ClientHandle client, sr_call_options_t* options,
+            IntPtr mailbox, ulong opId);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sr_client_close(IntPtr client);

@@ -163,7 +163,7 @@ namespace SentinelRecovery
             // handler on (see Attach).
             try
             {
-                handle.Mailbox = HostMailbox.Create(client);
+                handle.Mailbox = HostMailbox.Create(client, HostMailbox.EventBound);
             }
             catch
             {
@@ -177,14 +177,14 @@ namespace SentinelRecovery
         /// Completes when the client's first discovery round has finished: with the topology if it
         /// found a verified primary, otherwise with that round's error (the client stays open and
         /// keeps retrying). Completes at once when the client already follows a healthy primary.
-        /// The blocking native wait runs on a dedicated thread, never on the pool.
+        /// The wait completes through the client's mailbox on the host thread; nothing blocks.
         /// </summary>
         public Task<Topology> WaitReadyAsync(CancellationToken cancellationToken = default(CancellationToken))
         {
             return WaitReady(cancellationToken, false);
         }
 
-        private Task<Topology> WaitReady(CancellationToken ct, bool disposeOnFailure)
+        private unsafe Task<Topology> WaitReady(CancellationToken ct, bool disposeOnFailure)
         {
             var tcs = new TaskCompletionSource<Topology>(TaskCreationOptions.RunContinuationsAsynchronously);
             try
@@ -208,36 +208,18 @@ namespace SentinelRecovery
                 tcs.TrySetCanceled();
                 return tcs.Task;
             }
-            var reg = ct.CanBeCanceled ? ct.Register(s => ((TaskCompletionSource<Topology>)s).TrySetCanceled(), tcs) : default(CancellationTokenRegistration);
-            ReadyWaiter.Enqueue(() =>
+            var waited = StartInto(Topology.Copy, ct, (mailbox, id, op) =>
             {
-                // On the dedicated sr-dotnet-ready thread: blocking here is what it is for.
-                Exception failure = null;
-                Topology result = null;
-                if (!tcs.Task.IsCompleted)
-                {
-                    try
-                    {
-                        IntPtr topo, err;
-                        int rc = Native.sr_client_wait_ready(_handle, out topo, out err);
-                        if (rc == Native.SR_OK) result = Topology.Take(topo);
-                        else failure = SentinelRecoveryException.TakeNative(rc, err);
-                    }
-                    catch (ObjectDisposedException)
-                    {
-                        failure = new ClientClosedException("the client was disposed");
-                    }
-                    catch (Exception e)
-                    {
-                        failure = e;
-                    }
-                }
-                reg.Dispose();
-                if (disposeOnFailure && (failure != null || tcs.Task.IsCanceled)) Dispose();
-                if (failure != null) tcs.TrySetException(failure);
-                else if (result != null) tcs.TrySetResult(result);
+                var o = new Native.sr_call_options_t { timeout_ms = 0, operation = op };
+                return Native.sr_client_wait_ready_into(_handle, &o, mailbox, id);
             });
-            return tcs.Task;
+            if (!disposeOnFailure) return waited;
+            // ConnectAsync: a client whose first round failed (or was cancelled) is not handed out.
+            return waited.ContinueWith(t =>
+            {
+                if (t.Status != TaskStatus.RanToCompletion) Dispose();
+                return t;
+            }, CancellationToken.None, TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default).Unwrap();
         }
 
         /// <summary>

@@ -154,15 +154,20 @@
 #define SR_LOG_ERROR 40
 
 // A delivery that completes a call started with a `*_into` function (sr_client_execute_into(),
-// sr_client_pipeline_into()): `op_id` is the caller's, `reply`/`results` or `error` its outcome.
+// sr_client_pipeline_into(), sr_client_wait_ready_into()): `op_id` is the caller's,
+// `reply`/`results`/`topology` or `error` its outcome.
 #define SR_DELIVERY_COMPLETION 1
 
 // A delivery carrying a topology event (`event`) of a client whose events go to the mailbox
 // (sr_client_set_event_mailbox()).
 #define SR_DELIVERY_EVENT 2
 
-// A delivery saying that `dropped` events were dropped at this place because the mailbox held
-// its `bound` of them (completions are never dropped).
+// A delivery carrying a core log record (`level`, `target`, `message`), for a process whose log
+// records go to the mailbox (sr_set_log_mailbox()).
+#define SR_DELIVERY_LOG 4
+
+// A delivery saying that `dropped` events or log records were dropped at this place because the
+// mailbox held its `bound` of them (completions are never dropped).
 #define SR_DELIVERY_DROPPED 5
 
 // sr_subscription_change(): add channels (`SUBSCRIBE`).
@@ -250,8 +255,8 @@ typedef struct sr_error_t sr_error_t;
 //   drain runs costs none (that drain delivers it). Answer each wake-up with one
 //   sr_mailbox_drain() on your thread.
 // - Overflow: completions are never dropped (their number is bounded by the calls in flight);
-//   beyond `bound` queued events, new events are dropped and an SR_DELIVERY_DROPPED delivery
-//   takes their place.
+//   beyond `bound` queued events and log records, new ones are dropped and an
+//   SR_DELIVERY_DROPPED delivery takes their place.
 // - Exactly once: every call accepted by a `*_into` function gets exactly one
 //   SR_DELIVERY_COMPLETION, from sr_mailbox_drain() or from sr_mailbox_close(), provided its
 //   client is closed (sr_client_close(), which waits until every completion of that client has
@@ -387,6 +392,17 @@ typedef struct sr_topology_t {
   bool healthy;
 } sr_topology_t;
 
+// Options of one call, all optional: pass NULL for the defaults, or a zeroed struct with the
+// fields you need set. Borrowed for the duration of the call only.
+typedef struct sr_call_options_t {
+  // The call's deadline in milliseconds, instead of the client's `command_timeout_ms`; 0 for
+  // that default. For a blocking command (BLPOP, ...) it is added to how long it may block.
+  uint64_t timeout_ms;
+  // NULL, or where to store a cancel handle for the started call (callback forms only; set to
+  // NULL when the call is not accepted). Free it with sr_operation_free().
+  struct sr_operation_t **operation;
+} sr_call_options_t;
+
 // Completion of sr_client_execute(): exactly one call per accepted command, on a core thread
 // (`sr-worker-N`), also when the client is closed meanwhile (then with SR_ERR_CLOSED).
 //
@@ -399,17 +415,6 @@ typedef struct sr_topology_t {
 typedef void (*sr_reply_cb)(void *user_data,
                             const struct sr_reply_t *reply,
                             const struct sr_error_t *error);
-
-// Options of one call, all optional: pass NULL for the defaults, or a zeroed struct with the
-// fields you need set. Borrowed for the duration of the call only.
-typedef struct sr_call_options_t {
-  // The call's deadline in milliseconds, instead of the client's `command_timeout_ms`; 0 for
-  // that default. For a blocking command (BLPOP, ...) it is added to how long it may block.
-  uint64_t timeout_ms;
-  // NULL, or where to store a cancel handle for the started call (callback forms only; set to
-  // NULL when the call is not accepted). Free it with sr_operation_free().
-  struct sr_operation_t **operation;
-} sr_call_options_t;
 
 // One command of a pipeline or transaction: arguments as for sr_client_execute() (`argv_len`
 // may be NULL when every argument is a NUL-terminated string).
@@ -531,7 +536,7 @@ typedef void (*sr_wake_cb)(void *user_data);
 // not apply to `kind` are NULL or 0. Kinds not known to your code (later versions may add some)
 // should be ignored.
 typedef struct sr_delivery_t {
-  // SR_DELIVERY_COMPLETION, SR_DELIVERY_EVENT or SR_DELIVERY_DROPPED.
+  // SR_DELIVERY_COMPLETION, SR_DELIVERY_EVENT, SR_DELIVERY_LOG or SR_DELIVERY_DROPPED.
   int kind;
   // SR_DELIVERY_COMPLETION: the `op_id` given to the `*_into` call it completes.
   uint64_t op_id;
@@ -540,13 +545,23 @@ typedef struct sr_delivery_t {
   // SR_DELIVERY_COMPLETION of sr_client_pipeline_into() that succeeded: one result per
   // command.
   const struct sr_results_t *results;
+  // SR_DELIVERY_COMPLETION of sr_client_wait_ready_into() that succeeded: the topology with
+  // the verified primary.
+  const struct sr_topology_t *topology;
   // SR_DELIVERY_COMPLETION that failed as a whole: why (SR_ERR_CLOSED when handed back by
-  // sr_mailbox_close()). Exactly one of `reply`, `results` and `error` is non-NULL.
+  // sr_mailbox_close()). Exactly one of `reply`, `results`, `topology` and `error` is
+  // non-NULL.
   const struct sr_error_t *error;
   // SR_DELIVERY_EVENT: the event.
   const struct sr_event_t *event;
-  // SR_DELIVERY_DROPPED: how many events were dropped at this place.
+  // SR_DELIVERY_DROPPED: how many events or log records were dropped at this place.
   uint64_t dropped;
+  // SR_DELIVERY_LOG: the record's level (`SR_LOG_*`).
+  int level;
+  // SR_DELIVERY_LOG: the emitting module (`sentinel_recovery::monitor::actor`, ...).
+  const char *target;
+  // SR_DELIVERY_LOG: the text, never containing a password.
+  const char *message;
 } sr_delivery_t;
 
 // Receives deliveries from sr_mailbox_drain() (on the draining thread, one at a time, in order)
@@ -655,6 +670,20 @@ int sr_client_open(const char *url,
 int sr_client_wait_ready(struct sr_client_t *client,
                          struct sr_topology_t **topology,
                          struct sr_error_t **error);
+
+// sr_client_wait_ready() that returns at once: its completion goes to `mailbox` as `op_id`'s
+// SR_DELIVERY_COMPLETION, with `topology` (borrowed for the delivery) when the first discovery
+// round found a verified primary, otherwise `error` saying which case happened. `options` (NULL
+// for none) may ask for a cancel handle; its `timeout_ms` is not used (the wait lasts up to the
+// client's `command_timeout_ms`). Returns as sr_client_execute_into().
+//
+// # Safety
+// `client` is NULL or a handle not yet freed; `options` is NULL or valid; `mailbox` is NULL or
+// a mailbox not yet freed.
+int sr_client_wait_ready_into(struct sr_client_t *client,
+                              const struct sr_call_options_t *options,
+                              const struct sr_mailbox_t *mailbox,
+                              uint64_t op_id);
 
 // Sends one command and returns at once; `callback` gets its result later, on a core thread
 // (see sr_reply_cb), with `user_data` passed back untouched.
@@ -961,8 +990,20 @@ const char *sr_error_code_name(int code);
 // called from any thread.
 int sr_set_log_callback(sr_log_cb callback, void *user_data, int min_level);
 
-// Creates a mailbox holding at most `bound` events (0 is taken as 1; completions are not
-// counted), calling `wake(wake_user_data)` when it goes from idle to non-empty (see
+// sr_set_log_callback() whose records queue in `mailbox` as SR_DELIVERY_LOG deliveries, in
+// order, for your thread to take with sr_mailbox_drain(), replacing any earlier callback or
+// mailbox; NULL `mailbox` removes it. Records beyond the mailbox's bound are dropped and counted
+// (an SR_DELIVERY_DROPPED delivery in their place), so a stalled host never grows memory.
+//
+// Returns SR_OK, SR_ERR_CLOSED (the mailbox is closed), or SR_ERR_INVALID_ARGUMENT when the
+// process already has another `tracing` subscriber.
+//
+// # Safety
+// `mailbox` is NULL or a mailbox not yet freed.
+int sr_set_log_mailbox(const struct sr_mailbox_t *mailbox, int min_level);
+
+// Creates a mailbox holding at most `bound` events and log records (0 is taken as 1;
+// completions are not counted), calling `wake(wake_user_data)` when it goes from idle to non-empty (see
 // sr_wake_cb). On SR_OK `*mailbox` receives a new mailbox (free it with sr_mailbox_free());
 // otherwise it is set to NULL and the code is SR_ERR_INVALID_ARGUMENT (NULL `wake` or
 // `mailbox`).

@@ -17,7 +17,9 @@ use crate::ffi::{
     blocking, clone_arc, free_arc, guard, report, start, to_arc_mut_ptr, Castable, ErrorObject,
     SharedArc, UserData, SR_OK,
 };
-use crate::mailbox::{acquire_mailbox, events_into, reply_into, results_into, sr_mailbox_t};
+use crate::mailbox::{
+    acquire_mailbox, events_into, ready_into, reply_into, results_into, sr_mailbox_t,
+};
 use crate::operation::{call_options, deadline, give_operation, sr_call_options_t};
 use crate::reply::{into_owned_reply, reply_to, sr_reply_cb, sr_reply_t};
 use crate::results::{deliver_results, into_owned_results, sr_results_cb, sr_results_t};
@@ -176,6 +178,35 @@ pub unsafe extern "C" fn sr_client_wait_ready(
             *out = topology_to_c(&t);
         }
         Ok(())
+    })
+}
+
+/// sr_client_wait_ready() that returns at once: its completion goes to `mailbox` as `op_id`'s
+/// SR_DELIVERY_COMPLETION, with `topology` (borrowed for the delivery) when the first discovery
+/// round found a verified primary, otherwise `error` saying which case happened. `options` (NULL
+/// for none) may ask for a cancel handle; its `timeout_ms` is not used (the wait lasts up to the
+/// client's `command_timeout_ms`). Returns as sr_client_execute_into().
+///
+/// # Safety
+/// `client` is NULL or a handle not yet freed; `options` is NULL or valid; `mailbox` is NULL or
+/// a mailbox not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_client_wait_ready_into(
+    client: *mut sr_client_t,
+    options: *const sr_call_options_t,
+    mailbox: *const sr_mailbox_t,
+    op_id: u64,
+) -> c_int {
+    start(|| {
+        let (_, operation_out) = call_options(options);
+        let h = acquire(client)?;
+        let m = acquire_mailbox(mailbox)?;
+        m.refuse_if_closed()?;
+        let operation = h
+            .handle
+            .accept(|handle| handle.ready(ready_into(&m, op_id)))?;
+        give_operation(operation_out, operation);
+        Ok::<(), sr_error_t>(())
     })
 }
 

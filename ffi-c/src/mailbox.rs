@@ -4,29 +4,34 @@
 //! barrier and exactly-once are the core's (`sr::host::Mailbox`); this file converts what
 //! queues into `sr_delivery_t` and back, nothing more.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_char, c_int, c_void, CString};
 
 use sr::host::{Delivery, Done, Mailbox, Pushed};
-use sr::{Event, Value};
+use sr::{Event, Topology, Value};
 
 use crate::codes::{SR_ERR_CLOSED, SR_ERR_INVALID_ARGUMENT};
-use crate::error::sr_error_t;
+use crate::error::{c_string, sr_error_t};
+use crate::ffi::free_box;
 use crate::ffi::{
     clone_arc, free_arc, guard, start, to_arc_mut_ptr, to_const_ptr, Castable, SharedArc, UserData,
     SR_OK,
 };
 use crate::reply::{as_reply, sr_reply_t};
 use crate::results::{results_of, sr_results_t, Results};
-use crate::topology::{sr_event_t, EventBox};
+use crate::topology::{sr_event_t, sr_topology_t, topology_to_c, EventBox};
 
 /// A delivery that completes a call started with a `*_into` function (sr_client_execute_into(),
-/// sr_client_pipeline_into()): `op_id` is the caller's, `reply`/`results` or `error` its outcome.
+/// sr_client_pipeline_into(), sr_client_wait_ready_into()): `op_id` is the caller's,
+/// `reply`/`results`/`topology` or `error` its outcome.
 pub const SR_DELIVERY_COMPLETION: c_int = 1;
 /// A delivery carrying a topology event (`event`) of a client whose events go to the mailbox
 /// (sr_client_set_event_mailbox()).
 pub const SR_DELIVERY_EVENT: c_int = 2;
-/// A delivery saying that `dropped` events were dropped at this place because the mailbox held
-/// its `bound` of them (completions are never dropped).
+/// A delivery carrying a core log record (`level`, `target`, `message`), for a process whose log
+/// records go to the mailbox (sr_set_log_mailbox()).
+pub const SR_DELIVERY_LOG: c_int = 4;
+/// A delivery saying that `dropped` events or log records were dropped at this place because the
+/// mailbox held its `bound` of them (completions are never dropped).
 pub const SR_DELIVERY_DROPPED: c_int = 5;
 
 /// A host mailbox: an ordered, bounded queue that clients' completions and events go to, for the
@@ -39,8 +44,8 @@ pub const SR_DELIVERY_DROPPED: c_int = 5;
 ///   drain runs costs none (that drain delivers it). Answer each wake-up with one
 ///   sr_mailbox_drain() on your thread.
 /// - Overflow: completions are never dropped (their number is bounded by the calls in flight);
-///   beyond `bound` queued events, new events are dropped and an SR_DELIVERY_DROPPED delivery
-///   takes their place.
+///   beyond `bound` queued events and log records, new ones are dropped and an
+///   SR_DELIVERY_DROPPED delivery takes their place.
 /// - Exactly once: every call accepted by a `*_into` function gets exactly one
 ///   SR_DELIVERY_COMPLETION, from sr_mailbox_drain() or from sr_mailbox_close(), provided its
 ///   client is closed (sr_client_close(), which waits until every completion of that client has
@@ -79,8 +84,19 @@ pub(crate) enum Item {
         op_id: u64,
         result: Result<Results, sr_error_t>,
     },
+    /// A completion of sr_client_wait_ready_into().
+    Ready {
+        op_id: u64,
+        result: Result<Topology, sr_error_t>,
+    },
     /// A topology event (converted to C on the draining thread).
     Event(Event),
+    /// A core log record.
+    Log {
+        level: c_int,
+        target: CString,
+        message: CString,
+    },
 }
 
 /// Wake-up of a mailbox, given to sr_mailbox_new(): called when the mailbox goes from idle to
@@ -98,7 +114,7 @@ pub type sr_wake_cb = Option<unsafe extern "C" fn(user_data: *mut c_void)>;
 /// should be ignored.
 #[repr(C)]
 pub struct sr_delivery_t {
-    /// SR_DELIVERY_COMPLETION, SR_DELIVERY_EVENT or SR_DELIVERY_DROPPED.
+    /// SR_DELIVERY_COMPLETION, SR_DELIVERY_EVENT, SR_DELIVERY_LOG or SR_DELIVERY_DROPPED.
     pub kind: c_int,
     /// SR_DELIVERY_COMPLETION: the `op_id` given to the `*_into` call it completes.
     pub op_id: u64,
@@ -107,13 +123,23 @@ pub struct sr_delivery_t {
     /// SR_DELIVERY_COMPLETION of sr_client_pipeline_into() that succeeded: one result per
     /// command.
     pub results: *const sr_results_t,
+    /// SR_DELIVERY_COMPLETION of sr_client_wait_ready_into() that succeeded: the topology with
+    /// the verified primary.
+    pub topology: *const sr_topology_t,
     /// SR_DELIVERY_COMPLETION that failed as a whole: why (SR_ERR_CLOSED when handed back by
-    /// sr_mailbox_close()). Exactly one of `reply`, `results` and `error` is non-NULL.
+    /// sr_mailbox_close()). Exactly one of `reply`, `results`, `topology` and `error` is
+    /// non-NULL.
     pub error: *const sr_error_t,
     /// SR_DELIVERY_EVENT: the event.
     pub event: *const sr_event_t,
-    /// SR_DELIVERY_DROPPED: how many events were dropped at this place.
+    /// SR_DELIVERY_DROPPED: how many events or log records were dropped at this place.
     pub dropped: u64,
+    /// SR_DELIVERY_LOG: the record's level (`SR_LOG_*`).
+    pub level: c_int,
+    /// SR_DELIVERY_LOG: the emitting module (`sentinel_recovery::monitor::actor`, ...).
+    pub target: *const c_char,
+    /// SR_DELIVERY_LOG: the text, never containing a password.
+    pub message: *const c_char,
 }
 
 /// Receives deliveries from sr_mailbox_drain() (on the draining thread, one at a time, in order)
@@ -132,9 +158,13 @@ impl sr_delivery_t {
             op_id: 0,
             reply: std::ptr::null(),
             results: std::ptr::null(),
+            topology: std::ptr::null(),
             error: std::ptr::null(),
             event: std::ptr::null(),
             dropped: 0,
+            level: 0,
+            target: std::ptr::null(),
+            message: std::ptr::null(),
         }
     }
 }
@@ -158,11 +188,35 @@ impl Item {
                     Err(e) => d.error = e,
                 }
             }
+            Item::Ready { op_id, result } => {
+                d.op_id = *op_id;
+                match result {
+                    Ok(topology) => {
+                        let owned = topology_to_c(topology);
+                        d.topology = owned;
+                        deliver(&d);
+                        // SAFETY: made just above, lent for the call only.
+                        drop(unsafe { free_box(owned) });
+                        return;
+                    }
+                    Err(e) => d.error = e,
+                }
+            }
             Item::Event(event) => {
                 let event = EventBox::new(event);
                 d.kind = SR_DELIVERY_EVENT;
                 d.event = event.view();
                 return deliver(&d);
+            }
+            Item::Log {
+                level,
+                target,
+                message,
+            } => {
+                d.kind = SR_DELIVERY_LOG;
+                d.level = *level;
+                d.target = target.as_ptr();
+                d.message = message.as_ptr();
             }
         }
         deliver(&d)
@@ -171,8 +225,10 @@ impl Item {
     /// The completion's id, or `None` for an event.
     fn op_id(&self) -> Option<u64> {
         match self {
-            Item::Reply { op_id, .. } | Item::Results { op_id, .. } => Some(*op_id),
-            Item::Event(_) => None,
+            Item::Reply { op_id, .. } | Item::Results { op_id, .. } | Item::Ready { op_id, .. } => {
+                Some(*op_id)
+            }
+            Item::Event(_) | Item::Log { .. } => None,
         }
     }
 }
@@ -202,12 +258,39 @@ pub(crate) fn results_into(mailbox: &MailboxBox, op_id: u64) -> Done<Vec<sr::Res
     })
 }
 
+/// The completion of sr_client_wait_ready_into(), as [`reply_into`].
+pub(crate) fn ready_into(mailbox: &MailboxBox, op_id: u64) -> Done<Topology> {
+    let completion = mailbox.mailbox.completion();
+    Box::new(move |result: sr::Result<Topology>| {
+        let _ = completion.complete(Item::Ready {
+            op_id,
+            result: result.map_err(sr_error_t::from),
+        });
+    })
+}
+
 /// The event handler that queues a client's events in `mailbox` (dropped and counted beyond its
 /// bound; discarded once it is closed).
 pub(crate) fn events_into(mailbox: &MailboxBox) -> impl FnMut(&Event) + Send + 'static {
     let mailbox = mailbox.mailbox.clone();
     move |event: &Event| match mailbox.push(Item::Event(event.clone())) {
         Pushed::Queued | Pushed::Dropped | Pushed::Closed(_) => {}
+    }
+}
+
+/// The log sink that queues core log records in `mailbox` (dropped and counted beyond its bound;
+/// discarded once it is closed).
+pub(crate) fn logs_into(mailbox: &MailboxBox) -> impl Fn(i32, &str, &str) + Send + Sync + 'static {
+    let mailbox = mailbox.mailbox.clone();
+    move |level: i32, target: &str, message: &str| {
+        let item = Item::Log {
+            level,
+            target: c_string(target),
+            message: c_string(message),
+        };
+        match mailbox.push(item) {
+            Pushed::Queued | Pushed::Dropped | Pushed::Closed(_) => {}
+        }
     }
 }
 
@@ -231,8 +314,8 @@ impl MailboxBox {
     }
 }
 
-/// Creates a mailbox holding at most `bound` events (0 is taken as 1; completions are not
-/// counted), calling `wake(wake_user_data)` when it goes from idle to non-empty (see
+/// Creates a mailbox holding at most `bound` events and log records (0 is taken as 1;
+/// completions are not counted), calling `wake(wake_user_data)` when it goes from idle to non-empty (see
 /// sr_wake_cb). On SR_OK `*mailbox` receives a new mailbox (free it with sr_mailbox_free());
 /// otherwise it is set to NULL and the code is SR_ERR_INVALID_ARGUMENT (NULL `wake` or
 /// `mailbox`).

@@ -64,7 +64,9 @@ typedef struct {
     int handed_back;    /* completions handed back by close, each with SR_ERR_CLOSED */
     int bad;            /* a delivery not as expected */
     int results_len;    /* the pipeline's results */
+    int ready_port;     /* primary port of the wait-ready completion's topology */
     int events;
+    int logs;           /* log records with a target and a message */
     int first_event_kind;
     int first_event_port; /* new primary's port of the first event; -1 none */
     int first_event_had_old;
@@ -98,6 +100,8 @@ static void on_delivery(void *user_data, const sr_delivery_t *d) {
             if (sr_reply_integer(d->reply, &v) == SR_OK) b->value[d->op_id] = v;
         } else if (d->results) {
             b->results_len = (int)sr_results_len(d->results);
+        } else if (d->topology) {
+            b->ready_port = d->topology->primary ? d->topology->primary->port : -1;
         } else if (!d->error) {
             b->bad++;
         }
@@ -111,6 +115,11 @@ static void on_delivery(void *user_data, const sr_delivery_t *d) {
             b->first_event_had_old = d->event->old_primary != NULL;
             b->first_event_port = d->event->address ? d->event->address->port : -1;
         }
+    } else if (d->kind == SR_DELIVERY_LOG) {
+        if (d->target && d->message && d->level >= SR_LOG_TRACE && strstr(d->message, "hunter2") == NULL)
+            b->logs++;
+        else
+            b->bad++;
     } else if (d->kind != SR_DELIVERY_DROPPED) {
         b->bad++;
     }
@@ -371,14 +380,22 @@ static void test_close_is_a_barrier_and_completes_each_call_once(void) {
     box_destroy(&b);
 }
 
-/* Events go to the mailbox, the first one saying which primary is current. */
-static void test_events_start_with_the_current_primary(void) {
+/* Waiting for the first discovery completes into the mailbox with the topology; events go to
+ * the mailbox, the first one saying which primary is current. */
+static void test_ready_then_events_starting_with_the_current_primary(void) {
     box_t b;
     box_init(&b);
     sr_client_t *c = open_client();
     CHECK(c != NULL);
-    CHECK_RC(sr_client_wait_ready(c, NULL, NULL), SR_OK);
     CHECK_RC(sr_mailbox_new(16, on_wake, &b, &b.mb), SR_OK);
+    CHECK_RC(sr_client_wait_ready_into(c, NULL, b.mb, 7), SR_OK);
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    rt.tv_sec += 20;
+    CHECK(sem_timedwait(&b.woken, &rt) == 0);
+    CHECK_RC(sr_mailbox_drain(b.mb, on_delivery, &b, NULL), SR_OK);
+    CHECK(b.bad == 0 && b.delivered == 1 && b.order[0] == 7 && b.count[7] == 1);
+    CHECK(b.ready_port == topo.primary_port);
     CHECK_RC(sr_client_set_event_mailbox(c, b.mb), SR_OK);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -392,6 +409,35 @@ static void test_events_start_with_the_current_primary(void) {
     CHECK_RC(sr_client_set_event_mailbox(c, NULL), SR_OK);
     CHECK_RC(sr_client_close(c), SR_OK);
     CHECK_RC(sr_mailbox_close(b.mb, NULL, NULL), SR_OK);
+    sr_mailbox_free(b.mb);
+    sr_client_free(c);
+    box_destroy(&b);
+}
+
+/* Core log records go to a mailbox, drained on the test's own thread. */
+static void test_log_records_go_to_a_mailbox(void) {
+    box_t b;
+    box_init(&b);
+    CHECK_RC(sr_mailbox_new(4096, on_wake, &b, &b.mb), SR_OK);
+    CHECK_RC(sr_set_log_mailbox(b.mb, SR_LOG_DEBUG), SR_OK);
+    pthread_t t;
+    pthread_create(&t, NULL, drainer, &b);
+    sr_client_t *c = open_client();
+    CHECK(c != NULL);
+    CHECK_RC(sr_client_wait_ready(c, NULL, NULL), SR_OK);
+    CHECK_RC(sr_client_close(c), SR_OK);
+    CHECK_RC(sr_set_log_mailbox(NULL, 0), SR_OK);
+    long start = now_ms();
+    while (__atomic_load_n(&b.logs, __ATOMIC_SEQ_CST) == 0 && now_ms() - start < 10000) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_RC(sr_mailbox_close(b.mb, NULL, NULL), SR_OK);
+    stop_drainer(&b, t);
+    CHECK(b.bad == 0);
+    CHECK(b.logs > 0);
+    printf("    %d log records\n", b.logs);
+    CHECK_RC(sr_set_log_mailbox(b.mb, SR_LOG_DEBUG), SR_ERR_CLOSED);
     sr_mailbox_free(b.mb);
     sr_client_free(c);
     box_destroy(&b);
@@ -412,7 +458,9 @@ int main(int argc, char **argv) {
          test_drained_as_they_come_on_a_thread_of_its_own},
         {"close_is_a_barrier_and_completes_each_call_once",
          test_close_is_a_barrier_and_completes_each_call_once},
-        {"events_start_with_the_current_primary", test_events_start_with_the_current_primary},
+        {"ready_then_events_starting_with_the_current_primary",
+         test_ready_then_events_starting_with_the_current_primary},
+        {"log_records_go_to_a_mailbox", test_log_records_go_to_a_mailbox},
     };
     int passed = 0, failed = 0;
     (void)topo_cmd; /* this suite needs no fault of the topology */
