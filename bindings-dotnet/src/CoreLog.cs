@@ -9,9 +9,10 @@ namespace SentinelRecovery
 {
     public sealed partial class SentinelClient
     {
-        private static readonly Native.LogCallback CoreLogCallback = OnCoreLog;
-        private static readonly IntPtr CoreLogPtr = Marshal.GetFunctionPointerForDelegate(CoreLogCallback);
         private static readonly object CoreLogGate = new object();
+        /// <summary>Where core log records queue for the host thread (made on first use, kept for
+        /// the process); at most 4096 wait, beyond that they are dropped and the count reported.</summary>
+        private static HostMailbox _logMailbox;
         private static TraceLevel _coreLogLevel = TraceLevel.Off;
 
         /// <summary>
@@ -21,7 +22,8 @@ namespace SentinelRecovery
         /// nothing. Process-wide. Records are the core's (levels and targets as in every binding:
         /// trace/debug are Verbose, info is Info, warn is Warning, error is Error), written as
         /// <c>"[target] message"</c>, never with a password, and delivered in order on the
-        /// <c>sr-dotnet-log</c> background thread (never on a core thread).
+        /// <c>sr-dotnet-host</c> background thread (never on a core thread); at most 4096 wait for
+        /// it, beyond that they are dropped and the count reported as a warning.
         /// </summary>
         public static TraceLevel CoreLogLevel
         {
@@ -30,9 +32,10 @@ namespace SentinelRecovery
             {
                 lock (CoreLogGate)
                 {
+                    if (value != TraceLevel.Off && _logMailbox == null) _logMailbox = HostMailbox.Create(null, 4096);
                     int rc = value == TraceLevel.Off
-                        ? Native.sr_set_log_callback(IntPtr.Zero, IntPtr.Zero, 0)
-                        : Native.sr_set_log_callback(CoreLogPtr, IntPtr.Zero, CoreLevel(value));
+                        ? Native.sr_set_log_mailbox(IntPtr.Zero, 0)
+                        : Native.sr_set_log_mailbox(_logMailbox.Pointer, CoreLevel(value));
                     if (rc != Native.SR_OK)
                         throw SentinelRecoveryException.Create((ErrorCode)rc,
                             "the process already forwards Rust log records elsewhere");
@@ -60,53 +63,10 @@ namespace SentinelRecovery
             return TraceLevel.Verbose;
         }
 
-        private static void OnCoreLog(IntPtr userData, int level, IntPtr target, IntPtr message)
+        /// <summary>On the host thread: one core log record, to <see cref="Report"/>.</summary>
+        internal static void DeliverLog(int level, IntPtr target, IntPtr message)
         {
-            try
-            {
-                LogDispatcher.Enqueue(FromCore(level), "[" + Native.Utf8(target) + "] " + Native.Utf8(message));
-            }
-            catch
-            {
-                // Nothing may unwind into native code.
-            }
-        }
-
-        /// <summary>Hands core log records to <see cref="Report"/> on one background thread, in order.</summary>
-        private static class LogDispatcher
-        {
-            private const int MaxPending = 10000;
-            private static readonly Queue<KeyValuePair<TraceLevel, string>> Pending = new Queue<KeyValuePair<TraceLevel, string>>();
-            private static Thread _thread;
-
-            internal static void Enqueue(TraceLevel level, string message)
-            {
-                lock (Pending)
-                {
-                    if (Pending.Count >= MaxPending) return; // a stalled hook must not grow memory
-                    Pending.Enqueue(new KeyValuePair<TraceLevel, string>(level, message));
-                    if (_thread == null)
-                    {
-                        _thread = new Thread(Run) { IsBackground = true, Name = "sr-dotnet-log" };
-                        _thread.Start();
-                    }
-                    Monitor.Pulse(Pending);
-                }
-            }
-
-            private static void Run()
-            {
-                for (;;)
-                {
-                    KeyValuePair<TraceLevel, string> item;
-                    lock (Pending)
-                    {
-                        while (Pending.Count == 0) Monitor.Wait(Pending);
-                        item = Pending.Dequeue();
-                    }
-                    Report(item.Key, item.Value);
-                }
-            }
+            Report(FromCore(level), "[" + Native.Utf8(target) + "] " + Native.Utf8(message));
         }
     }
 }

@@ -144,58 +144,9 @@ namespace SentinelRecovery
         public TopologyEventArgs Event { get; private set; }
     }
 
-    /// <summary>Raises events on one dedicated background thread (<c>sr-dotnet-events</c>), in the
-    /// order the core produced them.
-    ///
-    /// Why not the thread pool: the incident this library exists for was pool starvation. A core
-    /// callback only copies the event (<c>sr_event_clone</c>) and enqueues it (a lock-free enqueue
-    /// plus a semaphore release: it never waits). User handlers then run here, so a slow or
-    /// blocking handler delays other events but can never take a pool thread or a core thread,
-    /// and per-client order is kept (the pool would reorder). One thread serves every client of
-    /// the process, so 64 clients do not mean 64 threads.</summary>
-    internal static class EventDispatcher
+    /// <summary>An event as the library lends it (<c>sr_event_t</c>), as .NET event arguments.</summary>
+    internal static class EventConversion
     {
-        private struct Item
-        {
-            public SentinelClient Client;
-            public IntPtr Event; // owned clone, freed after conversion
-        }
-
-        private static readonly BlockingCollection<Item> Queue = new BlockingCollection<Item>(new ConcurrentQueue<Item>());
-        private static int _started;
-
-        internal static void Enqueue(SentinelClient client, IntPtr ownedEvent)
-        {
-            if (Interlocked.CompareExchange(ref _started, 1, 0) == 0)
-            {
-                var t = new Thread(Run) { IsBackground = true, Name = "sr-dotnet-events" };
-                t.Start();
-            }
-            Queue.Add(new Item { Client = client, Event = ownedEvent });
-        }
-
-        private static void Run()
-        {
-            foreach (var item in Queue.GetConsumingEnumerable())
-            {
-                TopologyEventArgs args;
-                try
-                {
-                    args = Convert(item.Event);
-                }
-                catch (Exception e)
-                {
-                    SentinelClient.Report(TraceLevel.Error, "SentinelRecovery: dropping an event that could not be read: " + e.GetType().Name);
-                    continue;
-                }
-                finally
-                {
-                    Native.sr_event_free(item.Event);
-                }
-                item.Client.Raise(args);
-            }
-        }
-
         internal static unsafe TopologyEventArgs Convert(IntPtr p)
         {
             var e = (Native.sr_event_t*)p;
@@ -253,36 +204,6 @@ namespace SentinelRecovery
             a.AtUnixMs = (long)e->at;
             a.Json = Native.Utf8(e->json);
             return a;
-        }
-    }
-
-    /// <summary>Runs <c>sr_client_wait_ready</c> (a blocking call) on one dedicated background
-    /// thread (<c>sr-dotnet-ready</c>), never on a pool thread. Waits are served one after the other;
-    /// discovery itself runs concurrently on the core, and clients of one service share a monitor,
-    /// so a queue of waits costs about the longest first round, not the sum.
-    /// (The C ABI has no callback form of wait_ready; with one, this thread would go away.)</summary>
-    internal static class ReadyWaiter
-    {
-        private static readonly BlockingCollection<Action> Queue = new BlockingCollection<Action>(new ConcurrentQueue<Action>());
-        private static int _started;
-
-        internal static void Enqueue(Action a)
-        {
-            if (Interlocked.CompareExchange(ref _started, 1, 0) == 0)
-            {
-                var t = new Thread(Run) { IsBackground = true, Name = "sr-dotnet-ready" };
-                t.Start();
-            }
-            Queue.Add(a);
-        }
-
-        private static void Run()
-        {
-            foreach (var a in Queue.GetConsumingEnumerable())
-            {
-                try { a(); }
-                catch (Exception e) { SentinelClient.Report(TraceLevel.Error, "SentinelRecovery: ready waiter: " + e.GetType().Name); }
-            }
         }
     }
 }

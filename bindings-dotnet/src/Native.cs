@@ -81,10 +81,6 @@ namespace SentinelRecovery
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         internal delegate void ReplyCallback(IntPtr userData, IntPtr reply, IntPtr error);
 
-        /// <summary><c>sr_event_cb</c>: runs on a core thread; must copy and return, never throw.</summary>
-        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
-        internal delegate void EventCallback(IntPtr userData, IntPtr evt);
-
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr sr_version();
 
@@ -109,8 +105,55 @@ namespace SentinelRecovery
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sr_client_topology(ClientHandle client, out IntPtr topology, out IntPtr error);
 
+        /// <summary><c>sr_wake_cb</c>: runs on the thread that filled the mailbox (a core thread) with its
+        /// lock held; must only signal, never block or throw.</summary>
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void WakeCallback(IntPtr userData);
+
+        /// <summary><c>sr_delivery_cb</c>: runs on the draining thread (<c>sr-dotnet-host</c>); never throws.</summary>
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void DeliveryCallback(IntPtr userData, IntPtr delivery);
+
+        internal const int SR_DELIVERY_COMPLETION = 1, SR_DELIVERY_EVENT = 2, SR_DELIVERY_LOG = 4, SR_DELIVERY_DROPPED = 5;
+
+        /// <summary><c>sr_delivery_t</c>: borrowed for the delivery callback only.</summary>
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct sr_delivery_t
+        {
+            public int kind;
+            public ulong op_id;
+            public IntPtr reply;
+            public IntPtr results;
+            public IntPtr topology;
+            public IntPtr error;
+            public IntPtr evt;
+            public ulong dropped;
+            public int level;
+            public IntPtr target;
+            public IntPtr message;
+        }
+
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int sr_client_set_event_callback(ClientHandle client, IntPtr callback, IntPtr userData);
+        internal static extern int sr_mailbox_new(UIntPtr bound, IntPtr wake, IntPtr wakeUserData, out IntPtr mailbox);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_mailbox_drain(IntPtr mailbox, IntPtr deliver, IntPtr userData, out UIntPtr delivered);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_mailbox_close(IntPtr mailbox, IntPtr deliver, IntPtr userData);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern void sr_mailbox_free(IntPtr mailbox);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_set_event_mailbox(ClientHandle client, IntPtr mailbox);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_set_log_mailbox(IntPtr mailbox, int minLevel);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_wait_ready_into(ClientHandle client, sr_call_options_t* options,
+            IntPtr mailbox, ulong opId);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sr_client_close(IntPtr client);
@@ -204,12 +247,12 @@ namespace SentinelRecovery
     /// <summary>The native client. <see cref="ReleaseHandle"/> closes (blocking until every
     /// completion of the client has been delivered) and frees it. It runs on a host thread (the
     /// caller of Dispose, or the finalizer thread), never on a core thread: the library only ever
-    /// calls into managed code through the two static callbacks, which never dispose anything.</summary>
+    /// calls into managed code through static callbacks, which never dispose anything.</summary>
     internal sealed class ClientHandle : SafeHandle
     {
-        /// <summary>The weak GCHandle given as user_data to the event callback; freed after close,
-        /// when the library has promised never to call that callback again.</summary>
-        internal IntPtr EventUserData;
+        /// <summary>The mailbox the client's events go to; closed and freed after the client is
+        /// closed (null until set).</summary>
+        internal HostMailbox Mailbox;
 
         /// <summary>The address_map function the library calls, kept reachable until the client is
         /// closed (null without one).</summary>
@@ -240,8 +283,8 @@ namespace SentinelRecovery
         {
             Native.sr_client_close(handle);
             Native.sr_client_free(handle);
-            IntPtr ud = System.Threading.Interlocked.Exchange(ref EventUserData, IntPtr.Zero);
-            if (ud != IntPtr.Zero) GCHandle.FromIntPtr(ud).Free();
+            var mailbox = System.Threading.Interlocked.Exchange(ref Mailbox, null);
+            if (mailbox != null) mailbox.Free();
             return true;
         }
     }

@@ -30,10 +30,6 @@ namespace SentinelRecovery
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         internal delegate void TransactionCallback(IntPtr userData, IntPtr transaction, IntPtr error);
 
-        /// <summary><c>sr_log_cb</c>: runs on the emitting thread; must copy and return, never throw.</summary>
-        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
-        internal delegate void LogCallback(IntPtr userData, int level, IntPtr target, IntPtr message);
-
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sr_client_execute_with(ClientHandle client, UIntPtr argc, IntPtr* argv,
             UIntPtr* argvLen, sr_call_options_t* options, IntPtr callback, IntPtr userData);
@@ -41,6 +37,14 @@ namespace SentinelRecovery
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sr_client_pipeline(ClientHandle client, sr_command_t* commands, UIntPtr n,
             sr_call_options_t* options, IntPtr callback, IntPtr userData);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_execute_into(ClientHandle client, UIntPtr argc, IntPtr* argv,
+            UIntPtr* argvLen, sr_call_options_t* options, IntPtr mailbox, ulong opId);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_pipeline_into(ClientHandle client, sr_command_t* commands, UIntPtr n,
+            sr_call_options_t* options, IntPtr mailbox, ulong opId);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern void sr_operation_cancel(IntPtr operation);
@@ -75,8 +79,5 @@ namespace SentinelRecovery
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern void sr_transaction_free(IntPtr transaction);
-
-        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int sr_set_log_callback(IntPtr callback, IntPtr userData, int minLevel);
     }
 }

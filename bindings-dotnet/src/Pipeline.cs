@@ -67,10 +67,10 @@ namespace SentinelRecovery
             using (var pinned = new PinnedCommands(new[] { args }))
             {
                 var c = pinned.Commands[0];
-                return Start(CopyReply, cancellationToken, (ud, op) =>
+                return StartInto(CopyReply, cancellationToken, (mailbox, id, op) =>
                 {
                     var o = new Native.sr_call_options_t { timeout_ms = ms, operation = op };
-                    return Native.sr_client_execute_with(_handle, c.argc, c.argv, c.argv_len, &o, OpReplyPtr, ud);
+                    return Native.sr_client_execute_into(_handle, c.argc, c.argv, c.argv_len, &o, mailbox, id);
                 });
             }
         }
@@ -101,11 +101,11 @@ namespace SentinelRecovery
             using (var pinned = new PinnedCommands(commands.ToList()))
             {
                 var cmds = pinned.Commands;
-                return Start(CopyResults, cancellationToken, (ud, op) =>
+                return StartInto(CopyResults, cancellationToken, (mailbox, id, op) =>
                 {
                     var o = new Native.sr_call_options_t { timeout_ms = ms, operation = op };
                     fixed (Native.sr_command_t* pc = cmds)
-                        return Native.sr_client_pipeline(_handle, pc, (UIntPtr)(uint)cmds.Length, &o, OpResultsPtr, ud);
+                        return Native.sr_client_pipeline_into(_handle, pc, (UIntPtr)(uint)cmds.Length, &o, mailbox, id);
                 });
             }
         }
@@ -155,6 +155,21 @@ namespace SentinelRecovery
         }
 
         internal unsafe delegate int Starter(IntPtr userData, IntPtr* operation);
+
+        /// <summary>Starts a native call that completes into <paramref name="mailbox"/> as <paramref name="opId"/>.</summary>
+        internal unsafe delegate int MailboxStarter(IntPtr mailbox, ulong opId, IntPtr* operation);
+
+        /// <summary>Starts one native call whose completion reaches the client's mailbox and
+        /// completes a <see cref="PendingOp{T}"/> on the host thread.</summary>
+        internal unsafe Task<T> StartInto<T>(Func<IntPtr, T> convert, CancellationToken ct, MailboxStarter call)
+        {
+            if (ct.IsCancellationRequested) return Canceled<T>();
+            if (Volatile.Read(ref _disposed) != 0) return FaultedOf<T>(new ClientClosedException("the client was disposed"));
+            var mailbox = _handle.Mailbox;
+            if (mailbox == null) return FaultedOf<T>(new ClientClosedException("the client was disposed"));
+            var op = new PendingOp<T>(convert);
+            return op.StartInto(ct, mailbox, call);
+        }
 
         /// <summary>Starts one native call whose callback completes a <see cref="PendingOp{T}"/>.</summary>
         internal unsafe Task<T> Start<T>(Func<IntPtr, T> convert, CancellationToken ct, Starter call)
@@ -227,8 +242,12 @@ namespace SentinelRecovery
         internal IntPtr Operation;
         internal CancellationTokenRegistration Registration;
 
-        /// <summary>On a core thread: converts and completes the task (unless cancelled already).</summary>
+        /// <summary>On a core thread (callback form) or the host thread (mailbox form): converts and
+        /// completes the task (unless cancelled already).</summary>
         internal abstract void Complete(IntPtr value, IntPtr error);
+
+        /// <summary>Fails the task with <paramref name="e"/> (unless it completed already).</summary>
+        internal abstract void Fail(Exception e);
     }
 
     internal sealed class PendingOp<T> : PendingOp
@@ -287,6 +306,12 @@ namespace SentinelRecovery
                 return SentinelClient.FaultedOf<T>(SentinelRecoveryException.Create((ErrorCode)rc,
                     rc == (int)ErrorCode.Closed ? "the client was disposed" : Native.Utf8(Native.sr_error_message(rc))));
             }
+            return Started(ct, native);
+        }
+
+        /// <summary>An accepted call: keeps its cancel handle and wires cancellation.</summary>
+        private Task<T> Started(CancellationToken ct, IntPtr native)
+        {
             lock (this) Operation = native;
             if (ct.CanBeCanceled) Registration = ct.Register(CancelOp, this);
             // On the pool once the task completes: never on a core thread, where disposing the
@@ -295,6 +320,36 @@ namespace SentinelRecovery
                 TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
             return _tcs.Task;
         }
+
+        internal unsafe Task<T> StartInto(CancellationToken ct, HostMailbox mailbox, SentinelClient.MailboxStarter call)
+        {
+            ulong id = mailbox.Register(this);
+            IntPtr native = IntPtr.Zero;
+            int rc;
+            try
+            {
+                rc = call(mailbox.Pointer, id, &native);
+            }
+            catch (ObjectDisposedException)
+            {
+                rc = (int)ErrorCode.Closed;
+            }
+            catch
+            {
+                mailbox.Unregister(id);
+                throw;
+            }
+            if (rc != Native.SR_OK)
+            {
+                // Not accepted: no completion will come, so the entry is ours to remove.
+                mailbox.Unregister(id);
+                return SentinelClient.FaultedOf<T>(SentinelRecoveryException.Create((ErrorCode)rc,
+                    rc == (int)ErrorCode.Closed ? "the client was disposed" : Native.Utf8(Native.sr_error_message(rc))));
+            }
+            return Started(ct, native);
+        }
+
+        internal override void Fail(Exception e) { _tcs.TrySetException(e); }
 
         internal override void Complete(IntPtr value, IntPtr error)
         {

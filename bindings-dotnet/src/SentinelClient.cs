@@ -17,8 +17,9 @@ namespace SentinelRecovery
     /// <item>command completions go through a <see cref="TaskCompletionSource{T}"/> created with
     /// <see cref="TaskCreationOptions.RunContinuationsAsynchronously"/>, so awaiting code resumes on
     /// the pool (or your synchronization context), not on the library thread that delivered the reply;</item>
-    /// <item>events are copied on the library thread and raised on one dedicated background thread
-    /// (<c>sr-dotnet-events</c>), in order;</item>
+    /// <item>events queue in the client's mailbox and are raised on one dedicated background thread
+    /// (<c>sr-dotnet-host</c>), in order, the first one reflecting the current primary (a
+    /// <see cref="PrimaryChanged"/> from null), so an early change is never missed;</item>
     /// <item>the only calls that block are <see cref="Execute"/> and <see cref="Dispose"/>, and they
     /// block only the calling thread.</item>
     /// </list>
@@ -27,8 +28,6 @@ namespace SentinelRecovery
     public sealed partial class SentinelClient : IDisposable
     {
         // Kept alive for the whole process: native code holds pointers to these two thunks.
-        private static readonly Native.EventCallback EventCallback = OnEvent;
-        private static readonly IntPtr EventCallbackPtr = Marshal.GetFunctionPointerForDelegate(EventCallback);
 
         private readonly ClientHandle _handle;
         private int _disposed;
@@ -159,13 +158,17 @@ namespace SentinelRecovery
                 throw SentinelRecoveryException.TakeNative(rc, err);
             }
             var client = new SentinelClient(handle);
-            // Weak: a client nobody references can still be finalized (its handle closes it).
-            handle.EventUserData = GCHandle.ToIntPtr(GCHandle.Alloc(client, GCHandleType.Weak));
-            rc = Native.sr_client_set_event_callback(handle, EventCallbackPtr, handle.EventUserData);
-            if (rc != Native.SR_OK)
+            // The mailbox holds the client weakly: a client nobody references can still be
+            // finalized (its handle closes it, then the mailbox). Events go to it from the first
+            // handler on (see Attach).
+            try
+            {
+                handle.Mailbox = HostMailbox.Create(client, HostMailbox.EventBound);
+            }
+            catch
             {
                 client.Dispose();
-                throw SentinelRecoveryException.Create((ErrorCode)rc, Native.Utf8(Native.sr_error_message(rc)));
+                throw;
             }
             return client;
         }
@@ -174,14 +177,14 @@ namespace SentinelRecovery
         /// Completes when the client's first discovery round has finished: with the topology if it
         /// found a verified primary, otherwise with that round's error (the client stays open and
         /// keeps retrying). Completes at once when the client already follows a healthy primary.
-        /// The blocking native wait runs on a dedicated thread, never on the pool.
+        /// The wait completes through the client's mailbox on the host thread; nothing blocks.
         /// </summary>
         public Task<Topology> WaitReadyAsync(CancellationToken cancellationToken = default(CancellationToken))
         {
             return WaitReady(cancellationToken, false);
         }
 
-        private Task<Topology> WaitReady(CancellationToken ct, bool disposeOnFailure)
+        private unsafe Task<Topology> WaitReady(CancellationToken ct, bool disposeOnFailure)
         {
             var tcs = new TaskCompletionSource<Topology>(TaskCreationOptions.RunContinuationsAsynchronously);
             try
@@ -205,36 +208,18 @@ namespace SentinelRecovery
                 tcs.TrySetCanceled();
                 return tcs.Task;
             }
-            var reg = ct.CanBeCanceled ? ct.Register(s => ((TaskCompletionSource<Topology>)s).TrySetCanceled(), tcs) : default(CancellationTokenRegistration);
-            ReadyWaiter.Enqueue(() =>
+            var waited = StartInto(Topology.Copy, ct, (mailbox, id, op) =>
             {
-                // On the dedicated sr-dotnet-ready thread: blocking here is what it is for.
-                Exception failure = null;
-                Topology result = null;
-                if (!tcs.Task.IsCompleted)
-                {
-                    try
-                    {
-                        IntPtr topo, err;
-                        int rc = Native.sr_client_wait_ready(_handle, out topo, out err);
-                        if (rc == Native.SR_OK) result = Topology.Take(topo);
-                        else failure = SentinelRecoveryException.TakeNative(rc, err);
-                    }
-                    catch (ObjectDisposedException)
-                    {
-                        failure = new ClientClosedException("the client was disposed");
-                    }
-                    catch (Exception e)
-                    {
-                        failure = e;
-                    }
-                }
-                reg.Dispose();
-                if (disposeOnFailure && (failure != null || tcs.Task.IsCanceled)) Dispose();
-                if (failure != null) tcs.TrySetException(failure);
-                else if (result != null) tcs.TrySetResult(result);
+                var o = new Native.sr_call_options_t { timeout_ms = 0, operation = op };
+                return Native.sr_client_wait_ready_into(_handle, &o, mailbox, id);
             });
-            return tcs.Task;
+            if (!disposeOnFailure) return waited;
+            // ConnectAsync: a client whose first round failed (or was cancelled) is not handed out.
+            return waited.ContinueWith(t =>
+            {
+                if (t.Status != TaskStatus.RanToCompletion) Dispose();
+                return t;
+            }, CancellationToken.None, TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default).Unwrap();
         }
 
         /// <summary>
@@ -328,41 +313,101 @@ namespace SentinelRecovery
         }
 
         /// <summary>The primary changed (also at the first discovery, with a null old primary).</summary>
-        public event EventHandler<PrimaryChangedEventArgs> PrimaryChanged;
+        public event EventHandler<PrimaryChangedEventArgs> PrimaryChanged
+        {
+            add { Attach(ref _onPrimaryChanged, value); }
+            remove { lock (_eventsGate) _onPrimaryChanged -= value; }
+        }
+        private EventHandler<PrimaryChangedEventArgs> _onPrimaryChanged;
         /// <summary>The set of healthy replicas changed.</summary>
-        public event EventHandler<ReplicasChangedEventArgs> ReplicasChanged;
+        public event EventHandler<ReplicasChangedEventArgs> ReplicasChanged
+        {
+            add { Attach(ref _onReplicasChanged, value); }
+            remove { lock (_eventsGate) _onReplicasChanged -= value; }
+        }
+        private EventHandler<ReplicasChangedEventArgs> _onReplicasChanged;
         /// <summary>A sentinel was learned.</summary>
-        public event EventHandler<SentinelsChangedEventArgs> SentinelsChanged;
+        public event EventHandler<SentinelsChangedEventArgs> SentinelsChanged
+        {
+            add { Attach(ref _onSentinelsChanged, value); }
+            remove { lock (_eventsGate) _onSentinelsChanged -= value; }
+        }
+        private EventHandler<SentinelsChangedEventArgs> _onSentinelsChanged;
         /// <summary>A sentinel stopped answering.</summary>
-        public event EventHandler<SentinelStateEventArgs> SentinelDown;
+        public event EventHandler<SentinelStateEventArgs> SentinelDown
+        {
+            add { Attach(ref _onSentinelDown, value); }
+            remove { lock (_eventsGate) _onSentinelDown -= value; }
+        }
+        private EventHandler<SentinelStateEventArgs> _onSentinelDown;
         /// <summary>A sentinel answered again.</summary>
-        public event EventHandler<SentinelStateEventArgs> SentinelUp;
+        public event EventHandler<SentinelStateEventArgs> SentinelUp
+        {
+            add { Attach(ref _onSentinelUp, value); }
+            remove { lock (_eventsGate) _onSentinelUp -= value; }
+        }
+        private EventHandler<SentinelStateEventArgs> _onSentinelUp;
         /// <summary>The connection to the primary broke.</summary>
-        public event EventHandler<ConnectionEventArgs> ConnectionLost;
+        public event EventHandler<ConnectionEventArgs> ConnectionLost
+        {
+            add { Attach(ref _onConnectionLost, value); }
+            remove { lock (_eventsGate) _onConnectionLost -= value; }
+        }
+        private EventHandler<ConnectionEventArgs> _onConnectionLost;
         /// <summary>A connection to the primary works again.</summary>
-        public event EventHandler<ConnectionEventArgs> ConnectionRestored;
+        public event EventHandler<ConnectionEventArgs> ConnectionRestored
+        {
+            add { Attach(ref _onConnectionRestored, value); }
+            remove { lock (_eventsGate) _onConnectionRestored -= value; }
+        }
+        private EventHandler<ConnectionEventArgs> _onConnectionRestored;
         /// <summary>A discovery round found no usable primary; the last one is kept, discovery retries.</summary>
-        public event EventHandler<DiscoveryFailedEventArgs> DiscoveryFailed;
+        public event EventHandler<DiscoveryFailedEventArgs> DiscoveryFailed
+        {
+            add { Attach(ref _onDiscoveryFailed, value); }
+            remove { lock (_eventsGate) _onDiscoveryFailed -= value; }
+        }
+        private EventHandler<DiscoveryFailedEventArgs> _onDiscoveryFailed;
         /// <summary>The failover leader started promoting a replica: writes wait until
         /// <see cref="PrimaryChanged"/>, or resume if the failover aborts.</summary>
-        public event EventHandler<FailoverStartedEventArgs> FailoverStarted;
+        public event EventHandler<FailoverStartedEventArgs> FailoverStarted
+        {
+            add { Attach(ref _onFailoverStarted, value); }
+            remove { lock (_eventsGate) _onFailoverStarted -= value; }
+        }
+        private EventHandler<FailoverStartedEventArgs> _onFailoverStarted;
         /// <summary>A sentinel entered or left TILT.</summary>
-        public event EventHandler<SentinelTiltEventArgs> SentinelTilt;
+        public event EventHandler<SentinelTiltEventArgs> SentinelTilt
+        {
+            add { Attach(ref _onSentinelTilt, value); }
+            remove { lock (_eventsGate) _onSentinelTilt -= value; }
+        }
+        private EventHandler<SentinelTiltEventArgs> _onSentinelTilt;
         /// <summary>A reachable sentinel does not monitor the service.</summary>
-        public event EventHandler<SentinelServiceUnknownEventArgs> SentinelServiceUnknown;
+        public event EventHandler<SentinelServiceUnknownEventArgs> SentinelServiceUnknown
+        {
+            add { Attach(ref _onSentinelServiceUnknown, value); }
+            remove { lock (_eventsGate) _onSentinelServiceUnknown -= value; }
+        }
+        private EventHandler<SentinelServiceUnknownEventArgs> _onSentinelServiceUnknown;
 
         /// <summary>
         /// Every event, of every kind (after the kind's own event). Handlers of all events run on
-        /// the dedicated <c>sr-dotnet-events</c> thread, one at a time, in order; keep them short
+        /// the dedicated <c>sr-dotnet-host</c> thread, one at a time, in order; keep them short
         /// (start a task for longer work). An exception thrown by a handler does not stop other
         /// handlers or later events: it is raised as <see cref="EventHandlerError"/> and reported
         /// through <see cref="Log"/> (or <see cref="Trace"/> when no hook is set).
         /// </summary>
-        public event EventHandler<TopologyEventArgs> TopologyEvent;
+        public event EventHandler<TopologyEventArgs> TopologyEvent
+        {
+            add { Attach(ref _onTopologyEvent, value); }
+            remove { lock (_eventsGate) _onTopologyEvent -= value; }
+        }
+        private EventHandler<TopologyEventArgs> _onTopologyEvent;
 
         /// <summary>
         /// An event handler of this client threw: the exception and the event it was handling. Runs
-        /// on the <c>sr-dotnet-events</c> thread right after the failed handler; an exception thrown
+        /// on the <c>sr-dotnet-host</c> thread right after the failed handler; an exception thrown
         /// here is only logged.
         /// </summary>
         public event EventHandler<EventHandlerErrorEventArgs> EventHandlerError;
@@ -373,7 +418,7 @@ namespace SentinelRecovery
         /// The logging hook of the wrapper: called with a level and a message (never a password)
         /// for what it cannot report otherwise, such as an exception thrown by an event handler or
         /// an event that could not be read. Called on the thread where it happens (for handler
-        /// exceptions, <c>sr-dotnet-events</c>); keep it short and don't throw (an exception thrown
+        /// exceptions, <c>sr-dotnet-host</c>); keep it short and don't throw (an exception thrown
         /// by the hook is dropped). When null (the default) messages go to <see cref="Trace"/>
         /// (<c>TraceError</c> / <c>TraceWarning</c> / <c>TraceInformation</c>), so a
         /// <see cref="TraceListener"/> sees them.
@@ -405,38 +450,58 @@ namespace SentinelRecovery
             }
         }
 
+        private readonly object _eventsGate = new object();
+        private int _eventsOn;
+
+        /// <summary>Adds <paramref name="handler"/> to an event; the first handler of any event
+        /// starts the client's events, so the first one raised reflects the state at that moment.</summary>
+        private void Attach<T>(ref T field, T handler) where T : class
+        {
+            lock (_eventsGate) field = (T)(object)Delegate.Combine((Delegate)(object)field, (Delegate)(object)handler);
+            if (handler == null || Interlocked.Exchange(ref _eventsOn, 1) != 0) return;
+            try
+            {
+                var mailbox = _handle.Mailbox;
+                // Refused only once closed: there are no events to start then.
+                if (mailbox != null) Native.sr_client_set_event_mailbox(_handle, mailbox.Pointer);
+            }
+            catch (ObjectDisposedException)
+            {
+            }
+        }
+
         private bool HasSubscribers
         {
             get
             {
-                return TopologyEvent != null || PrimaryChanged != null || ReplicasChanged != null || SentinelsChanged != null ||
-                    SentinelDown != null || SentinelUp != null || ConnectionLost != null || ConnectionRestored != null ||
-                    DiscoveryFailed != null || FailoverStarted != null || SentinelTilt != null ||
-                    SentinelServiceUnknown != null || SubscriptionLost != null || SubscriptionRestored != null;
+                return _onTopologyEvent != null || _onPrimaryChanged != null || _onReplicasChanged != null || _onSentinelsChanged != null ||
+                    _onSentinelDown != null || _onSentinelUp != null || _onConnectionLost != null || _onConnectionRestored != null ||
+                    _onDiscoveryFailed != null || _onFailoverStarted != null || _onSentinelTilt != null ||
+                    _onSentinelServiceUnknown != null || _onSubscriptionLost != null || _onSubscriptionRestored != null;
             }
         }
 
-        /// <summary>On the dispatcher thread.</summary>
+        /// <summary>On the host thread.</summary>
         internal void Raise(TopologyEventArgs a)
         {
             if (Volatile.Read(ref _disposed) != 0) return;
             switch (a.Kind)
             {
-                case EventKind.PrimaryChanged: Invoke(PrimaryChanged, a); break;
-                case EventKind.ReplicasChanged: Invoke(ReplicasChanged, a); break;
-                case EventKind.SentinelsChanged: Invoke(SentinelsChanged, a); break;
-                case EventKind.SentinelDown: Invoke(SentinelDown, a); break;
-                case EventKind.SentinelUp: Invoke(SentinelUp, a); break;
-                case EventKind.ConnectionLost: Invoke(ConnectionLost, a); break;
-                case EventKind.ConnectionRestored: Invoke(ConnectionRestored, a); break;
-                case EventKind.DiscoveryFailed: Invoke(DiscoveryFailed, a); break;
-                case EventKind.FailoverStarted: Invoke(FailoverStarted, a); break;
-                case EventKind.SentinelTilt: Invoke(SentinelTilt, a); break;
-                case EventKind.SentinelServiceUnknown: Invoke(SentinelServiceUnknown, a); break;
-                case EventKind.SubscriptionLost: Invoke(SubscriptionLost, a); break;
-                case EventKind.SubscriptionRestored: Invoke(SubscriptionRestored, a); break;
+                case EventKind.PrimaryChanged: Invoke(_onPrimaryChanged, a); break;
+                case EventKind.ReplicasChanged: Invoke(_onReplicasChanged, a); break;
+                case EventKind.SentinelsChanged: Invoke(_onSentinelsChanged, a); break;
+                case EventKind.SentinelDown: Invoke(_onSentinelDown, a); break;
+                case EventKind.SentinelUp: Invoke(_onSentinelUp, a); break;
+                case EventKind.ConnectionLost: Invoke(_onConnectionLost, a); break;
+                case EventKind.ConnectionRestored: Invoke(_onConnectionRestored, a); break;
+                case EventKind.DiscoveryFailed: Invoke(_onDiscoveryFailed, a); break;
+                case EventKind.FailoverStarted: Invoke(_onFailoverStarted, a); break;
+                case EventKind.SentinelTilt: Invoke(_onSentinelTilt, a); break;
+                case EventKind.SentinelServiceUnknown: Invoke(_onSentinelServiceUnknown, a); break;
+                case EventKind.SubscriptionLost: Invoke(_onSubscriptionLost, a); break;
+                case EventKind.SubscriptionRestored: Invoke(_onSubscriptionRestored, a); break;
             }
-            Invoke(TopologyEvent, a);
+            Invoke(_onTopologyEvent, a);
         }
 
         private void Invoke(Delegate handlers, TopologyEventArgs a)
@@ -456,7 +521,7 @@ namespace SentinelRecovery
             }
         }
 
-        /// <summary>On the dispatcher thread: reports a handler's exception, then carries on.</summary>
+        /// <summary>On the host thread: reports a handler's exception, then carries on.</summary>
         private void HandlerFailed(Exception e, TopologyEventArgs a)
         {
             Report(TraceLevel.Error, "SentinelRecovery: a " + a.KindName + " event handler threw " + e.GetType().FullName + ": " + e.Message);
@@ -487,24 +552,17 @@ namespace SentinelRecovery
         {
             if (Interlocked.Exchange(ref _disposed, 1) != 0) return;
             _handle.Close_();
+            // The barrier: no handler of this client runs once this returned.
+            var mailbox = _handle.Mailbox;
+            if (mailbox != null) mailbox.Close();
             _handle.Dispose();
         }
 
-        // ---- callbacks from core threads: copy, hand off, return; never throw ----
-
-        private static void OnEvent(IntPtr userData, IntPtr evt)
+        /// <summary>On the host thread: raises one event of this client (from its mailbox).</summary>
+        internal void Deliver(IntPtr evt)
         {
-            try
-            {
-                var client = GCHandle.FromIntPtr(userData).Target as SentinelClient;
-                if (client == null || !client.HasSubscribers || Volatile.Read(ref client._disposed) != 0) return;
-                IntPtr copy = Native.sr_event_clone(evt);
-                if (copy != IntPtr.Zero) EventDispatcher.Enqueue(client, copy);
-            }
-            catch
-            {
-                // Nothing may unwind into native code.
-            }
+            if (!HasSubscribers || Volatile.Read(ref _disposed) != 0) return;
+            Raise(EventConversion.Convert(evt));
         }
 
         // ---- helpers ----

@@ -36,10 +36,20 @@ namespace SentinelRecovery
 
         /// <summary>A pub/sub subscription of the client lost its node: messages are missed until
         /// <see cref="SubscriptionRestored"/> (Redis pub/sub is at-most-once).</summary>
-        public event EventHandler<SubscriptionEventArgs> SubscriptionLost;
+        public event EventHandler<SubscriptionEventArgs> SubscriptionLost
+        {
+            add { Attach(ref _onSubscriptionLost, value); }
+            remove { lock (_eventsGate) _onSubscriptionLost -= value; }
+        }
+        private EventHandler<SubscriptionEventArgs> _onSubscriptionLost;
         /// <summary>A pub/sub subscription is back, every channel and pattern subscribed again on
         /// the node the client uses now; <see cref="SubscriptionEventArgs.GapMs"/> says how long it was lost.</summary>
-        public event EventHandler<SubscriptionEventArgs> SubscriptionRestored;
+        public event EventHandler<SubscriptionEventArgs> SubscriptionRestored
+        {
+            add { Attach(ref _onSubscriptionRestored, value); }
+            remove { lock (_eventsGate) _onSubscriptionRestored -= value; }
+        }
+        private EventHandler<SubscriptionEventArgs> _onSubscriptionRestored;
 
         /// <summary>Subscribes to <paramref name="channels"/>: <c>await client.SubscribeAsync("news")</c>
         /// (see <see cref="SubscribeAsync(IEnumerable{string}, IEnumerable{string}, int)"/>).</summary>

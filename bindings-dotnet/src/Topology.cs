@@ -130,25 +130,31 @@ namespace SentinelRecovery
         }
 
         /// <summary>Copies and frees an owned native topology.</summary>
-        internal static unsafe Topology Take(IntPtr p)
+        internal static Topology Take(IntPtr p)
         {
             try
             {
-                var t = (Native.sr_topology_t*)p;
-                return new Topology
-                {
-                    Service = Native.Utf8(t->service),
-                    Primary = NodeAddress.From(t->primary),
-                    Replicas = NodeAddress.List(t->replicas, t->replicas_len),
-                    Sentinels = SentinelInfo.List(t->sentinels, t->sentinels_len),
-                    Epoch = t->epoch,
-                    Healthy = t->healthy != 0,
-                };
+                return Copy(p);
             }
             finally
             {
                 Native.sr_topology_free(p);
             }
+        }
+
+        /// <summary>Copies a native topology (owned or lent).</summary>
+        internal static unsafe Topology Copy(IntPtr p)
+        {
+            var t = (Native.sr_topology_t*)p;
+            return new Topology
+            {
+                Service = Native.Utf8(t->service),
+                Primary = NodeAddress.From(t->primary),
+                Replicas = NodeAddress.List(t->replicas, t->replicas_len),
+                Sentinels = SentinelInfo.List(t->sentinels, t->sentinels_len),
+                Epoch = t->epoch,
+                Healthy = t->healthy != 0,
+            };
         }
     }
 }

@@ -134,8 +134,41 @@ namespace SentinelRecovery.Tests
                     Assert.That(ev.Error, Is.InstanceOf<ServiceUnknownException>());
                     Assert.That(ev.Json, Is.StringContaining("\"discovery_failed\""));
                     Assert.That((DateTimeOffset.UtcNow - ev.At).TotalMinutes, Is.LessThan(5));
-                    Assert.That(threads.Take(), Is.EqualTo("sr-dotnet-events"));
+                    Assert.That(threads.Take(), Is.EqualTo("sr-dotnet-host"));
                 }
+            }
+        }
+
+        [Test]
+        public async Task EveryCommandThroughTheMailboxCompletesOnceWithItsOwnReply()
+        {
+            var key = "dotnet:mailbox:" + Guid.NewGuid().ToString("N");
+            using (var c = await SentinelClient.ConnectAsync(_topo.Url))
+            {
+                var tasks = Enumerable.Range(0, 2000).Select(_ => c.ExecuteAsync("INCR", key)).ToList();
+                var pipeline = c.PipelineAsync(new[] { new object[] { "GET", key }, new object[] { "PING" } });
+                var values = (await Task.WhenAll(tasks)).Select(r => r.AsInt64()).OrderBy(v => v).ToList();
+                Assert.That(values, Is.EqualTo(Enumerable.Range(1, 2000).Select(i => (long)i).ToList()));
+                var results = await pipeline;
+                Assert.That(results.Length, Is.EqualTo(2));
+                Assert.That(results[1].Reply.AsString(), Is.EqualTo("PONG"));
+            }
+        }
+
+        [Test]
+        public async Task EventsStartWithTheCurrentPrimary()
+        {
+            using (var c = await SentinelClient.ConnectAsync(_topo.Url))
+            {
+                // attached after the first discovery: the first event still says which primary is current
+                var changed = new BlockingCollection<PrimaryChangedEventArgs>();
+                var threads = new BlockingCollection<string>();
+                c.PrimaryChanged += (s, e) => { changed.Add(e); threads.Add(Thread.CurrentThread.Name); };
+                PrimaryChangedEventArgs ev;
+                Assert.That(changed.TryTake(out ev, 10000), Is.True, "no primary_changed event");
+                Assert.That(ev.OldPrimary, Is.Null);
+                Assert.That(ev.NewPrimary.Port, Is.EqualTo(_topo.PrimaryPort));
+                Assert.That(threads.Take(), Is.EqualTo("sr-dotnet-host"));
             }
         }
 

@@ -78,7 +78,7 @@ namespace SentinelRecovery.Tests
                 Wait.Until(() => changed.TryTake(out ev) && ev.NewPrimary.Port == np, 10000, "a primary_changed event to the new primary");
                 Assert.That(ev.OldPrimary, Is.Not.Null);
                 Assert.That(all.Any(e => e.Kind == EventKind.PrimaryChanged), Is.True, "TopologyEvent saw primary_changed");
-                Assert.That(threads.Keys, Is.EqualTo(new[] { "sr-dotnet-events" }), "handlers ran off the dispatcher thread");
+                Assert.That(threads.Keys, Is.EqualTo(new[] { "sr-dotnet-host" }), "handlers ran off the dispatcher thread");
 
                 long final = (await c.ExecuteAsync("GET", key)).AsInt64();
                 Console.WriteLine("issued {0} acked {1} failed {2} final {3}", issued, acked, failed, final);

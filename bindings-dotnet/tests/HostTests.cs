@@ -33,6 +33,30 @@ namespace SentinelRecovery.Tests
         }
 
         [Test]
+        public void DisposeOnAnotherThreadWaitsForTheRunningHandlerAndNoneRunsAfter()
+        {
+            var options = new Dictionary<string, string> {
+                { "sentinel_timeout_ms", "200" }, { "retry_base_ms", "20" }, { "retry_max_ms", "50" } };
+            var c = SentinelClient.Open("redis+sentinel://127.0.0.1:1/mymaster", options);
+            var entered = new ManualResetEventSlim();
+            int finished = 0, afterDispose = 0, disposed = 0;
+            c.DiscoveryFailed += (s, e) =>
+            {
+                if (Volatile.Read(ref disposed) != 0) Interlocked.Increment(ref afterDispose);
+                Assert.That(Thread.CurrentThread.Name, Is.EqualTo("sr-dotnet-host"));
+                entered.Set();
+                Thread.Sleep(300);
+                Interlocked.Exchange(ref finished, 1);
+            };
+            Assert.That(entered.Wait(20000), Is.True, "no discovery_failed event");
+            c.Dispose(); // this thread, while the handler sleeps on the host thread
+            Volatile.Write(ref disposed, 1);
+            Assert.That(finished, Is.EqualTo(1), "Dispose returned while a handler was running");
+            Thread.Sleep(300);
+            Assert.That(afterDispose, Is.EqualTo(0));
+        }
+
+        [Test]
         public void AnEventHandlerMayDisposeItsOwnClientAndNoHandlerRunsAfter()
         {
             // A refusing sentinel with fast retries: a steady stream of discovery_failed events.

@@ -153,6 +153,23 @@
 // Errors.
 #define SR_LOG_ERROR 40
 
+// A delivery that completes a call started with a `*_into` function (sr_client_execute_into(),
+// sr_client_pipeline_into(), sr_client_wait_ready_into()): `op_id` is the caller's,
+// `reply`/`results`/`topology` or `error` its outcome.
+#define SR_DELIVERY_COMPLETION 1
+
+// A delivery carrying a topology event (`event`) of a client whose events go to the mailbox
+// (sr_client_set_event_mailbox()).
+#define SR_DELIVERY_EVENT 2
+
+// A delivery carrying a core log record (`level`, `target`, `message`), for a process whose log
+// records go to the mailbox (sr_set_log_mailbox()).
+#define SR_DELIVERY_LOG 4
+
+// A delivery saying that `dropped` events or log records were dropped at this place because the
+// mailbox held its `bound` of them (completions are never dropped).
+#define SR_DELIVERY_DROPPED 5
+
 // sr_subscription_change(): add channels (`SUBSCRIBE`).
 #define SR_SUBSCRIBE 1
 
@@ -227,6 +244,32 @@ typedef struct sr_client_t sr_client_t;
 // it with sr_error_free(). Borrowed when passed to a callback: valid only during that call (use
 // sr_error_clone() to keep it). Messages never contain passwords.
 typedef struct sr_error_t sr_error_t;
+
+// A host mailbox: an ordered, bounded queue that clients' completions and events go to, for the
+// host to take on a thread of its own with sr_mailbox_drain().
+//
+// - Order: items are delivered in the order the mailbox took them (the completions of one
+//   connection's commands in their reply order, events in their order).
+// - Wake-up: the mailbox calls its sr_wake_cb only when it goes from idle (empty, no drain
+//   pending) to non-empty: a burst of items costs one wake-up, and an item arriving while a
+//   drain runs costs none (that drain delivers it). Answer each wake-up with one
+//   sr_mailbox_drain() on your thread.
+// - Overflow: completions are never dropped (their number is bounded by the calls in flight);
+//   beyond `bound` queued events and log records, new ones are dropped and an
+//   SR_DELIVERY_DROPPED delivery takes their place.
+// - Exactly once: every call accepted by a `*_into` function gets exactly one
+//   SR_DELIVERY_COMPLETION, from sr_mailbox_drain() or from sr_mailbox_close(), provided its
+//   client is closed (sr_client_close(), which waits until every completion of that client has
+//   reached the mailbox) before the mailbox is. A completion that reaches a mailbox already
+//   closed is discarded.
+// - Close barrier: once sr_mailbox_close() has returned, no delivery callback runs for this
+//   mailbox and its wake-up is never called again.
+//
+// Opaque, shared: sr_mailbox_new() gives the caller one reference, released by
+// sr_mailbox_free(); a client whose completions or events go to the mailbox keeps the memory
+// alive as long as it needs it, so the order of freeing does not matter. All functions taking a
+// mailbox are thread-safe.
+typedef struct sr_mailbox_t sr_mailbox_t;
 
 // A started call that can be cancelled with sr_operation_cancel().
 //
@@ -349,19 +392,6 @@ typedef struct sr_topology_t {
   bool healthy;
 } sr_topology_t;
 
-// Completion of sr_client_execute(): exactly one call per accepted command, on a core thread
-// (`sr-worker-N`), also when the client is closed meanwhile (then with SR_ERR_CLOSED).
-//
-// Either `reply` is non-NULL and `error` NULL (success; the reply may be SR_REPLY_NIL), or
-// `reply` is NULL and `error` non-NULL. Both are borrowed for the duration of the call only:
-// copy what you need (or sr_reply_clone() / sr_error_clone()) and return quickly. The callback
-// must not block, must not call sr_client_execute_blocking() or sr_client_wait_ready() (they
-// fail there with SR_ERR_CONFIG), and must not unwind (no C++ exception may leave it).
-// It may call sr_client_execute(), sr_client_close() and sr_client_free().
-typedef void (*sr_reply_cb)(void *user_data,
-                            const struct sr_reply_t *reply,
-                            const struct sr_error_t *error);
-
 // Options of one call, all optional: pass NULL for the defaults, or a zeroed struct with the
 // fields you need set. Borrowed for the duration of the call only.
 typedef struct sr_call_options_t {
@@ -374,6 +404,19 @@ typedef struct sr_call_options_t {
   // NULL when the call is not accepted). Free it with sr_operation_free().
   struct sr_operation_t **operation;
 } sr_call_options_t;
+
+// Completion of sr_client_execute(): exactly one call per accepted command, on a core thread
+// (`sr-worker-N`), also when the client is closed meanwhile (then with SR_ERR_CLOSED).
+//
+// Either `reply` is non-NULL and `error` NULL (success; the reply may be SR_REPLY_NIL), or
+// `reply` is NULL and `error` non-NULL. Both are borrowed for the duration of the call only:
+// copy what you need (or sr_reply_clone() / sr_error_clone()) and return quickly. The callback
+// must not block, must not call sr_client_execute_blocking() or sr_client_wait_ready() (they
+// fail there with SR_ERR_CONFIG), and must not unwind (no C++ exception may leave it).
+// It may call sr_client_execute(), sr_client_close() and sr_client_free().
+typedef void (*sr_reply_cb)(void *user_data,
+                            const struct sr_reply_t *reply,
+                            const struct sr_error_t *error);
 
 // One command of a pipeline or transaction: arguments as for sr_client_execute() (`argv_len`
 // may be NULL when every argument is a NUL-terminated string).
@@ -436,7 +479,9 @@ typedef struct sr_event_t {
 } sr_event_t;
 
 // Event callback, installed with sr_client_set_event_callback(): called for each topology event
-// of the client, in order, on a core thread (one call at a time).
+// of the client, in order, on a core thread (one call at a time). The first call reflects the
+// current state: when a primary is known it is a primary_changed from none to it, so an early
+// change is never missed.
 //
 // `event` and everything it points to are borrowed for the duration of the call only: copy what
 // you need (or sr_event_clone()) and return quickly; do not block and do not unwind. It may call
@@ -478,6 +523,56 @@ typedef void (*sr_doctor_cb)(void *user_data,
 // never containing a password. Both strings are borrowed for the call only. Copy or queue the
 // record and return: do not block, do not unwind, and do not call into this library from it.
 typedef void (*sr_log_cb)(void *user_data, int level, const char *target, const char *message);
+
+// Wake-up of a mailbox, given to sr_mailbox_new(): called when the mailbox goes from idle to
+// non-empty, on the thread that queued the item (usually a core thread), with the mailbox's
+// lock held. It must only signal your draining thread (post a semaphore, write an eventfd or a
+// pipe, signal a condition variable) and return: it must not block, must not unwind, and must
+// not call any sr_mailbox_* function (sr_mailbox_drain() there would deadlock).
+typedef void (*sr_wake_cb)(void *user_data);
+
+// One item taken from a mailbox, passed to an sr_delivery_cb.
+//
+// Everything it points to is borrowed for the duration of the callback only: copy what you need
+// or take an owned copy (sr_reply_clone(), sr_error_clone(), sr_event_clone()). Fields that do
+// not apply to `kind` are NULL or 0. Kinds not known to your code (later versions may add some)
+// should be ignored.
+typedef struct sr_delivery_t {
+  // SR_DELIVERY_COMPLETION, SR_DELIVERY_EVENT, SR_DELIVERY_LOG or SR_DELIVERY_DROPPED.
+  int kind;
+  // SR_DELIVERY_COMPLETION: the `op_id` given to the `*_into` call it completes.
+  uint64_t op_id;
+  // SR_DELIVERY_COMPLETION of sr_client_execute_into() that succeeded: the reply.
+  const struct sr_reply_t *reply;
+  // SR_DELIVERY_COMPLETION of sr_client_pipeline_into() that succeeded: one result per
+  // command.
+  const struct sr_results_t *results;
+  // SR_DELIVERY_COMPLETION of sr_client_wait_ready_into() that succeeded: the topology with
+  // the verified primary.
+  const struct sr_topology_t *topology;
+  // SR_DELIVERY_COMPLETION that failed as a whole: why (SR_ERR_CLOSED when handed back by
+  // sr_mailbox_close()). Exactly one of `reply`, `results`, `topology` and `error` is
+  // non-NULL.
+  const struct sr_error_t *error;
+  // SR_DELIVERY_EVENT: the event.
+  const struct sr_event_t *event;
+  // SR_DELIVERY_DROPPED: how many events or log records were dropped at this place.
+  uint64_t dropped;
+  // SR_DELIVERY_LOG: the record's level (`SR_LOG_*`).
+  int level;
+  // SR_DELIVERY_LOG: the emitting module (`sentinel_recovery::monitor::actor`, ...).
+  const char *target;
+  // SR_DELIVERY_LOG: the text, never containing a password.
+  const char *message;
+} sr_delivery_t;
+
+// Receives deliveries from sr_mailbox_drain() (on the draining thread, one at a time, in order)
+// and from sr_mailbox_close() (the completions it hands back, on the closing thread).
+// `delivery` is borrowed for the call only (see sr_delivery_t). It may start calls into any
+// mailbox and close any client or mailbox (closing this mailbox stops the drain after the
+// current delivery); it must not unwind. The sr_*_blocking functions are allowed, since it runs
+// on your thread, but block that drain meanwhile.
+typedef void (*sr_delivery_cb)(void *user_data, const struct sr_delivery_t *delivery);
 
 // One message, borrowed for the duration of the message callback only (copy what you need).
 // The byte strings are not NUL-terminated.
@@ -577,6 +672,20 @@ int sr_client_open(const char *url,
 int sr_client_wait_ready(struct sr_client_t *client,
                          struct sr_topology_t **topology,
                          struct sr_error_t **error);
+
+// sr_client_wait_ready() that returns at once: its completion goes to `mailbox` as `op_id`'s
+// SR_DELIVERY_COMPLETION, with `topology` (borrowed for the delivery) when the first discovery
+// round found a verified primary, otherwise `error` saying which case happened. `options` (NULL
+// for none) may ask for a cancel handle; its `timeout_ms` is not used (the wait lasts up to the
+// client's `command_timeout_ms`). Returns as sr_client_execute_into().
+//
+// # Safety
+// `client` is NULL or a handle not yet freed; `options` is NULL or valid; `mailbox` is NULL or
+// a mailbox not yet freed.
+int sr_client_wait_ready_into(struct sr_client_t *client,
+                              const struct sr_call_options_t *options,
+                              const struct sr_mailbox_t *mailbox,
+                              uint64_t op_id);
 
 // Sends one command and returns at once; `callback` gets its result later, on a core thread
 // (see sr_reply_cb), with `user_data` passed back untouched.
@@ -687,6 +796,39 @@ int sr_client_pipeline_blocking(struct sr_client_t *client,
                                 struct sr_results_t **results,
                                 struct sr_error_t **error);
 
+// sr_client_execute_with() whose completion goes to `mailbox` instead of a callback: it queues
+// there as an SR_DELIVERY_COMPLETION carrying `op_id` (any value you choose, e.g. an index into
+// a table of your pending calls) and the reply or error, for your thread to take with
+// sr_mailbox_drain(). Nothing of yours runs on a core thread.
+//
+// Returns SR_OK when the command was accepted: exactly one completion with `op_id` then reaches
+// the mailbox (see sr_mailbox_t for the rule when the mailbox is closed first). Any other code
+// means it was not accepted and no completion comes: SR_ERR_INVALID_ARGUMENT (NULL client,
+// mailbox or argv, argc 0), SR_ERR_CLOSED (client or mailbox closed).
+//
+// # Safety
+// As sr_client_execute_with(); `mailbox` is NULL or a mailbox not yet freed.
+int sr_client_execute_into(struct sr_client_t *client,
+                           size_t argc,
+                           const char *const *argv,
+                           const size_t *argv_len,
+                           const struct sr_call_options_t *options,
+                           const struct sr_mailbox_t *mailbox,
+                           uint64_t op_id);
+
+// sr_client_pipeline() whose completion goes to `mailbox` as `op_id`'s SR_DELIVERY_COMPLETION
+// (`results`, or `error` when it failed as a whole), as sr_client_execute_into(). Returns as
+// sr_client_execute_into().
+//
+// # Safety
+// As sr_client_pipeline(); `mailbox` is NULL or a mailbox not yet freed.
+int sr_client_pipeline_into(struct sr_client_t *client,
+                            const struct sr_command_t *commands,
+                            size_t n,
+                            const struct sr_call_options_t *options,
+                            const struct sr_mailbox_t *mailbox,
+                            uint64_t op_id);
+
 // The current topology snapshot, without waiting on network work. On SR_OK `*topology`
 // receives an owned snapshot (free with sr_topology_free()); otherwise it is NULL and the error
 // is SR_ERR_INVALID_ARGUMENT or SR_ERR_CLOSED.
@@ -709,6 +851,20 @@ int sr_client_topology(struct sr_client_t *client,
 // `client` is NULL or a handle not yet freed; `user_data` stays valid until the callback is
 // replaced or removed, or the client closed.
 int sr_client_set_event_callback(struct sr_client_t *client, sr_event_cb callback, void *user_data);
+
+// Sends the client's topology events to `mailbox` (SR_DELIVERY_EVENT deliveries, in order),
+// replacing any event callback or earlier mailbox, or stops them when `mailbox` is NULL. The
+// first event reflects the current state: when a primary is known it is a primary_changed from
+// none to it, so an early change is never missed. When this returns, the earlier callback is
+// not running and will never be called again; events already queued in an earlier mailbox stay
+// there.
+//
+// Returns SR_OK, SR_ERR_INVALID_ARGUMENT (NULL client, or called from inside the client's event
+// callback with a mailbox), SR_ERR_CLOSED (client or mailbox closed).
+//
+// # Safety
+// `client` is NULL or a handle not yet freed; `mailbox` is NULL or a mailbox not yet freed.
+int sr_client_set_event_mailbox(struct sr_client_t *client, const struct sr_mailbox_t *mailbox);
 
 // Closes the client: stops its event callback, fails its waiting commands with SR_ERR_CLOSED
 // and releases its connections (and, for the last client of a service, the shared sentinel
@@ -835,6 +991,71 @@ const char *sr_error_code_name(int code);
 // `user_data` stays valid until the callback is replaced or removed; the callback may be
 // called from any thread.
 int sr_set_log_callback(sr_log_cb callback, void *user_data, int min_level);
+
+// sr_set_log_callback() whose records queue in `mailbox` as SR_DELIVERY_LOG deliveries, in
+// order, for your thread to take with sr_mailbox_drain(), replacing any earlier callback or
+// mailbox; NULL `mailbox` removes it. Records beyond the mailbox's bound are dropped and counted
+// (an SR_DELIVERY_DROPPED delivery in their place), so a stalled host never grows memory.
+//
+// Returns SR_OK, SR_ERR_CLOSED (the mailbox is closed), or SR_ERR_INVALID_ARGUMENT when the
+// process already has another `tracing` subscriber.
+//
+// # Safety
+// `mailbox` is NULL or a mailbox not yet freed.
+int sr_set_log_mailbox(const struct sr_mailbox_t *mailbox, int min_level);
+
+// Creates a mailbox holding at most `bound` events and log records (0 is taken as 1;
+// completions are not counted), calling `wake(wake_user_data)` when it goes from idle to non-empty (see
+// sr_wake_cb). On SR_OK `*mailbox` receives a new mailbox (free it with sr_mailbox_free());
+// otherwise it is set to NULL and the code is SR_ERR_INVALID_ARGUMENT (NULL `wake` or
+// `mailbox`).
+//
+// # Safety
+// `mailbox` is NULL or writable; `wake_user_data` stays valid until sr_mailbox_close() (or
+// sr_mailbox_free()) has returned.
+int sr_mailbox_new(size_t bound,
+                   sr_wake_cb wake,
+                   void *wake_user_data,
+                   struct sr_mailbox_t **mailbox);
+
+// Delivers everything queued, in order, to `deliver(user_data, delivery)` on the calling
+// thread, including what arrives while it runs, then returns; `*delivered` (if not NULL)
+// receives how many deliveries it made. Call it once per wake-up, on your own thread (not in
+// the wake-up, not in a library callback). Drains of one mailbox on different threads deliver
+// one at a time; a drain called from inside a delivery of the same mailbox delivers nothing.
+//
+// Returns SR_OK (also when nothing was queued), SR_ERR_CLOSED once the mailbox is closed
+// (nothing delivered), SR_ERR_INVALID_ARGUMENT for a NULL mailbox or `deliver`.
+//
+// # Safety
+// `mailbox` is NULL or a mailbox not yet freed; `delivered` is NULL or writable.
+int sr_mailbox_drain(const struct sr_mailbox_t *mailbox,
+                     sr_delivery_cb deliver,
+                     void *user_data,
+                     size_t *delivered);
+
+// Closes the mailbox: when this returns, no delivery runs for it any more (a drain on another
+// thread finishes the delivery it is making first; this waits for it) and its wake-up is never
+// called again. Completions still queued are handed back, each once, in order, to
+// `deliver(user_data, delivery)` on the calling thread before this returns, as
+// SR_DELIVERY_COMPLETION with an SR_ERR_CLOSED error (pass NULL `deliver` to discard them);
+// queued events are discarded. Later `*_into` calls naming the mailbox give SR_ERR_CLOSED.
+// Called from inside one of its own deliveries it returns at once and that drain stops after
+// the current delivery.
+//
+// Returns SR_OK, SR_ERR_CLOSED when it was already closed, SR_ERR_INVALID_ARGUMENT for NULL.
+//
+// # Safety
+// `mailbox` is NULL or a mailbox not yet freed.
+int sr_mailbox_close(const struct sr_mailbox_t *mailbox, sr_delivery_cb deliver, void *user_data);
+
+// Closes the mailbox if it is still open (as sr_mailbox_close() with a NULL `deliver`:
+// completions still queued are discarded) and releases the caller's reference; the pointer
+// must not be used afterwards. NULL is ignored.
+//
+// # Safety
+// `mailbox` is NULL or a mailbox from sr_mailbox_new(), not yet freed.
+void sr_mailbox_free(struct sr_mailbox_t *mailbox);
 
 // Cancels the call if it is still running: its callback is then called (once, on a core
 // thread) with SR_ERR_CLOSED and a message saying the caller cancelled it. A command already

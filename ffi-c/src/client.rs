@@ -17,6 +17,9 @@ use crate::ffi::{
     blocking, clone_arc, free_arc, guard, report, start, to_arc_mut_ptr, Castable, ErrorObject,
     SharedArc, UserData, SR_OK,
 };
+use crate::mailbox::{
+    acquire_mailbox, events_into, ready_into, reply_into, results_into, sr_mailbox_t,
+};
 use crate::operation::{call_options, deadline, give_operation, sr_call_options_t};
 use crate::reply::{into_owned_reply, reply_to, sr_reply_cb, sr_reply_t};
 use crate::results::{deliver_results, into_owned_results, sr_results_cb, sr_results_t};
@@ -54,7 +57,9 @@ static C_API: ApiNames = ApiNames {
 };
 
 /// Event callback, installed with sr_client_set_event_callback(): called for each topology event
-/// of the client, in order, on a core thread (one call at a time).
+/// of the client, in order, on a core thread (one call at a time). The first call reflects the
+/// current state: when a primary is known it is a primary_changed from none to it, so an early
+/// change is never missed.
 ///
 /// `event` and everything it points to are borrowed for the duration of the call only: copy what
 /// you need (or sr_event_clone()) and return quickly; do not block and do not unwind. It may call
@@ -173,6 +178,35 @@ pub unsafe extern "C" fn sr_client_wait_ready(
             *out = topology_to_c(&t);
         }
         Ok(())
+    })
+}
+
+/// sr_client_wait_ready() that returns at once: its completion goes to `mailbox` as `op_id`'s
+/// SR_DELIVERY_COMPLETION, with `topology` (borrowed for the delivery) when the first discovery
+/// round found a verified primary, otherwise `error` saying which case happened. `options` (NULL
+/// for none) may ask for a cancel handle; its `timeout_ms` is not used (the wait lasts up to the
+/// client's `command_timeout_ms`). Returns as sr_client_execute_into().
+///
+/// # Safety
+/// `client` is NULL or a handle not yet freed; `options` is NULL or valid; `mailbox` is NULL or
+/// a mailbox not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_client_wait_ready_into(
+    client: *mut sr_client_t,
+    options: *const sr_call_options_t,
+    mailbox: *const sr_mailbox_t,
+    op_id: u64,
+) -> c_int {
+    start(|| {
+        let (_, operation_out) = call_options(options);
+        let h = acquire(client)?;
+        let m = acquire_mailbox(mailbox)?;
+        m.refuse_if_closed()?;
+        let operation = h
+            .handle
+            .accept(|handle| handle.ready(ready_into(&m, op_id)))?;
+        give_operation(operation_out, operation);
+        Ok::<(), sr_error_t>(())
     })
 }
 
@@ -366,6 +400,71 @@ pub unsafe extern "C" fn sr_client_pipeline_blocking(
     })
 }
 
+/// sr_client_execute_with() whose completion goes to `mailbox` instead of a callback: it queues
+/// there as an SR_DELIVERY_COMPLETION carrying `op_id` (any value you choose, e.g. an index into
+/// a table of your pending calls) and the reply or error, for your thread to take with
+/// sr_mailbox_drain(). Nothing of yours runs on a core thread.
+///
+/// Returns SR_OK when the command was accepted: exactly one completion with `op_id` then reaches
+/// the mailbox (see sr_mailbox_t for the rule when the mailbox is closed first). Any other code
+/// means it was not accepted and no completion comes: SR_ERR_INVALID_ARGUMENT (NULL client,
+/// mailbox or argv, argc 0), SR_ERR_CLOSED (client or mailbox closed).
+///
+/// # Safety
+/// As sr_client_execute_with(); `mailbox` is NULL or a mailbox not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_client_execute_into(
+    client: *mut sr_client_t,
+    argc: usize,
+    argv: *const *const c_char,
+    argv_len: *const usize,
+    options: *const sr_call_options_t,
+    mailbox: *const sr_mailbox_t,
+    op_id: u64,
+) -> c_int {
+    start(|| {
+        let (timeout, operation_out) = call_options(options);
+        let h = acquire(client)?;
+        let m = acquire_mailbox(mailbox)?;
+        let args = arguments(argc, argv, argv_len)?;
+        m.refuse_if_closed()?;
+        let operation = h
+            .handle
+            .accept(|handle| handle.execute(&args, timeout, reply_into(&m, op_id)))?;
+        give_operation(operation_out, operation);
+        Ok::<(), sr_error_t>(())
+    })
+}
+
+/// sr_client_pipeline() whose completion goes to `mailbox` as `op_id`'s SR_DELIVERY_COMPLETION
+/// (`results`, or `error` when it failed as a whole), as sr_client_execute_into(). Returns as
+/// sr_client_execute_into().
+///
+/// # Safety
+/// As sr_client_pipeline(); `mailbox` is NULL or a mailbox not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_client_pipeline_into(
+    client: *mut sr_client_t,
+    commands: *const sr_command_t,
+    n: usize,
+    options: *const sr_call_options_t,
+    mailbox: *const sr_mailbox_t,
+    op_id: u64,
+) -> c_int {
+    start(|| {
+        let (timeout, operation_out) = call_options(options);
+        let h = acquire(client)?;
+        let m = acquire_mailbox(mailbox)?;
+        let cmds = command_list(commands, n)?;
+        m.refuse_if_closed()?;
+        let operation = h
+            .handle
+            .accept(|handle| handle.pipeline(&cmds, timeout, results_into(&m, op_id)))?;
+        give_operation(operation_out, operation);
+        Ok::<(), sr_error_t>(())
+    })
+}
+
 /// The current topology snapshot, without waiting on network work. On SR_OK `*topology`
 /// receives an owned snapshot (free with sr_topology_free()); otherwise it is NULL and the error
 /// is SR_ERR_INVALID_ARGUMENT or SR_ERR_CLOSED.
@@ -429,7 +528,54 @@ pub unsafe extern "C" fn sr_client_set_event_callback(
             if let Some(old) = installed.take() {
                 old.remove();
             }
-            *installed = Some(handle.subscribe_events(Box::new(forward))?);
+            *installed = Some(handle.subscribe_events_from_start(Box::new(forward))?);
+            Ok(())
+        })?
+    })
+}
+
+/// Sends the client's topology events to `mailbox` (SR_DELIVERY_EVENT deliveries, in order),
+/// replacing any event callback or earlier mailbox, or stops them when `mailbox` is NULL. The
+/// first event reflects the current state: when a primary is known it is a primary_changed from
+/// none to it, so an early change is never missed. When this returns, the earlier callback is
+/// not running and will never be called again; events already queued in an earlier mailbox stay
+/// there.
+///
+/// Returns SR_OK, SR_ERR_INVALID_ARGUMENT (NULL client, or called from inside the client's event
+/// callback with a mailbox), SR_ERR_CLOSED (client or mailbox closed).
+///
+/// # Safety
+/// `client` is NULL or a handle not yet freed; `mailbox` is NULL or a mailbox not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_client_set_event_mailbox(
+    client: *mut sr_client_t,
+    mailbox: *const sr_mailbox_t,
+) -> c_int {
+    start(|| {
+        let h = acquire(client)?;
+        let m = if mailbox.is_null() {
+            None
+        } else {
+            Some(acquire_mailbox(mailbox)?)
+        };
+        h.handle.accept(|handle| {
+            let Some(m) = m else {
+                if let Some(old) = lock(&h.events).take() {
+                    old.remove();
+                }
+                return Ok(());
+            };
+            if handle.in_callback() {
+                return Err(sr_error_t::invalid(
+                    "an event callback can't install an event mailbox",
+                ));
+            }
+            m.refuse_if_closed()?;
+            let mut installed = lock(&h.events);
+            if let Some(old) = installed.take() {
+                old.remove();
+            }
+            *installed = Some(handle.subscribe_events_from_start(Box::new(events_into(&m)))?);
             Ok(())
         })?
     })

@@ -28,6 +28,7 @@ mod doctor;
 mod error;
 mod ffi;
 mod log;
+mod mailbox;
 mod operation;
 mod pubsub;
 mod reply;

@@ -6,8 +6,9 @@ use std::sync::Arc;
 use sr::host::log;
 
 use crate::codes::SR_ERR_INVALID_ARGUMENT;
-use crate::error::c_string;
-use crate::ffi::{guard, UserData, SR_OK};
+use crate::error::{c_string, sr_error_t};
+use crate::ffi::{guard, start, UserData, SR_OK};
+use crate::mailbox::{acquire_mailbox, logs_into, sr_mailbox_t};
 
 /// Most detailed records.
 pub const SR_LOG_TRACE: c_int = 5;
@@ -75,6 +76,39 @@ pub unsafe extern "C" fn sr_set_log_callback(
             SR_OK
         } else {
             SR_ERR_INVALID_ARGUMENT
+        }
+    })
+}
+
+/// sr_set_log_callback() whose records queue in `mailbox` as SR_DELIVERY_LOG deliveries, in
+/// order, for your thread to take with sr_mailbox_drain(), replacing any earlier callback or
+/// mailbox; NULL `mailbox` removes it. Records beyond the mailbox's bound are dropped and counted
+/// (an SR_DELIVERY_DROPPED delivery in their place), so a stalled host never grows memory.
+///
+/// Returns SR_OK, SR_ERR_CLOSED (the mailbox is closed), or SR_ERR_INVALID_ARGUMENT when the
+/// process already has another `tracing` subscriber.
+///
+/// # Safety
+/// `mailbox` is NULL or a mailbox not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_set_log_mailbox(
+    mailbox: *const sr_mailbox_t,
+    min_level: c_int,
+) -> c_int {
+    start(|| {
+        let sink: Option<log::LogSink> = if mailbox.is_null() {
+            None
+        } else {
+            let m = acquire_mailbox(mailbox)?;
+            m.refuse_if_closed()?;
+            Some(Arc::new(logs_into(&m)))
+        };
+        if log::set_log_sink(sink, min_level) {
+            Ok(())
+        } else {
+            Err(sr_error_t::invalid(
+                "the process already has another tracing subscriber",
+            ))
         }
     })
 }

@@ -58,6 +58,11 @@ impl Results {
     }
 }
 
+/// The results of a pipeline or EXEC, as the library keeps them until the host takes them.
+pub(crate) fn results_of(items: Vec<sr::Result<Value>>) -> Results {
+    Results::new(items)
+}
+
 /// Results handed to the host, owned by it (freed with sr_results_free()).
 pub(crate) fn into_owned_results(items: Vec<sr::Result<Value>>) -> *mut sr_results_t {
     to_boxed_mut_ptr::<sr_results_t>(Results::new(items))

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 # Each is ffi-c/tests/NAME.c, run as `NAME /path/to/sr-topology`, printing "N passed, N failed" last.
-C_TESTS=(test_ffi test_deadlines test_deadline_cases test_pubsub test_apps test_doctor)
+C_TESTS=(test_ffi test_deadlines test_deadline_cases test_pubsub test_apps test_doctor test_mailbox)
 
 ffi=$(cd "$(dirname "$0")/.." && pwd)
 root=$(cd "$ffi/.." && pwd)

@@ -1,0 +1,495 @@
+/* The host mailbox through the C ABI against a real Redis + Sentinel topology (sr-topology):
+ * completions and events queue in an sr_mailbox_t and are drained on threads of this test's
+ * own; a burst costs one wake-up, order is kept, every accepted call completes exactly once
+ * (drained, or handed back as closed by sr_mailbox_close()), close is a barrier, and events
+ * start with the current primary.
+ *
+ * Usage: test_mailbox /path/to/sr-topology
+ * Prints one line per test and a closing "N passed, N failed"; exits non-zero on any failure. */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sentinel_recovery.h"
+#include "topology.h"
+
+#define N 200
+
+static topo_t topo;
+static int failures_in_test;
+
+#define CHECK(cond)                                                                       \
+    do {                                                                                  \
+        if (!(cond)) {                                                                    \
+            fprintf(stderr, "    %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            failures_in_test++;                                                           \
+            return;                                                                       \
+        }                                                                                 \
+    } while (0)
+
+#define CHECK_RC(rc, want)                                                                   \
+    do {                                                                                     \
+        int rc_ = (rc);                                                                      \
+        if (rc_ != (want)) {                                                                 \
+            fprintf(stderr, "    %s:%d: %s gave %d (%s), want %d\n", __FILE__, __LINE__, #rc, \
+                    rc_, sr_error_code_name(rc_), want);                                     \
+            failures_in_test++;                                                              \
+            return;                                                                          \
+        }                                                                                    \
+    } while (0)
+
+static long now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+/* What a mailbox's wake-up and deliveries saw. */
+typedef struct {
+    sem_t woken;        /* posted by the wake-up */
+    atomic_int wakes;   /* wake-ups so far */
+    atomic_int stop;    /* tells the drainer thread to end */
+    int drains;         /* drains that delivered at least one item (drainer thread only) */
+    int count[N + 8];   /* completions seen per op id, drained or handed back */
+    long order[N + 8];  /* op ids in delivery order */
+    int64_t value[N + 8]; /* INCR reply per op id */
+    int delivered;      /* completions delivered by drains */
+    int handed_back;    /* completions handed back by close, each with SR_ERR_CLOSED */
+    int bad;            /* a delivery not as expected */
+    int results_len;    /* the pipeline's results */
+    int ready_port;     /* primary port of the wait-ready completion's topology */
+    int events;
+    int logs;           /* log records with a target and a message */
+    int first_event_kind;
+    int first_event_port; /* new primary's port of the first event; -1 none */
+    int first_event_had_old;
+    sr_mailbox_t *mb;
+    /* close barrier: the first delivery waits on `release` after posting `entered` */
+    int hold_first;
+    sem_t entered, release;
+    atomic_int closed_returned;
+    atomic_int delivered_after_close;
+} box_t;
+
+static void on_wake(void *user_data) {
+    box_t *b = user_data;
+    atomic_fetch_add(&b->wakes, 1);
+    sem_post(&b->woken);
+}
+
+static void on_delivery(void *user_data, const sr_delivery_t *d) {
+    box_t *b = user_data;
+    if (atomic_load(&b->closed_returned)) atomic_fetch_add(&b->delivered_after_close, 1);
+    if (d->kind == SR_DELIVERY_COMPLETION) {
+        if (d->op_id >= N + 8) {
+            b->bad++;
+            return;
+        }
+        b->order[b->delivered] = (long)d->op_id;
+        __atomic_store_n(&b->delivered, b->delivered + 1, __ATOMIC_SEQ_CST);
+        b->count[d->op_id]++;
+        if (d->reply) {
+            int64_t v = 0;
+            if (sr_reply_integer(d->reply, &v) == SR_OK) b->value[d->op_id] = v;
+        } else if (d->results) {
+            b->results_len = (int)sr_results_len(d->results);
+        } else if (d->topology) {
+            b->ready_port = d->topology->primary ? d->topology->primary->port : -1;
+        } else if (!d->error) {
+            b->bad++;
+        }
+        if (b->hold_first && b->delivered == 1) {
+            sem_post(&b->entered);
+            sem_wait(&b->release);
+        }
+    } else if (d->kind == SR_DELIVERY_EVENT) {
+        if (b->events++ == 0) {
+            b->first_event_kind = d->event->kind;
+            b->first_event_had_old = d->event->old_primary != NULL;
+            b->first_event_port = d->event->address ? d->event->address->port : -1;
+        }
+    } else if (d->kind == SR_DELIVERY_LOG) {
+        if (d->target && d->message && d->level >= SR_LOG_TRACE && strstr(d->message, "hunter2") == NULL)
+            b->logs++;
+        else
+            b->bad++;
+    } else if (d->kind != SR_DELIVERY_DROPPED) {
+        b->bad++;
+    }
+}
+
+static void on_handed_back(void *user_data, const sr_delivery_t *d) {
+    box_t *b = user_data;
+    if (d->kind != SR_DELIVERY_COMPLETION || !d->error || d->reply || d->results ||
+        sr_error_get_code(d->error) != SR_ERR_CLOSED || d->op_id >= N + 8) {
+        b->bad++;
+        return;
+    }
+    b->count[d->op_id]++;
+    b->handed_back++;
+}
+
+static void box_init(box_t *b) {
+    memset(b, 0, sizeof *b);
+    sem_init(&b->woken, 0, 0);
+    sem_init(&b->entered, 0, 0);
+    sem_init(&b->release, 0, 0);
+    b->first_event_port = -1;
+}
+
+static void box_destroy(box_t *b) {
+    sem_destroy(&b->woken);
+    sem_destroy(&b->entered);
+    sem_destroy(&b->release);
+}
+
+/* The test's own draining thread: one drain per wake-up, until told to stop. */
+static void *drainer(void *arg) {
+    box_t *b = arg;
+    for (;;) {
+        sem_wait(&b->woken);
+        if (atomic_load(&b->stop)) return NULL;
+        size_t n = 0;
+        int rc = sr_mailbox_drain(b->mb, on_delivery, b, &n);
+        if (rc == SR_OK && n > 0) b->drains++;
+        if (rc != SR_OK && rc != SR_ERR_CLOSED) b->bad++;
+    }
+}
+
+/* Waits (up to 30 s) until the drainer delivered `want` completions. */
+static void wait_delivered(box_t *b, int want) {
+    long start = now_ms();
+    while (__atomic_load_n(&b->delivered, __ATOMIC_SEQ_CST) < want && now_ms() - start < 30000) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void stop_drainer(box_t *b, pthread_t t) {
+    atomic_store(&b->stop, 1);
+    sem_post(&b->woken);
+    pthread_join(t, NULL);
+}
+
+static sr_client_t *open_client(void) {
+    sr_client_t *c = NULL;
+    sr_error_t *err = NULL;
+    sr_option_t opts[] = {{"command_timeout_ms", "10000"}};
+    int rc = sr_client_open(topo.url, opts, 1, &c, &err);
+    if (rc != SR_OK) {
+        fprintf(stderr, "    open failed: %d %s\n", rc, sr_error_get_message(err));
+        sr_error_free(err);
+        return NULL;
+    }
+    return c;
+}
+
+static int incr_into(sr_client_t *c, const char *key, sr_mailbox_t *mb, uint64_t op_id) {
+    const char *argv[] = {"INCR", key};
+    return sr_client_execute_into(c, 2, argv, NULL, NULL, mb, op_id);
+}
+
+/* INCR, waited for on this thread: the new value, or -1. */
+static int64_t incr_blocking(sr_client_t *c, const char *key) {
+    const char *argv[] = {"INCR", key};
+    sr_reply_t *r = NULL;
+    int64_t v = -1;
+    if (sr_client_execute_blocking(c, 2, argv, NULL, &r, NULL) == SR_OK) sr_reply_integer(r, &v);
+    sr_reply_free(r);
+    return v;
+}
+
+static int del(sr_client_t *c, const char *key) {
+    const char *argv[] = {"DEL", key};
+    sr_reply_t *r = NULL;
+    int rc = sr_client_execute_blocking(c, 2, argv, NULL, &r, NULL);
+    sr_reply_free(r);
+    return rc;
+}
+
+static void test_null_arguments(void) {
+    sr_mailbox_t *mb = (sr_mailbox_t *)1;
+    box_t b;
+    box_init(&b);
+    CHECK_RC(sr_mailbox_new(4, NULL, NULL, &mb), SR_ERR_INVALID_ARGUMENT);
+    CHECK(mb == NULL);
+    CHECK_RC(sr_mailbox_new(4, on_wake, &b, NULL), SR_ERR_INVALID_ARGUMENT);
+    size_t n = 7;
+    CHECK_RC(sr_mailbox_drain(NULL, on_delivery, &b, &n), SR_ERR_INVALID_ARGUMENT);
+    CHECK(n == 0);
+    CHECK_RC(sr_mailbox_close(NULL, NULL, NULL), SR_ERR_INVALID_ARGUMENT);
+    sr_mailbox_free(NULL);
+    const char *argv[] = {"PING"};
+    CHECK_RC(sr_client_execute_into(NULL, 1, argv, NULL, NULL, NULL, 1), SR_ERR_INVALID_ARGUMENT);
+    CHECK_RC(sr_client_set_event_mailbox(NULL, NULL), SR_ERR_INVALID_ARGUMENT);
+    /* an empty mailbox drains nothing and never woke */
+    CHECK_RC(sr_mailbox_new(4, on_wake, &b, &mb), SR_OK);
+    CHECK_RC(sr_mailbox_drain(mb, NULL, NULL, NULL), SR_ERR_INVALID_ARGUMENT);
+    CHECK_RC(sr_mailbox_drain(mb, on_delivery, &b, &n), SR_OK);
+    CHECK(n == 0 && atomic_load(&b.wakes) == 0);
+    CHECK_RC(sr_mailbox_close(mb, on_handed_back, &b), SR_OK);
+    CHECK_RC(sr_mailbox_close(mb, on_handed_back, &b), SR_ERR_CLOSED);
+    CHECK_RC(sr_mailbox_drain(mb, on_delivery, &b, &n), SR_ERR_CLOSED);
+    sr_mailbox_free(mb);
+    box_destroy(&b);
+}
+
+/* N commands queued while nobody drains cost one wake-up; one drain on a thread of the test's
+ * own then delivers all of them, in the order the connection answered them. */
+static void test_a_burst_costs_one_wake_up(void) {
+    box_t b;
+    box_init(&b);
+    sr_client_t *c = open_client();
+    CHECK(c != NULL);
+    CHECK_RC(sr_client_wait_ready(c, NULL, NULL), SR_OK);
+    CHECK_RC(del(c, "mb:burst"), SR_OK);
+    CHECK_RC(sr_mailbox_new(16, on_wake, &b, &b.mb), SR_OK);
+    for (int i = 0; i < N; i++) CHECK_RC(incr_into(c, "mb:burst", b.mb, (uint64_t)i), SR_OK);
+    /* one more INCR, waited for: its reply follows the others' on the connection */
+    CHECK(incr_blocking(c, "mb:burst") == N + 1);
+    /* nothing is in flight: close fails nothing, and every completion is in the mailbox */
+    CHECK_RC(sr_client_close(c), SR_OK);
+    CHECK(atomic_load(&b.wakes) == 1);
+    pthread_t t;
+    pthread_create(&t, NULL, drainer, &b);
+    /* the drainer answers the one wake-up, still pending on its semaphore */
+    wait_delivered(&b, N);
+    stop_drainer(&b, t);
+    CHECK(b.bad == 0);
+    CHECK(b.delivered == N);
+    CHECK(b.drains == 1);
+    CHECK(atomic_load(&b.wakes) == 1);
+    for (int i = 0; i < N; i++) {
+        CHECK(b.order[i] == i);
+        CHECK(b.count[i] == 1);
+        CHECK(b.value[i] == i + 1);
+    }
+    printf("    %d completions, %d wake-up, %d drain\n", b.delivered, atomic_load(&b.wakes),
+           b.drains);
+    CHECK_RC(sr_mailbox_close(b.mb, on_handed_back, &b), SR_OK);
+    CHECK(b.handed_back == 0);
+    sr_mailbox_free(b.mb);
+    sr_client_free(c);
+    box_destroy(&b);
+}
+
+/* Completions drained as they come on the test's own thread: each arrives once, in order, and
+ * every wake-up is answered by a drain that delivers something (no spurious wake-ups). */
+static void test_drained_as_they_come_on_a_thread_of_its_own(void) {
+    box_t b;
+    box_init(&b);
+    sr_client_t *c = open_client();
+    CHECK(c != NULL);
+    CHECK_RC(sr_client_wait_ready(c, NULL, NULL), SR_OK);
+    CHECK_RC(del(c, "mb:flow"), SR_OK);
+    CHECK_RC(sr_mailbox_new(16, on_wake, &b, &b.mb), SR_OK);
+    pthread_t t;
+    pthread_create(&t, NULL, drainer, &b);
+    for (int i = 0; i < N; i++) CHECK_RC(incr_into(c, "mb:flow", b.mb, (uint64_t)i), SR_OK);
+    /* a pipeline's completion queues with the others */
+    const char *set[] = {"SET", "mb:p", "1"}, *get[] = {"GET", "mb:p"}, *ping[] = {"PING"};
+    sr_command_t cmds[] = {{3, set, NULL}, {2, get, NULL}, {1, ping, NULL}};
+    CHECK_RC(sr_client_pipeline_into(c, cmds, 3, NULL, b.mb, N), SR_OK);
+    wait_delivered(&b, N + 1);
+    CHECK_RC(sr_client_close(c), SR_OK);
+    stop_drainer(&b, t);
+    CHECK(b.bad == 0);
+    CHECK(b.delivered == N + 1);
+    /* the INCRs in the order the connection answered them; the pipeline (a task of its own)
+       may land anywhere among them */
+    int next = 0;
+    for (int i = 0; i <= N; i++) {
+        if (b.order[i] == N) continue;
+        CHECK(b.order[i] == next);
+        next++;
+    }
+    CHECK(next == N);
+    for (int i = 0; i < N; i++) {
+        CHECK(b.count[i] == 1);
+        CHECK(b.value[i] == i + 1);
+    }
+    CHECK(b.count[N] == 1 && b.results_len == 3);
+    int wakes = atomic_load(&b.wakes);
+    CHECK(wakes == b.drains && wakes >= 1 && wakes <= N + 1);
+    printf("    %d completions, %d wake-ups, %d drains\n", b.delivered, wakes, b.drains);
+    CHECK_RC(sr_mailbox_close(b.mb, NULL, NULL), SR_OK);
+    sr_mailbox_free(b.mb);
+    sr_client_free(c);
+    box_destroy(&b);
+}
+
+static void *close_mailbox(void *arg) {
+    box_t *b = arg;
+    int rc = sr_mailbox_close(b->mb, on_handed_back, b);
+    atomic_store(&b->closed_returned, rc == SR_OK ? 1 : -1);
+    return NULL;
+}
+
+/* sr_mailbox_close() while a drain on another thread is inside its first delivery: close waits
+ * for that delivery, the drain stops after it, the rest are handed back as closed, each op id
+ * completes exactly once, and nothing runs after close returned. */
+static void test_close_is_a_barrier_and_completes_each_call_once(void) {
+    box_t b;
+    box_init(&b);
+    sr_client_t *c = open_client();
+    CHECK(c != NULL);
+    CHECK_RC(sr_client_wait_ready(c, NULL, NULL), SR_OK);
+    CHECK_RC(sr_mailbox_new(16, on_wake, &b, &b.mb), SR_OK);
+    b.hold_first = 1;
+    for (int i = 0; i < N; i++) CHECK_RC(incr_into(c, "mb:close", b.mb, (uint64_t)i), SR_OK);
+    CHECK_RC(sr_client_close(c), SR_OK);
+    pthread_t t, closer;
+    pthread_create(&t, NULL, drainer, &b);
+    sem_wait(&b.entered); /* the drainer is inside its first delivery */
+    pthread_create(&closer, NULL, close_mailbox, &b);
+    struct timespec ts = {0, 100 * 1000000};
+    nanosleep(&ts, NULL);
+    int returned_early = atomic_load(&b.closed_returned);
+    sem_post(&b.release);
+    pthread_join(closer, NULL);
+    int wakes_at_close = atomic_load(&b.wakes);
+    stop_drainer(&b, t);
+    CHECK(returned_early == 0);
+    CHECK(atomic_load(&b.closed_returned) == 1);
+    CHECK(b.bad == 0);
+    CHECK(b.delivered == 1);
+    CHECK(b.handed_back == N - 1);
+    for (int i = 0; i < N; i++) CHECK(b.count[i] == 1);
+    /* after close: nothing accepted, nothing delivered, no wake-up */
+    size_t n = 9;
+    CHECK_RC(sr_mailbox_drain(b.mb, on_delivery, &b, &n), SR_ERR_CLOSED);
+    CHECK(n == 0);
+    CHECK_RC(sr_mailbox_close(b.mb, on_handed_back, &b), SR_ERR_CLOSED);
+    sr_client_t *c2 = open_client();
+    CHECK(c2 != NULL);
+    CHECK_RC(incr_into(c2, "mb:close", b.mb, 1), SR_ERR_CLOSED);
+    CHECK_RC(sr_client_set_event_mailbox(c2, b.mb), SR_ERR_CLOSED);
+    CHECK(atomic_load(&b.wakes) == wakes_at_close);
+    CHECK(atomic_load(&b.delivered_after_close) == 0);
+    printf("    1 delivered, %d handed back as closed\n", b.handed_back);
+    sr_client_free(c2);
+    sr_mailbox_free(b.mb);
+    sr_client_free(c);
+    box_destroy(&b);
+}
+
+/* Waiting for the first discovery completes into the mailbox with the topology; events go to
+ * the mailbox, the first one saying which primary is current. */
+static void test_ready_then_events_starting_with_the_current_primary(void) {
+    box_t b;
+    box_init(&b);
+    sr_client_t *c = open_client();
+    CHECK(c != NULL);
+    CHECK_RC(sr_mailbox_new(16, on_wake, &b, &b.mb), SR_OK);
+    CHECK_RC(sr_client_wait_ready_into(c, NULL, b.mb, 7), SR_OK);
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    rt.tv_sec += 20;
+    CHECK(sem_timedwait(&b.woken, &rt) == 0);
+    CHECK_RC(sr_mailbox_drain(b.mb, on_delivery, &b, NULL), SR_OK);
+    CHECK(b.bad == 0 && b.delivered == 1 && b.order[0] == 7 && b.count[7] == 1);
+    CHECK(b.ready_port == topo.primary_port);
+    CHECK_RC(sr_client_set_event_mailbox(c, b.mb), SR_OK);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += 10;
+    CHECK(sem_timedwait(&b.woken, &ts) == 0);
+    CHECK_RC(sr_mailbox_drain(b.mb, on_delivery, &b, NULL), SR_OK);
+    CHECK(b.bad == 0 && b.events >= 1);
+    CHECK(b.first_event_kind == SR_EVENT_PRIMARY_CHANGED);
+    CHECK(!b.first_event_had_old);
+    CHECK(b.first_event_port == topo.primary_port);
+    CHECK_RC(sr_client_set_event_mailbox(c, NULL), SR_OK);
+    CHECK_RC(sr_client_close(c), SR_OK);
+    CHECK_RC(sr_mailbox_close(b.mb, NULL, NULL), SR_OK);
+    sr_mailbox_free(b.mb);
+    sr_client_free(c);
+    box_destroy(&b);
+}
+
+/* Core log records go to a mailbox, drained on the test's own thread. */
+static void test_log_records_go_to_a_mailbox(void) {
+    box_t b;
+    box_init(&b);
+    CHECK_RC(sr_mailbox_new(4096, on_wake, &b, &b.mb), SR_OK);
+    CHECK_RC(sr_set_log_mailbox(b.mb, SR_LOG_DEBUG), SR_OK);
+    pthread_t t;
+    pthread_create(&t, NULL, drainer, &b);
+    sr_client_t *c = open_client();
+    CHECK(c != NULL);
+    CHECK_RC(sr_client_wait_ready(c, NULL, NULL), SR_OK);
+    CHECK_RC(sr_client_close(c), SR_OK);
+    CHECK_RC(sr_set_log_mailbox(NULL, 0), SR_OK);
+    long start = now_ms();
+    while (__atomic_load_n(&b.logs, __ATOMIC_SEQ_CST) == 0 && now_ms() - start < 10000) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    CHECK_RC(sr_mailbox_close(b.mb, NULL, NULL), SR_OK);
+    stop_drainer(&b, t);
+    CHECK(b.bad == 0);
+    CHECK(b.logs > 0);
+    printf("    %d log records\n", b.logs);
+    CHECK_RC(sr_set_log_mailbox(b.mb, SR_LOG_DEBUG), SR_ERR_CLOSED);
+    sr_mailbox_free(b.mb);
+    sr_client_free(c);
+    box_destroy(&b);
+}
+
+typedef struct {
+    const char *name;
+    void (*fn)(void);
+} test_t;
+
+int main(int argc, char **argv) {
+    static const test_t offline[] = {
+        {"null_arguments", test_null_arguments},
+    };
+    static const test_t live[] = {
+        {"a_burst_costs_one_wake_up", test_a_burst_costs_one_wake_up},
+        {"drained_as_they_come_on_a_thread_of_its_own",
+         test_drained_as_they_come_on_a_thread_of_its_own},
+        {"close_is_a_barrier_and_completes_each_call_once",
+         test_close_is_a_barrier_and_completes_each_call_once},
+        {"ready_then_events_starting_with_the_current_primary",
+         test_ready_then_events_starting_with_the_current_primary},
+        {"log_records_go_to_a_mailbox", test_log_records_go_to_a_mailbox},
+    };
+    int passed = 0, failed = 0;
+    (void)topo_cmd; /* this suite needs no fault of the topology */
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc < 2) {
+        fprintf(stderr, "usage: %s /path/to/sr-topology\n", argv[0]);
+        return 2;
+    }
+    for (size_t i = 0; i < sizeof offline / sizeof *offline; i++) {
+        failures_in_test = 0;
+        offline[i].fn();
+        printf("%s %s\n", failures_in_test ? "FAIL" : "ok  ", offline[i].name);
+        failures_in_test ? failed++ : passed++;
+    }
+    if (topo_start(&topo, argv[1]) != 0) {
+        fprintf(stderr, "could not start the topology\n");
+        topo_stop(&topo);
+        return 1;
+    }
+    printf("topology up: %s\n", topo.url);
+    for (size_t i = 0; i < sizeof live / sizeof *live; i++) {
+        failures_in_test = 0;
+        long start = now_ms();
+        live[i].fn();
+        printf("%s %s (%ld ms)\n", failures_in_test ? "FAIL" : "ok  ", live[i].name,
+               now_ms() - start);
+        failures_in_test ? failed++ : passed++;
+    }
+    topo_stop(&topo);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
