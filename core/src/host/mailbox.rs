@@ -40,6 +40,9 @@ use crate::sync::Locked;
 thread_local! {
     /// The mailboxes (by address) whose drain this thread is delivering from, innermost last.
     static DRAINING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// The mailboxes (by address) whose wake-ups this thread holds back inside
+    /// [`Mailbox::drain_after`], each with whether one was held back, innermost last.
+    static HOLDING: RefCell<Vec<(usize, bool)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// What a drain hands to the host, in order.
@@ -137,8 +140,26 @@ impl<T> Inner<T> {
         s.queue.push_back(entry);
         if !s.scheduled {
             s.scheduled = true;
-            (self.wake)();
+            if !self.hold_wake_here() {
+                (self.wake)();
+            }
         }
+    }
+
+    /// Whether this thread holds back this mailbox's wake-ups (see [`Mailbox::drain_after`]);
+    /// if so, notes that one was held back, so that the holder drains.
+    fn hold_wake_here(&self) -> bool {
+        let me = self.id();
+        HOLDING.with(|h| {
+            let mut h = h.borrow_mut();
+            match h.iter_mut().rev().find(|(id, _)| *id == me) {
+                Some((_, held)) => {
+                    *held = true;
+                    true
+                }
+                None => false,
+            }
+        })
     }
 
     fn id(&self) -> usize {
@@ -259,6 +280,57 @@ impl<T> Mailbox<T> {
         }
         DRAINING.with(|d| d.borrow_mut().pop());
         delivered
+    }
+
+    /// Runs `f` on this thread, which drains right after it: a push that `f` makes on this thread
+    /// and that would wake the host does not (the wake-up would only make the host drain again
+    /// what is delivered here, as an empty batch). If such a wake-up was held back, everything
+    /// queued is then delivered to `deliver` as [`Mailbox::drain`] does; if not, nothing is (a
+    /// wake-up was already under way, or nothing was pushed). Pushes from other threads wake as
+    /// usual. If `f` panics, a held-back wake-up is made before the panic goes on, so nothing is
+    /// left waiting. Returns what `f` returned and how many deliveries were made.
+    pub fn drain_after<R>(
+        &self,
+        f: impl FnOnce() -> R,
+        deliver: impl FnMut(Delivery<T>),
+    ) -> (R, usize) {
+        /// Ends the hold, also when `f` unwinds; `held` says whether a wake-up was held back.
+        struct Hold<'a, T> {
+            inner: &'a Inner<T>,
+            held: bool,
+        }
+        impl<T> Hold<'_, T> {
+            fn end(&mut self) {
+                let me = self.inner.id();
+                HOLDING.with(|h| {
+                    let mut h = h.borrow_mut();
+                    if let Some(i) = h.iter().rposition(|(id, _)| *id == me) {
+                        self.held = h.remove(i).1;
+                    }
+                });
+            }
+        }
+        impl<T> Drop for Hold<'_, T> {
+            fn drop(&mut self) {
+                if !std::thread::panicking() {
+                    return;
+                }
+                self.end();
+                if self.held {
+                    let s = self.inner.state.locked();
+                    if !s.closed {
+                        (self.inner.wake)();
+                    }
+                }
+            }
+        }
+        let inner = &*self.inner;
+        HOLDING.with(|h| h.borrow_mut().push((inner.id(), false)));
+        let mut hold = Hold { inner, held: false };
+        let result = f();
+        hold.end();
+        let delivered = if hold.held { self.drain(deliver) } else { 0 };
+        (result, delivered)
     }
 
     /// Closes the mailbox (see the module documentation): when this returns nothing more is
@@ -579,6 +651,96 @@ mod tests {
         assert_eq!(completions, vec![EACH / 2; PRODUCERS as usize]);
         assert_eq!(others + dropped, u64::from(PRODUCERS * EACH / 2));
         assert_eq!(dropped, m.dropped());
+    }
+
+    #[test]
+    fn drain_after_delivers_its_own_pushes_without_a_wake_up() {
+        let (m, wakes) = counted(16);
+        let pusher = m.clone();
+        let mut got = Vec::new();
+        let (r, n) = m.drain_after(
+            || {
+                let _ = pusher.push(1);
+                pusher.completion().complete(2).unwrap();
+                "read"
+            },
+            |d| got.push(d),
+        );
+        assert_eq!((r, n), ("read", 2));
+        assert_eq!(got, vec![Delivery::Item(1), Delivery::Item(2)]);
+        assert_eq!(
+            wakes.load(Ordering::SeqCst),
+            0,
+            "the drain here needs no wake-up"
+        );
+        // Idle again: a push outside wakes.
+        let _ = m.push(3);
+        assert_eq!(wakes.load(Ordering::SeqCst), 1);
+        // A wake-up already under way delivers what `f` pushes: nothing is delivered here.
+        let (_, n) = m.drain_after(
+            || pusher.completion().complete(4).unwrap(),
+            |_| panic!("the scheduled wake-up delivers"),
+        );
+        assert_eq!(n, 0);
+        assert_eq!(wakes.load(Ordering::SeqCst), 1);
+        assert_eq!(drained(&m), vec![Delivery::Item(3), Delivery::Item(4)]);
+        // Nothing pushed: nothing delivered, no wake-up.
+        assert_eq!(m.drain_after(|| (), |_| panic!("nothing queued")), ((), 0));
+        assert_eq!(wakes.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn drain_after_holds_back_only_this_threads_pushes() {
+        let (m, wakes) = counted(16);
+        let other = m.clone();
+        let mut got = Vec::new();
+        m.drain_after(
+            || {
+                std::thread::spawn(move || {
+                    let _ = other.push(1);
+                })
+                .join()
+                .unwrap()
+            },
+            |d| got.push(d),
+        );
+        assert_eq!(
+            wakes.load(Ordering::SeqCst),
+            1,
+            "another thread's push wakes"
+        );
+        assert!(got.is_empty());
+        assert_eq!(drained(&m), vec![Delivery::Item(1)]);
+        // Another mailbox pushed to inside the hold wakes as usual.
+        let (n, n_wakes) = counted(16);
+        m.drain_after(
+            || {
+                let _ = n.push(5);
+            },
+            |_| {},
+        );
+        assert_eq!(n_wakes.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn drain_after_wakes_when_its_closure_panics() {
+        let (m, wakes) = counted(16);
+        let pusher = m.clone();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            m.drain_after(
+                || {
+                    let _ = pusher.push(1);
+                    panic!("the read failed");
+                },
+                |_| {},
+            )
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(wakes.load(Ordering::SeqCst), 1, "held back, then made");
+        assert_eq!(drained(&m), vec![Delivery::Item(1)]);
+        // The hold ended: the next push wakes.
+        let _ = m.push(2);
+        assert_eq!(wakes.load(Ordering::SeqCst), 2);
     }
 
     #[test]
