@@ -10,9 +10,11 @@
 //!   own order; items of different producers in the order the mailbox took them).
 //! - **Wake-up.** The wake-up function runs only when the mailbox goes from idle (empty, no drain
 //!   pending) to non-empty: a burst of pushes costs one wake-up, and a push while a drain is
-//!   under way costs none (that drain delivers it). It runs on the pushing thread with the
-//!   mailbox's lock held, so it must only signal (write an eventfd, notify a condition variable,
-//!   push onto another queue) and never call into this mailbox.
+//!   under way costs none (that drain delivers it). It runs on the pushing thread after the
+//!   mailbox's lock is released (a wake-up is often a system call, which would otherwise hold up
+//!   the drain and the other pushers), and `close` waits for wake-ups under way, so it must only
+//!   signal (write an eventfd, notify a condition variable, push onto another queue) and never
+//!   call into this mailbox.
 //! - **Overflow rule.** Completions are never dropped: each caller waits for exactly one, and
 //!   their number is already bounded by the operations in flight. Events, messages and log
 //!   records ([`Mailbox::push`]) are refused once `bound` of them are queued: the newest is
@@ -33,7 +35,8 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::sync::Locked;
 
@@ -77,6 +80,9 @@ struct Inner<T> {
     delivering: Mutex<()>,
     bound: usize,
     wake: Box<dyn Fn() + Send + Sync>,
+    /// Wake-ups decided under the lock on an open mailbox and not yet returned: `close` waits
+    /// for them, so none runs once it has returned.
+    waking: AtomicUsize,
 }
 
 /// A host mailbox (see the module documentation). Cheap to clone; clones share one queue.
@@ -126,24 +132,30 @@ impl<T> Completion<T> {
 impl<T> Inner<T> {
     /// Queues a completion and wakes the host if the mailbox was idle; hands it back when closed.
     fn enqueue(&self, entry: Entry<T>) -> Result<(), Entry<T>> {
-        let mut s = self.state.locked();
+        let s = self.state.locked();
         if s.closed {
             return Err(entry);
         }
-        self.enqueue_locked(&mut s, entry);
+        self.enqueue_locked(s, entry);
         Ok(())
     }
 
-    /// Queues `entry` on an open mailbox, waking the host if it was idle. The wake-up runs under
-    /// the lock: `close` can then never return between this decision and the call.
-    fn enqueue_locked(&self, s: &mut State<T>, entry: Entry<T>) {
+    /// Queues `entry` on the open mailbox `s` locks, then, unlocked, wakes the host if it was
+    /// idle. The wake-up is counted in `waking` before the lock is released: `close` then waits
+    /// for it, so none runs after `close` returned.
+    fn enqueue_locked(&self, mut s: MutexGuard<'_, State<T>>, entry: Entry<T>) {
         s.queue.push_back(entry);
-        if !s.scheduled {
-            s.scheduled = true;
-            if !self.hold_wake_here() {
-                (self.wake)();
-            }
+        if s.scheduled {
+            return;
         }
+        s.scheduled = true;
+        if self.hold_wake_here() {
+            return;
+        }
+        self.waking.fetch_add(1, Ordering::Relaxed);
+        drop(s);
+        (self.wake)();
+        self.waking.fetch_sub(1, Ordering::Release);
     }
 
     /// Whether this thread holds back this mailbox's wake-ups (see [`Mailbox::drain_after`]);
@@ -189,6 +201,7 @@ impl<T> Mailbox<T> {
                 delivering: Mutex::new(()),
                 bound: bound.max(1),
                 wake: Box::new(wake),
+                waking: AtomicUsize::new(0),
             }),
         }
     }
@@ -210,7 +223,7 @@ impl<T> Mailbox<T> {
             return Pushed::Dropped;
         }
         s.droppable += 1;
-        inner.enqueue_locked(&mut s, Entry::Other(item));
+        inner.enqueue_locked(s, Entry::Other(item));
         Pushed::Queued
     }
 
@@ -355,6 +368,11 @@ impl<T> Mailbox<T> {
                     .collect()
             }
         };
+        // No wake-up after this returns: wait for those decided before `closed` was set (each
+        // only signals, so this is short).
+        while inner.waking.load(Ordering::Acquire) != 0 {
+            std::thread::yield_now();
+        }
         // The barrier: wait for the item a drain on another thread is delivering.
         if !inner.draining_here() {
             drop(inner.delivering.locked());
