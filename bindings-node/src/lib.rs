@@ -136,18 +136,25 @@ impl Shared {
 
     /// Runs `f` with the start of operation `id`, whose completion `f` hands to the core through
     /// [`Start`]; if `f` panics before it did, `id` completes with `internal` (after that, the
-    /// core completes the `Done` it drops, with `internal` too): one completion either way.
+    /// core completes the `Done` it drops, with `internal` too): one completion either way. A
+    /// completion `f` left unused (a bug) completes with `internal` too, so no promise waits
+    /// forever.
     pub(crate) fn starting<R>(&self, id: u32, f: impl FnOnce(&Start) -> Option<R>) -> Option<R> {
         let start = Start {
             id,
             token: Cell::new(Some(self.mailbox.completion())),
         };
-        std::panic::catch_unwind(AssertUnwindSafe(|| f(&start))).unwrap_or_else(|panic| {
-            if let Some(token) = start.token.take() {
-                let _ = token.complete(Item::Completion(id, Err(SrError::internal(&*panic))));
-            }
-            None
-        })
+        let (result, error) = match std::panic::catch_unwind(AssertUnwindSafe(|| f(&start))) {
+            Ok(result) => (result, None),
+            Err(panic) => (None, Some(SrError::internal(&*panic))),
+        };
+        if let Some(token) = start.token.take() {
+            let error = error.unwrap_or_else(|| {
+                napi_failure("starting an operation", "its completion was left unused")
+            });
+            let _ = token.complete(Item::Completion(id, Err(error)));
+        }
+        result
     }
 }
 
@@ -160,8 +167,8 @@ pub(crate) struct Start {
 impl Start {
     /// The operation's completion token; taken once.
     fn token(&self) -> Completion<Item> {
-        // Taken at most once per operation by construction of the call sites; a second take is
-        // a bug, reported as `internal` by `starting`.
+        // Taken at most once per operation by the call sites; a second take is a bug that
+        // panics into `starting`, and the operation completes through the first.
         self.token
             .take()
             .expect("one completion per operation (a bug in the binding)")
