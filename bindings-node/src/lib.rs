@@ -359,7 +359,7 @@ impl NativeClient {
             .build_callback(move |ctx| {
                 // Before the drain: should it fail, the items stay queued for the next wake-up.
                 let make_error = make_error.borrow_back(&ctx.env)?.raw();
-                let mut items = Vec::new();
+                let mut items = batch_buffer();
                 if let Some(shared) = drains.get().and_then(Weak::upgrade) {
                     shared.mailbox.drain(|d| collect(&mut items, d));
                 }
@@ -892,8 +892,33 @@ impl ToNapiValue for Batch {
             ))?;
             check(sys::napi_set_element(env, array, base + 2, value))?;
         }
+        recycle(batch.items);
         Ok(array)
     }
+}
+
+thread_local! {
+    /// The JavaScript thread's batch buffer, emptied and kept between wake-ups: a batch's
+    /// buffer is often larger than the allocator's small sizes, and allocating it anew for each
+    /// batch on this thread made the allocator consolidate its small free chunks, which then
+    /// missed its per-thread cache (measured under callgrind at 64 commands in flight: about
+    /// 8 % more instructions per command).
+    static SPARE: std::cell::RefCell<Vec<Item>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty buffer for a batch, with the capacity of earlier ones.
+pub(crate) fn batch_buffer() -> Vec<Item> {
+    SPARE.with(|s| s.take())
+}
+
+/// Gives a converted batch's buffer back for the next one.
+fn recycle(mut items: Vec<Item>) {
+    items.clear();
+    SPARE.with(|s| {
+        if s.borrow().capacity() < items.capacity() {
+            *s.borrow_mut() = items;
+        }
+    });
 }
 
 /// The core's route for a connection that carries writes (`primary`) or reads.
