@@ -538,6 +538,9 @@ export declare const LOG_LEVELS: Readonly<Record<LogLevel, number>>
 
 /**
  * Sends the core's log records at `options.level` (default 'warn') or above to `logger`, on the
- * event loop, for every client of the process; `null` stops it.
+ * event loop, for every client of the process; `null` stops it. At most 10 000 records wait for
+ * the event loop: beyond that the newest are dropped and a 'warn' record with their count comes
+ * in their place. Events a client could not hand to its listeners in time (more than 65 536
+ * waiting) are reported the same way.
  */
 export declare function setLogger(logger: ((record: LogRecord) => void) | null, options?: { level?: LogLevel }): void

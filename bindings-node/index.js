@@ -354,7 +354,10 @@ let logger = null
  * for records at `options.level` ('trace', 'debug', 'info', 'warn' (default), 'error') or above;
  * `null` stops it. Process-wide, for every client. `target` is the emitting module (always under
  * `sentinel_recovery`); messages never contain a password. An exception thrown by `fn` is
- * reported as an uncaught exception; later records are still delivered.
+ * reported as an uncaught exception; later records are still delivered. At most 10 000 records
+ * wait for the event loop: beyond that the newest are dropped and a 'warn' record with their
+ * count comes in their place; events a client could not hand to its listeners in time (more
+ * than 65 536 waiting) are reported the same way.
  * @param {((record: {level: string, levelNumber: number, target: string, message: string}) => void) | null} fn
  * @param {{level?: 'trace'|'debug'|'info'|'warn'|'error'}} [options]
  */
@@ -732,7 +735,11 @@ class Client extends EventEmitter {
     this._release()
   }
 
-  /** Settles operation `id` (if still pending) with `value`: resolved if `ok`, else rejected. */
+  /**
+   * Settles operation `id` with `value`: resolved if `ok`, else rejected. The core completes each
+   * operation once; only one aborted here has settled already (its completion, `closed`, finds no
+   * pending entry).
+   */
   _complete(id, ok, value) {
     const p = this._pending.get(id)
     if (p === undefined) return

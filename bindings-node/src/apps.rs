@@ -9,14 +9,13 @@
 //! a client's completions.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use napi::bindgen_prelude::Function;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
-use sentinel_recovery::host::{log, ApiNames, HostTransaction};
+use sentinel_recovery::host::{log, ApiNames, Delivery, HostTransaction, Mailbox};
 use sentinel_recovery::{Error as SrError, Value};
 
 use crate::args::Args;
@@ -47,23 +46,19 @@ impl NativeClient {
         timeout_ms: Option<f64>,
         cancellable: bool,
     ) -> Option<NativeOperation> {
-        self.starting(id, || {
+        self.starting(id, |start| {
             let timeout = match deadline(timeout_ms) {
                 Ok(timeout) => timeout,
                 Err(e) => {
-                    self.shared.push(Item::Many(id, Err(e)));
+                    start.complete(Item::Many(id, Err(e)));
                     return None;
                 }
             };
             let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(Args::to_vecs).collect();
-            let shared = self.shared.clone();
+            let done = start.done_with(|id, result| Item::Many(id, result.map(Some)));
             // Busy from now on: a reply this thread watches for goes back to the core.
             crate::watch::stop(&self.deliverer);
-            let operation = self.handle.pipeline(
-                &commands,
-                timeout,
-                Box::new(move |result| shared.push(Item::Many(id, result.map(Some)))),
-            );
+            let operation = self.handle.pipeline(&commands, timeout, done);
             cancellable.then_some(NativeOperation { operation })
         })
     }
@@ -72,20 +67,21 @@ impl NativeClient {
     /// its primary (`host:port`).
     #[napi(catch_unwind)]
     pub fn begin_transaction(&self, id: u32, tx: u32) {
-        self.starting(id, || {
-            let shared = self.shared.clone();
+        self.starting(id, |start| {
             let table = self.transactions.clone();
-            self.handle.begin_transaction(Box::new(move |result| {
-                let result = result.map(|t| {
-                    let primary = Value::Simple(t.primary().to_string());
-                    table
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(tx, t);
-                    primary
-                });
-                shared.push(Item::Completion(id, result));
-            }));
+            self.handle.begin_transaction(start.done_with(
+                move |id, result: sentinel_recovery::Result<HostTransaction>| {
+                    let result = result.map(|t| {
+                        let primary = Value::Simple(t.primary().to_string());
+                        table
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .insert(tx, t);
+                        primary
+                    });
+                    Item::Completion(id, result)
+                },
+            ));
             Some(())
         });
     }
@@ -98,14 +94,14 @@ impl NativeClient {
         tx: u32,
         #[napi(ts_arg_type = "Array<string | Uint8Array>")] keys: Args,
     ) {
-        self.starting(id, || {
+        self.starting(id, |start| {
             let keys = keys.to_vecs();
             let table = self.transactions.lock().unwrap_or_else(|e| e.into_inner());
             match table.get(&tx) {
                 Some(t) => {
-                    t.watch(&keys, self.shared.done(id, |()| Value::Nil));
+                    t.watch(&keys, start.done(|()| Value::Nil));
                 }
-                None => self.shared.push(Item::Completion(id, Err(ended()))),
+                None => start.complete(Item::Completion(id, Err(ended()))),
             }
             Some(())
         });
@@ -119,14 +115,14 @@ impl NativeClient {
         tx: u32,
         #[napi(ts_arg_type = "Array<string | Uint8Array>")] args: Args,
     ) {
-        self.starting(id, || {
+        self.starting(id, |start| {
             let args = args.to_vecs();
             let table = self.transactions.lock().unwrap_or_else(|e| e.into_inner());
             match table.get(&tx) {
                 Some(t) => {
-                    t.execute(&args, self.shared.done(id, |v| v));
+                    t.execute(&args, start.done(|v| v));
                 }
-                None => self.shared.push(Item::Completion(id, Err(ended()))),
+                None => start.complete(Item::Completion(id, Err(ended()))),
             }
             Some(())
         });
@@ -141,7 +137,7 @@ impl NativeClient {
         tx: u32,
         #[napi(ts_arg_type = "Array<Array<string | Uint8Array>>")] commands: Vec<Args>,
     ) {
-        self.starting(id, || {
+        self.starting(id, |start| {
             let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(Args::to_vecs).collect();
             let taken = self
                 .transactions
@@ -150,16 +146,19 @@ impl NativeClient {
                 .remove(&tx);
             match taken {
                 Some(t) => {
-                    let shared = self.shared.clone();
                     t.exec(
                         &commands,
-                        Box::new(move |result| {
-                            let result = result.map(|r| r.map(|v| v.into_iter().map(Ok).collect()));
-                            shared.push(Item::Many(id, result));
-                        }),
+                        start.done_with(
+                            |id, result: sentinel_recovery::Result<Option<Vec<Value>>>| {
+                                Item::Many(
+                                    id,
+                                    result.map(|r| r.map(|v| v.into_iter().map(Ok).collect())),
+                                )
+                            },
+                        ),
                     );
                 }
-                None => self.shared.push(Item::Completion(id, Err(ended()))),
+                None => start.complete(Item::Completion(id, Err(ended()))),
             }
             Some(())
         });
@@ -190,77 +189,101 @@ pub struct LogRecord {
     pub message: String,
 }
 
-/// Records waiting for the JavaScript thread (bounded: beyond it they are counted and dropped).
-static RECORDS: Mutex<Vec<LogRecord>> = Mutex::new(Vec::new());
+/// Log records that may wait for the JavaScript thread: beyond it the newest are dropped,
+/// counted, and reported by a warning record in their place.
+const LOG_BOUND: usize = 10_000;
+
 /// The log wake function: called with no arguments when records wait for [`drain_logs`].
 type LogWakeFn = ThreadsafeFunction<(), (), (), Status, false, true>;
 
-/// The installed logger's wake function.
-static WAKE: Mutex<Option<LogWakeFn>> = Mutex::new(None);
-/// As a client's: set from the push that scheduled a wake-up until it is dispatched.
-static WAKE_PENDING: AtomicBool = AtomicBool::new(false);
-static DROPPED: AtomicU64 = AtomicU64::new(0);
-const MAX_PENDING_LOGS: usize = 10_000;
+/// The installed logger's mailbox (none without a logger). Each `set_logger` with a function
+/// makes a new one; removing the logger closes it, so its wake-up is never called again.
+static LOGS: Mutex<Option<Mailbox<LogRecord>>> = Mutex::new(None);
 
-/// The core's log sink: on the emitting thread, queue and wake (never blocks).
-fn push_log(level: i32, target: &str, message: &str) {
-    {
-        let mut records = RECORDS.lock().unwrap_or_else(|e| e.into_inner());
-        if records.len() >= MAX_PENDING_LOGS {
-            DROPPED.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        records.push(LogRecord {
-            level: level.max(0) as u32,
-            target: target.to_string(),
+/// The installed logger's mailbox, if any.
+fn logs() -> Option<Mailbox<LogRecord>> {
+    LOGS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+/// Reports `message` as a warning of the binding through the installed logger, if any (for
+/// what the binding itself drops, which the core's log does not know of).
+pub(crate) fn warn(message: &str) {
+    if let Some(mailbox) = logs() {
+        let _ = mailbox.push(LogRecord {
+            level: log::WARN as u32,
+            target: "sentinel_recovery".to_string(),
             message: message.to_string(),
         });
-    }
-    if !WAKE_PENDING.swap(true, Ordering::SeqCst) {
-        let wake = WAKE.lock().unwrap_or_else(|e| e.into_inner());
-        let called = wake
-            .as_ref()
-            .map(|w| w.call((), ThreadsafeFunctionCallMode::NonBlocking) == Status::Ok);
-        if called != Some(true) {
-            WAKE_PENDING.store(false, Ordering::SeqCst);
-        }
     }
 }
 
 /// Installs (with `wake`) or removes (without) the process-wide forwarding of core log records
-/// at `level` or above: `wake` is called when records wait for [`drain_logs`]. It does not keep
-/// the process alive. Returns false when the process already had another tracing subscriber.
+/// at `level` or above: `wake` is called when records wait for [`drain_logs`] (not again once the
+/// logger is removed). It does not keep the process alive. Returns false when the process
+/// already had another tracing subscriber.
 #[napi(catch_unwind)]
 pub fn set_logger(wake: Option<Function<(), ()>>, level: i32) -> napi::Result<bool> {
     let Some(wake) = wake else {
         let installed = log::set_log_sink(None, level);
-        *WAKE.lock().unwrap_or_else(|e| e.into_inner()) = None;
-        RECORDS.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        if let Some(old) = LOGS.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            old.close();
+        }
         return Ok(installed);
     };
     let wake: LogWakeFn = wake
         .build_threadsafe_function::<()>()
         .weak::<true>()
-        .build_callback(|_| {
-            WAKE_PENDING.store(false, Ordering::SeqCst);
-            Ok(())
-        })
+        .build_callback(|_| Ok(()))
         .map_err(|e| {
             let e = napi_failure("creating the log wake function", e);
             napi::Error::new(Status::GenericFailure, e.message().to_string())
         })?;
-    *WAKE.lock().unwrap_or_else(|e| e.into_inner()) = Some(wake);
+    let mailbox: Mailbox<LogRecord> = Mailbox::new(LOG_BOUND, move || {
+        // Only signals (the mailbox's rule for its wake-up).
+        let _ = wake.call((), ThreadsafeFunctionCallMode::NonBlocking);
+    });
+    let sink = mailbox.clone();
+    if let Some(old) = LOGS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .replace(mailbox)
+    {
+        old.close();
+    }
+    // The core's log sink: on the emitting thread, queue (never blocks; counted when full).
+    let push_log = move |level: i32, target: &str, message: &str| {
+        let _ = sink.push(LogRecord {
+            level: level.max(0) as u32,
+            target: target.to_string(),
+            message: message.to_string(),
+        });
+    };
     Ok(log::set_log_sink(Some(Arc::new(push_log)), level))
 }
 
-/// Takes every waiting log record.
+/// Takes every waiting log record, in order; records dropped because JavaScript did not take
+/// them fast enough are reported by a warning record in their place.
 #[napi(catch_unwind)]
 pub fn drain_logs() -> Vec<LogRecord> {
-    std::mem::take(&mut *RECORDS.lock().unwrap_or_else(|e| e.into_inner()))
+    let mut records = Vec::new();
+    if let Some(mailbox) = logs() {
+        mailbox.drain(|d| match d {
+            Delivery::Item(r) => records.push(r),
+            Delivery::Dropped(n) => records.push(LogRecord {
+                level: log::WARN as u32,
+                target: "sentinel_recovery".to_string(),
+                message: format!(
+                    "{n} log records from the core were dropped (JavaScript too slow to take them)"
+                ),
+            }),
+        });
+    }
+    records
 }
 
-/// Log records dropped because JavaScript did not drain them fast enough.
+/// Log records dropped because JavaScript did not drain them fast enough, since the logger was
+/// installed.
 #[napi(catch_unwind)]
 pub fn logs_dropped() -> f64 {
-    DROPPED.load(Ordering::Relaxed) as f64
+    logs().map_or(0, |m| m.dropped()) as f64
 }

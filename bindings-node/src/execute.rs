@@ -44,11 +44,11 @@ impl Executor {
         timeout_ms: Option<f64>,
         cancellable: bool,
     ) -> Option<NativeOperation> {
-        self.shared.starting(id, || {
+        self.shared.starting(id, |start| {
             let timeout = match deadline(timeout_ms) {
                 Ok(timeout) => timeout,
                 Err(e) => {
-                    self.shared.push(Item::Completion(id, Err(e)));
+                    start.complete(Item::Completion(id, Err(e)));
                     return None;
                 }
             };
@@ -56,7 +56,7 @@ impl Executor {
             watch::stop(&self.deliverer);
             let (operation, own) = args.with_slices(|args| {
                 self.handle
-                    .execute_watched(args, timeout, self.shared.done(id, |v| v))
+                    .execute_watched(args, timeout, start.done(|v| v))
             });
             // Written here to an idle connection: the reply is read on this thread too.
             if let Some(own) = own {

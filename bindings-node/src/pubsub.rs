@@ -63,7 +63,15 @@ impl NativeSubscriber {
     }
 
     fn fail(&self, id: u32, e: SrError) {
-        self.shared.push(Item::Completion(id, Err(e)));
+        self.shared.complete(Item::Completion(id, Err(e)));
+    }
+
+    /// Operation `id`'s completion, its value converted by `convert`.
+    fn done<T: Send + 'static>(&self, id: u32, convert: fn(T) -> Value) -> Done<T> {
+        let token = self.shared.mailbox.completion();
+        Box::new(move |result| {
+            let _ = token.complete(Item::Completion(id, result.map(convert)));
+        })
     }
 }
 
@@ -79,7 +87,7 @@ impl NativeSubscriber {
         #[napi(ts_arg_type = "Array<string | Uint8Array>")] patterns: Args,
         buffer: Option<u32>,
     ) {
-        let done = self.shared.done(id, |()| Value::Nil);
+        let done = self.done(id, |()| Value::Nil);
         let slot = self.slot.clone();
         let opened: Done<Subscriber> = Box::new(move |result| {
             let result = result.and_then(|s| {
@@ -107,9 +115,9 @@ impl NativeSubscriber {
     pub fn next(&self, id: u32) {
         match self.subscriber() {
             Ok(s) => {
-                s.next(self.shared.done(id, message_value));
+                s.next(self.done(id, message_value));
             }
-            Err(_) => self.shared.push(Item::Completion(id, Ok(Value::Nil))),
+            Err(_) => self.shared.complete(Item::Completion(id, Ok(Value::Nil))),
         }
     }
 
@@ -127,7 +135,7 @@ impl NativeSubscriber {
             Err(e) => return self.fail(id, e),
         };
         let list = list.to_vecs();
-        let done = self.shared.done(id, |()| Value::Nil);
+        let done = self.done(id, |()| Value::Nil);
         match change.as_str() {
             "subscribe" => drop(s.subscribe(&list, done)),
             "psubscribe" => drop(s.psubscribe(&list, done)),

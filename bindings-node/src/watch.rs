@@ -44,7 +44,7 @@ use sentinel_recovery::host::OwnReply;
 use sentinel_recovery::Value;
 
 use crate::pool::{self, Pool};
-use crate::{check, completion_value, Batch, Item, Shared};
+use crate::{check, collect, completion_value, Batch, Item, Shared};
 
 /// `UV_POLL` of libuv's `uv_handle_type`.
 const UV_POLL: c_int = 8;
@@ -128,25 +128,20 @@ impl Deliverer {
         })
     }
 
-    /// Calls the wake function with everything queued, as its scheduled wake-up would.
-    unsafe fn deliver(&self) -> napi::Result<()> {
+    /// Calls the wake function with `items` (drained here), as a wake-up would.
+    unsafe fn deliver(&self, items: Vec<Item>) -> napi::Result<()> {
         let env = self.env;
         let mut scope = ptr::null_mut();
         check(sys::napi_open_handle_scope(env, &mut scope))?;
-        let delivered = self.deliver_in_scope();
+        let delivered = self.deliver_in_scope(items);
         sys::napi_close_handle_scope(env, scope);
         delivered
     }
 
-    unsafe fn deliver_in_scope(&self) -> napi::Result<()> {
+    unsafe fn deliver_in_scope(&self, items: Vec<Item>) -> napi::Result<()> {
         let env = Env::from_raw(self.env);
         let wake = self.wake.borrow_back(&env)?.raw();
         let make_error = self.make_error.borrow_back(&env)?.raw();
-        let items =
-            std::mem::take(&mut *self.shared.queue.lock().unwrap_or_else(|e| e.into_inner()));
-        if items.is_empty() {
-            return Ok(());
-        }
         // One completion (the sequential case) goes as the three arguments `(id, ok, value)`,
         // not as a batch array of them: no array to make and fill, none to index in JavaScript.
         let mut args = [ptr::null_mut(); 5];
@@ -222,10 +217,6 @@ impl Drop for Deliverer {
 }
 
 thread_local! {
-    /// The client whose reply this thread is reading, while it reads it.
-    static READING: Cell<*const Shared> = const { Cell::new(ptr::null()) };
-    /// A completion of that client was queued during the read, with no wake-up scheduled.
-    static QUEUED: Cell<bool> = const { Cell::new(false) };
     /// Replies read and handed over on this thread, for the suite (`repliesReadHereForTest`).
     static READ_HERE: Cell<u64> = const { Cell::new(0) };
 }
@@ -233,16 +224,6 @@ thread_local! {
 /// How many replies this thread has read itself (and handed over) so far.
 pub(crate) fn replies_read_here() -> u64 {
     READ_HERE.with(Cell::get)
-}
-
-/// Whether `shared`'s completion being pushed comes from a reply this thread is reading: then
-/// the reader delivers it once the read is over.
-pub(crate) fn delivering_here(shared: &Shared) -> bool {
-    let here = READING.with(|r| ptr::eq(r.get(), shared));
-    if here {
-        QUEUED.with(|q| q.set(true));
-    }
-    here
 }
 
 /// This JavaScript thread's watches and its cleanup hook.
@@ -417,15 +398,21 @@ unsafe extern "C" fn readable(handle: *mut c_void, status: c_int, _events: c_int
         // end of the stream for the core's task, which watches the socket then too.
         close_poll(&deliverer);
     } else {
-        READING.with(|r| r.set(&*deliverer.shared));
-        // No panic may unwind into libuv: one ends the watch (the core completes the command).
-        let read = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            match deliverer.own.borrow_mut().as_mut() {
-                Some(own) => own.read_ready(),
-                None => Poll::Ready(false),
-            }
-        }));
-        READING.with(|r| r.set(ptr::null()));
+        // The reply's completion is delivered here right after the read (the mailbox holds back
+        // the wake-up it would make), not one more turn of the loop later.
+        let mut items = Vec::new();
+        let (read, _) = deliverer.shared.mailbox.drain_after(
+            // No panic may unwind into libuv: one ends the watch (the core completes the command).
+            || {
+                std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    match deliverer.own.borrow_mut().as_mut() {
+                        Some(own) => own.read_ready(),
+                        None => Poll::Ready(false),
+                    }
+                }))
+            },
+            |d| collect(&mut items, d),
+        );
         match read {
             Ok(Poll::Pending) => {}
             // Still watched: the next command on this socket starts no new registration.
@@ -436,12 +423,10 @@ unsafe extern "C" fn readable(handle: *mut c_void, status: c_int, _events: c_int
             // The connection ended or sent something invalid: the core completes the command.
             _ => close_poll(&deliverer),
         }
-    }
-    if QUEUED.with(|q| q.replace(false)) {
-        let delivered = std::panic::catch_unwind(AssertUnwindSafe(|| deliverer.deliver()));
-        if !matches!(delivered, Ok(Ok(()))) {
-            // What is still queued goes the usual way.
-            deliverer.shared.schedule();
+        if !items.is_empty() {
+            // A failure here loses what was drained, as a failing wake-up would: napi fails only
+            // as the environment goes.
+            let _ = std::panic::catch_unwind(AssertUnwindSafe(|| deliverer.deliver(items)));
         }
     }
 }

@@ -10,9 +10,11 @@
 //!   own order; items of different producers in the order the mailbox took them).
 //! - **Wake-up.** The wake-up function runs only when the mailbox goes from idle (empty, no drain
 //!   pending) to non-empty: a burst of pushes costs one wake-up, and a push while a drain is
-//!   under way costs none (that drain delivers it). It runs on the pushing thread with the
-//!   mailbox's lock held, so it must only signal (write an eventfd, notify a condition variable,
-//!   push onto another queue) and never call into this mailbox.
+//!   under way costs none (that drain delivers it). It runs on the pushing thread after the
+//!   mailbox's lock is released (a wake-up is often a system call, which would otherwise hold up
+//!   the drain and the other pushers), and `close` waits for wake-ups under way, so it must only
+//!   signal (write an eventfd, notify a condition variable, push onto another queue) and never
+//!   call into this mailbox.
 //! - **Overflow rule.** Completions are never dropped: each caller waits for exactly one, and
 //!   their number is already bounded by the operations in flight. Events, messages and log
 //!   records ([`Mailbox::push`]) are refused once `bound` of them are queued: the newest is
@@ -33,13 +35,17 @@
 
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::sync::Locked;
 
 thread_local! {
     /// The mailboxes (by address) whose drain this thread is delivering from, innermost last.
     static DRAINING: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    /// The mailboxes (by address) whose wake-ups this thread holds back inside
+    /// [`Mailbox::drain_after`], each with whether one was held back, innermost last.
+    static HOLDING: RefCell<Vec<(usize, bool)>> = const { RefCell::new(Vec::new()) };
 }
 
 /// What a drain hands to the host, in order.
@@ -74,6 +80,9 @@ struct Inner<T> {
     delivering: Mutex<()>,
     bound: usize,
     wake: Box<dyn Fn() + Send + Sync>,
+    /// Wake-ups decided under the lock on an open mailbox and not yet returned: `close` waits
+    /// for them, so none runs once it has returned.
+    waking: AtomicUsize,
 }
 
 /// A host mailbox (see the module documentation). Cheap to clone; clones share one queue.
@@ -123,22 +132,46 @@ impl<T> Completion<T> {
 impl<T> Inner<T> {
     /// Queues a completion and wakes the host if the mailbox was idle; hands it back when closed.
     fn enqueue(&self, entry: Entry<T>) -> Result<(), Entry<T>> {
-        let mut s = self.state.locked();
+        let s = self.state.locked();
         if s.closed {
             return Err(entry);
         }
-        self.enqueue_locked(&mut s, entry);
+        self.enqueue_locked(s, entry);
         Ok(())
     }
 
-    /// Queues `entry` on an open mailbox, waking the host if it was idle. The wake-up runs under
-    /// the lock: `close` can then never return between this decision and the call.
-    fn enqueue_locked(&self, s: &mut State<T>, entry: Entry<T>) {
+    /// Queues `entry` on the open mailbox `s` locks, then, unlocked, wakes the host if it was
+    /// idle. The wake-up is counted in `waking` before the lock is released: `close` then waits
+    /// for it, so none runs after `close` returned.
+    fn enqueue_locked(&self, mut s: MutexGuard<'_, State<T>>, entry: Entry<T>) {
         s.queue.push_back(entry);
-        if !s.scheduled {
-            s.scheduled = true;
-            (self.wake)();
+        if s.scheduled {
+            return;
         }
+        s.scheduled = true;
+        if self.hold_wake_here() {
+            return;
+        }
+        self.waking.fetch_add(1, Ordering::Relaxed);
+        drop(s);
+        (self.wake)();
+        self.waking.fetch_sub(1, Ordering::Release);
+    }
+
+    /// Whether this thread holds back this mailbox's wake-ups (see [`Mailbox::drain_after`]);
+    /// if so, notes that one was held back, so that the holder drains.
+    fn hold_wake_here(&self) -> bool {
+        let me = self.id();
+        HOLDING.with(|h| {
+            let mut h = h.borrow_mut();
+            match h.iter_mut().rev().find(|(id, _)| *id == me) {
+                Some((_, held)) => {
+                    *held = true;
+                    true
+                }
+                None => false,
+            }
+        })
     }
 
     fn id(&self) -> usize {
@@ -168,6 +201,7 @@ impl<T> Mailbox<T> {
                 delivering: Mutex::new(()),
                 bound: bound.max(1),
                 wake: Box::new(wake),
+                waking: AtomicUsize::new(0),
             }),
         }
     }
@@ -189,7 +223,7 @@ impl<T> Mailbox<T> {
             return Pushed::Dropped;
         }
         s.droppable += 1;
-        inner.enqueue_locked(&mut s, Entry::Other(item));
+        inner.enqueue_locked(s, Entry::Other(item));
         Pushed::Queued
     }
 
@@ -261,6 +295,57 @@ impl<T> Mailbox<T> {
         delivered
     }
 
+    /// Runs `f` on this thread, which drains right after it: a push that `f` makes on this thread
+    /// and that would wake the host does not (the wake-up would only make the host drain again
+    /// what is delivered here, as an empty batch). If such a wake-up was held back, everything
+    /// queued is then delivered to `deliver` as [`Mailbox::drain`] does; if not, nothing is (a
+    /// wake-up was already under way, or nothing was pushed). Pushes from other threads wake as
+    /// usual. If `f` panics, a held-back wake-up is made before the panic goes on, so nothing is
+    /// left waiting. Returns what `f` returned and how many deliveries were made.
+    pub fn drain_after<R>(
+        &self,
+        f: impl FnOnce() -> R,
+        deliver: impl FnMut(Delivery<T>),
+    ) -> (R, usize) {
+        /// Ends the hold, also when `f` unwinds; `held` says whether a wake-up was held back.
+        struct Hold<'a, T> {
+            inner: &'a Inner<T>,
+            held: bool,
+        }
+        impl<T> Hold<'_, T> {
+            fn end(&mut self) {
+                let me = self.inner.id();
+                HOLDING.with(|h| {
+                    let mut h = h.borrow_mut();
+                    if let Some(i) = h.iter().rposition(|(id, _)| *id == me) {
+                        self.held = h.remove(i).1;
+                    }
+                });
+            }
+        }
+        impl<T> Drop for Hold<'_, T> {
+            fn drop(&mut self) {
+                if !std::thread::panicking() {
+                    return;
+                }
+                self.end();
+                if self.held {
+                    let s = self.inner.state.locked();
+                    if !s.closed {
+                        (self.inner.wake)();
+                    }
+                }
+            }
+        }
+        let inner = &*self.inner;
+        HOLDING.with(|h| h.borrow_mut().push((inner.id(), false)));
+        let mut hold = Hold { inner, held: false };
+        let result = f();
+        hold.end();
+        let delivered = if hold.held { self.drain(deliver) } else { 0 };
+        (result, delivered)
+    }
+
     /// Closes the mailbox (see the module documentation): when this returns nothing more is
     /// delivered and the wake-up is never called again. Returns the completions that were still
     /// queued, in order, for the caller to complete (each once, as `closed`); drops the other
@@ -283,6 +368,11 @@ impl<T> Mailbox<T> {
                     .collect()
             }
         };
+        // No wake-up after this returns: wait for those decided before `closed` was set (each
+        // only signals, so this is short).
+        while inner.waking.load(Ordering::Acquire) != 0 {
+            std::thread::yield_now();
+        }
         // The barrier: wait for the item a drain on another thread is delivering.
         if !inner.draining_here() {
             drop(inner.delivering.locked());
@@ -579,6 +669,96 @@ mod tests {
         assert_eq!(completions, vec![EACH / 2; PRODUCERS as usize]);
         assert_eq!(others + dropped, u64::from(PRODUCERS * EACH / 2));
         assert_eq!(dropped, m.dropped());
+    }
+
+    #[test]
+    fn drain_after_delivers_its_own_pushes_without_a_wake_up() {
+        let (m, wakes) = counted(16);
+        let pusher = m.clone();
+        let mut got = Vec::new();
+        let (r, n) = m.drain_after(
+            || {
+                let _ = pusher.push(1);
+                pusher.completion().complete(2).unwrap();
+                "read"
+            },
+            |d| got.push(d),
+        );
+        assert_eq!((r, n), ("read", 2));
+        assert_eq!(got, vec![Delivery::Item(1), Delivery::Item(2)]);
+        assert_eq!(
+            wakes.load(Ordering::SeqCst),
+            0,
+            "the drain here needs no wake-up"
+        );
+        // Idle again: a push outside wakes.
+        let _ = m.push(3);
+        assert_eq!(wakes.load(Ordering::SeqCst), 1);
+        // A wake-up already under way delivers what `f` pushes: nothing is delivered here.
+        let (_, n) = m.drain_after(
+            || pusher.completion().complete(4).unwrap(),
+            |_| panic!("the scheduled wake-up delivers"),
+        );
+        assert_eq!(n, 0);
+        assert_eq!(wakes.load(Ordering::SeqCst), 1);
+        assert_eq!(drained(&m), vec![Delivery::Item(3), Delivery::Item(4)]);
+        // Nothing pushed: nothing delivered, no wake-up.
+        assert_eq!(m.drain_after(|| (), |_| panic!("nothing queued")), ((), 0));
+        assert_eq!(wakes.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn drain_after_holds_back_only_this_threads_pushes() {
+        let (m, wakes) = counted(16);
+        let other = m.clone();
+        let mut got = Vec::new();
+        m.drain_after(
+            || {
+                std::thread::spawn(move || {
+                    let _ = other.push(1);
+                })
+                .join()
+                .unwrap()
+            },
+            |d| got.push(d),
+        );
+        assert_eq!(
+            wakes.load(Ordering::SeqCst),
+            1,
+            "another thread's push wakes"
+        );
+        assert!(got.is_empty());
+        assert_eq!(drained(&m), vec![Delivery::Item(1)]);
+        // Another mailbox pushed to inside the hold wakes as usual.
+        let (n, n_wakes) = counted(16);
+        m.drain_after(
+            || {
+                let _ = n.push(5);
+            },
+            |_| {},
+        );
+        assert_eq!(n_wakes.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn drain_after_wakes_when_its_closure_panics() {
+        let (m, wakes) = counted(16);
+        let pusher = m.clone();
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            m.drain_after(
+                || {
+                    let _ = pusher.push(1);
+                    panic!("the read failed");
+                },
+                |_| {},
+            )
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(wakes.load(Ordering::SeqCst), 1, "held back, then made");
+        assert_eq!(drained(&m), vec![Delivery::Item(1)]);
+        // The hold ended: the next push wakes.
+        let _ = m.push(2);
+        assert_eq!(wakes.load(Ordering::SeqCst), 2);
     }
 
     #[test]
