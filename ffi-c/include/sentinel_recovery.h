@@ -525,10 +525,11 @@ typedef void (*sr_doctor_cb)(void *user_data,
 typedef void (*sr_log_cb)(void *user_data, int level, const char *target, const char *message);
 
 // Wake-up of a mailbox, given to sr_mailbox_new(): called when the mailbox goes from idle to
-// non-empty, on the thread that queued the item (usually a core thread), with the mailbox's
-// lock held. It must only signal your draining thread (post a semaphore, write an eventfd or a
-// pipe, signal a condition variable) and return: it must not block, must not unwind, and must
-// not call any sr_mailbox_* function (sr_mailbox_drain() there would deadlock).
+// non-empty, on the thread that queued the item (usually a core thread), after the mailbox's
+// lock is released; sr_mailbox_close() waits for a wake-up under way. It must only signal your
+// draining thread (post a semaphore, write an eventfd or a pipe, signal a condition variable)
+// and return: it must not block, must not unwind, and must not call any sr_mailbox_* function
+// (sr_mailbox_close() there would wait for itself).
 typedef void (*sr_wake_cb)(void *user_data);
 
 // One item taken from a mailbox, passed to an sr_delivery_cb.
