@@ -802,7 +802,7 @@ mod tests {
                 ),
                 (
                     "a.rs",
-                    "use crate::Error; // crate::tests::x\nfn f() -> Error { let s = \"crate::tests\"; todo!() }\n#[cfg(test)]\nmod tests {\n    use super::*;\n    use crate::tests::helper;\n}\n",
+                    "use crate::Error; // crate::tests::x\nfn f() -> Error { let s = \"crate::tests\"; let _ = s; Error }\n#[cfg(test)]\nmod tests {\n    use super::*;\n    use crate::tests::helper;\n}\n",
                 ),
                 ("error.rs", "pub struct Error;\n"),
                 ("tests.rs", "use super::*;\nuse crate::a;\npub fn helper() {}\n"),
