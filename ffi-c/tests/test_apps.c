@@ -16,31 +16,11 @@
 #include <unistd.h>
 
 #include "sentinel_recovery.h"
+#include "check.h"
 #include "topology.h"
 
 static topo_t topo;
 static sr_client_t *client;
-static int failures_in_test;
-
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "    %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures_in_test++;                                                           \
-            return;                                                                       \
-        }                                                                                 \
-    } while (0)
-
-#define CHECK_RC(rc, want)                                                                   \
-    do {                                                                                     \
-        int rc_ = (rc);                                                                      \
-        if (rc_ != (want)) {                                                                 \
-            fprintf(stderr, "    %s:%d: %s gave %d (%s), want %d\n", __FILE__, __LINE__, #rc, \
-                    rc_, sr_error_code_name(rc_), want);                                     \
-            failures_in_test++;                                                              \
-            return;                                                                          \
-        }                                                                                    \
-    } while (0)
 
 /* One completion, waited for on a condition variable (bounded). What a test needs of the result
  * is copied in the callback: code, message, an integer or a string reply, results' summary. */
@@ -524,18 +504,12 @@ static void test_log_lines_reach_the_callback_without_secrets(void) {
     CHECK(after == lines);
 }
 
-static double now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
-}
-
 #define RUN(t)                                                                         \
     do {                                                                               \
-        double start_ = now_ms();                                                      \
+        long start_ = now_ms();                                                        \
         failures_in_test = 0;                                                          \
         t();                                                                           \
-        printf("%s %s (%.0f ms)\n", failures_in_test ? "FAIL" : "ok  ", #t + 5,        \
+        printf("%s %s (%ld ms)\n", failures_in_test ? "FAIL" : "ok  ", #t + 5,         \
                now_ms() - start_);                                                     \
         failures_in_test ? failed++ : passed++;                                        \
     } while (0)

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "sentinel_recovery.h"
+#include "check.h"
 #include "topology.h"
 
 /* The test hook of a library built with the `test-hooks` feature (run.sh builds it so); not in
@@ -20,33 +21,6 @@
 int sr_client_panic_for_test(sr_client_t *client, sr_reply_cb callback, void *user_data);
 
 static topo_t topo;
-static int failures_in_test;
-
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "    %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures_in_test++;                                                           \
-            return;                                                                       \
-        }                                                                                 \
-    } while (0)
-
-#define CHECK_RC(rc, want)                                                                   \
-    do {                                                                                     \
-        int rc_ = (rc);                                                                      \
-        if (rc_ != (want)) {                                                                 \
-            fprintf(stderr, "    %s:%d: %s gave %d (%s), want %d\n", __FILE__, __LINE__, #rc, \
-                    rc_, sr_error_code_name(rc_), want);                                     \
-            failures_in_test++;                                                              \
-            return;                                                                          \
-        }                                                                                    \
-    } while (0)
-
-static long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 static void deadline_in(struct timespec *ts, long ms) {
     clock_gettime(CLOCK_REALTIME, ts);
@@ -128,7 +102,6 @@ static void test_close_with_2000_commands_in_flight(void) {
     sr_client_free(c);
 }
 
-
 /* A panic inside the library (on a core thread) reaches the host as SR_ERR_INTERNAL, exactly
  * once, through the callback; the process and the client go on. */
 static void on_panic_test(void *user_data, const sr_reply_t *reply, const sr_error_t *error) {
@@ -152,7 +125,6 @@ static void test_a_panic_is_internal(void) {
     CHECK(atomic_load(&s.completed) == 1);
     sr_client_free(c);
 }
-
 
 static void test_version_and_error_texts(void) {
     CHECK(sr_version() != NULL && strlen(sr_version()) >= 5);

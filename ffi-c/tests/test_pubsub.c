@@ -16,39 +16,13 @@
 #include <unistd.h>
 
 #include "sentinel_recovery.h"
+#include "check.h"
 #include "topology.h"
 
 #define FAILOVER_MS 90000
 #define MAX_MESSAGES 100000
 
 static topo_t topo;
-static int failures_in_test;
-
-#define CHECK(cond)                                                                       \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "    %s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            failures_in_test++;                                                           \
-            return;                                                                       \
-        }                                                                                 \
-    } while (0)
-
-#define CHECK_RC(rc, want)                                                                   \
-    do {                                                                                     \
-        int rc_ = (rc);                                                                      \
-        if (rc_ != (want)) {                                                                 \
-            fprintf(stderr, "    %s:%d: %s gave %d (%s), want %d\n", __FILE__, __LINE__, #rc, \
-                    rc_, sr_error_code_name(rc_), want);                                     \
-            failures_in_test++;                                                              \
-            return;                                                                          \
-        }                                                                                    \
-    } while (0)
-
-static long now_ms(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
 
 static void deadline_in(struct timespec *ts, long ms) {
     clock_gettime(CLOCK_REALTIME, ts);
