@@ -17,6 +17,16 @@ fn alive_tasks() -> usize {
         .num_alive_tasks()
 }
 
+/// `blocked_clients` of the primary's `INFO clients`, asked through `observer`.
+async fn blocked_clients(observer: &Client) -> u64 {
+    let info = observer.execute(&["INFO", "clients"]).await.unwrap();
+    let text = String::from_utf8_lossy(info.as_bytes().expect("INFO answers text")).into_owned();
+    text.lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no blocked_clients in {text:?}"))
+}
+
 fn wait_for_baseline(baseline: usize, what: &str) {
     wait_until(Duration::from_secs(10), what, || {
         (alive_tasks() <= baseline).then_some(())
@@ -75,5 +85,44 @@ fn close_is_clean_during_discovery_and_during_a_switch() {
         client.close().await;
         client.close().await; // idempotent
         wait_for_baseline(baseline, "tasks after the last close");
+
+        // 4. A command still on its way when its client closes holds the monitor, but the
+        // monitor stops at that close all the same and is not handed to the next client (which
+        // would find it already discovered: no discovery, no records of one). The observer has
+        // a monitor of its own (a different connect timeout).
+        let observer = Client::connect(&url_with(&topo.url(), "connect_timeout_ms=4321"))
+            .await
+            .unwrap();
+        let client = Client::connect(&topo.url()).await.unwrap();
+        let blocked = {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let args = ["BLPOP", "lifecycle:never", "0"];
+                client.execute_timeout(&args, Duration::from_secs(60)).await
+            })
+        };
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while blocked_clients(&observer).await == 0 {
+            assert!(std::time::Instant::now() < until, "BLPOP never blocked");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert_eq!(sentinel_recovery::monitor::live_monitors(), 2);
+        client.close().await;
+        assert_eq!(
+            sentinel_recovery::monitor::live_monitors(),
+            1,
+            "the closed client's monitor still runs while its command is on its way"
+        );
+        let ended = tokio::time::timeout(Duration::from_secs(10), blocked)
+            .await
+            .expect("the blocked command ends after close")
+            .unwrap();
+        assert!(
+            ended.is_err(),
+            "BLPOP on a closed client answered {ended:?}"
+        );
+        observer.close().await;
+        assert_eq!(sentinel_recovery::monitor::live_monitors(), 0);
+        wait_for_baseline(baseline, "tasks after a close with a command on its way");
     });
 }
