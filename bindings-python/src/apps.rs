@@ -6,7 +6,7 @@ use pyo3::types::{PyList, PyTuple};
 use sentinel_recovery::host::{ApiNames, Handle, HostTransaction};
 use sentinel_recovery::Value;
 
-use crate::completion::{outcome, seconds, wait, Operation};
+use crate::completion::{call_timeout, outcome, wait, Operation};
 use crate::convert;
 use crate::errors::error_object;
 use crate::waker::complete;
@@ -72,7 +72,7 @@ pub fn pipeline_async(
     timeout: Option<f64>,
 ) -> PyResult<Operation> {
     let args = commands(&cmds)?;
-    let timeout = timeout.map(seconds).transpose()?;
+    let timeout = call_timeout(timeout)?;
     let done = complete(event_loop, future, move |r| {
         outcome(r, move |py, items| Ok(results(py, items, decode)?.unbind()))
     })?;
@@ -88,7 +88,7 @@ pub fn pipeline_blocking(
     timeout: Option<f64>,
 ) -> PyResult<Py<PyAny>> {
     let args = commands(&cmds)?;
-    let timeout = timeout.map(seconds).transpose()?;
+    let timeout = call_timeout(timeout)?;
     let s = slices(&args);
     let items = wait(py, |done| handle.pipeline(&s, timeout, done))?;
     Ok(results(py, items, decode)?.unbind())

@@ -21,7 +21,7 @@ use pyo3::types::{PyDict, PyTuple};
 use sentinel_recovery::host::{Delivery, EventSubscription, Handle, Mailbox};
 use sentinel_recovery::Event;
 
-use crate::completion::{outcome, seconds, signal_check_interval, wait, Operation};
+use crate::completion::{call_timeout, outcome, seconds, signal_check_interval, wait, Operation};
 use crate::dispatch::{self, Drain, Job, QueueTarget};
 use crate::errors::to_pyerr;
 use crate::waker::complete;
@@ -158,7 +158,7 @@ impl NativeClient {
         timeout: Option<f64>,
     ) -> PyResult<Operation> {
         let args = convert::args(args)?;
-        let timeout = timeout.map(seconds).transpose()?;
+        let timeout = call_timeout(timeout)?;
         let decode = self.decode;
         let done = complete(event_loop, future, move |r| {
             outcome(r, move |py, v| Ok(convert::value(py, v, decode)?.unbind()))
@@ -192,7 +192,7 @@ impl NativeClient {
         timeout: Option<f64>,
     ) -> PyResult<Py<PyAny>> {
         let args = convert::args(args)?;
-        let timeout = timeout.map(seconds).transpose()?;
+        let timeout = call_timeout(timeout)?;
         // Borrowed while the GIL is released: the caller's tuple keeps the objects alive, and
         // `bytes` are immutable (everything else was copied by `convert::args`).
         let slices = args.slices();
@@ -279,7 +279,7 @@ impl NativeClient {
         primary: bool,
         timeout: Option<f64>,
     ) -> PyResult<Operation> {
-        let timeout = timeout.map(seconds).transpose()?;
+        let timeout = call_timeout(timeout)?;
         let done = complete(event_loop, future, |r| {
             outcome(r, |py, a: sentinel_recovery::Address| {
                 Ok((a.host, a.port).into_pyobject(py)?.into_any().unbind())
@@ -298,7 +298,7 @@ impl NativeClient {
         primary: bool,
         timeout: Option<f64>,
     ) -> PyResult<(String, u16)> {
-        let timeout = timeout.map(seconds).transpose()?;
+        let timeout = call_timeout(timeout)?;
         let handle = &self.handle;
         let address = wait(py, |done| handle.route(route(primary), timeout, done))?;
         Ok((address.host, address.port))

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use pyo3::intern;
 use pyo3::prelude::*;
+use sentinel_recovery::deadline::{optional_call_timeout, Unit};
 use sentinel_recovery::host::{Done, Handle};
 
 use crate::errors::{error_object, to_pyerr};
@@ -102,7 +103,15 @@ pub(crate) fn wait<T: Send + 'static>(
     }
 }
 
-/// A timeout in seconds as a duration; a negative or non-finite one is refused.
+/// A call's own timeout in seconds, under the rule every language shares
+/// (`sentinel_recovery::deadline`): `None` is the client's default; 0, negative, NaN, infinite
+/// and too large values raise `ConfigError` naming the value.
+pub(crate) fn call_timeout(timeout: Option<f64>) -> PyResult<Option<Duration>> {
+    optional_call_timeout(timeout, Unit::Seconds).map_err(|e| to_pyerr(&e))
+}
+
+/// A wait in seconds (for an event, between doctor rounds) as a duration; a negative or
+/// non-finite one is refused.
 pub(crate) fn seconds(s: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(s).map_err(|_| {
         pyo3::exceptions::PyValueError::new_err("timeout must be a non-negative number of seconds")

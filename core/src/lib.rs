@@ -22,6 +22,7 @@
 // contents are themselves API (configuration, the host layer bindings stand on, the runtime's
 // knobs, the diagnosis, the plain types and errors).
 pub mod config;
+pub mod deadline;
 pub mod doctor;
 pub mod error;
 pub mod host;

@@ -104,8 +104,11 @@ class Client:
         have run), :class:`QueueFullError`, :class:`ClosedError`, ... ``timeout`` (seconds)
         replaces the ``command_timeout_ms`` option for this call and ends it whatever the
         command (``BLPOP k 0`` included: its connection is closed, so the server stops blocking
-        it); without it a blocking command may block as long as it asked the server. Cancelling the awaiting task
-        cancels the command in the core (one already sent may still have run).
+        it); without it a blocking command may block as long as it asked the server. A
+        ``timeout`` must be more than 0 and at most 2147483.647 seconds (the rule every binding
+        shares): 0, negative, NaN or infinite values raise :class:`ConfigError` and nothing is
+        sent. Cancelling the awaiting task cancels the command in the core (one already sent
+        may still have run).
         """
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
@@ -116,8 +119,8 @@ class Client:
         in order: its reply, or the exception of its own error (e.g. a :class:`ServerError` for
         WRONGTYPE) in its place, not raised. Not atomic (see :meth:`transaction`). Raises only
         when the pipeline failed as a whole (no primary within the deadline, a command a pipeline
-        can't carry such as BLPOP or MULTI: nothing sent). ``timeout`` (seconds) is the whole
-        pipeline's deadline. Cancelling the awaiting task cancels it (commands already sent may
+        can't carry such as BLPOP or MULTI: nothing sent). ``timeout`` (seconds, as for
+        :meth:`execute`) is the whole pipeline's deadline. Cancelling the awaiting task cancels it (commands already sent may
         have run; nothing is retried).
         """
         loop = asyncio.get_running_loop()

@@ -339,9 +339,13 @@ pub(crate) enum Deadline {
 }
 
 impl Deadline {
-    /// The call's own timeout when there is one, else the client's default.
-    pub(crate) fn of_call(timeout: Option<Duration>, default: Duration) -> Deadline {
-        timeout.map_or(Deadline::Default(default), Deadline::Call)
+    /// The call's own timeout when there is one (refused unless it keeps
+    /// [`crate::deadline`]'s rule), else the client's default.
+    pub(crate) fn of_call(timeout: Option<Duration>, default: Duration) -> Result<Deadline> {
+        match timeout {
+            Some(timeout) => Ok(Deadline::Call(crate::deadline::check(timeout)?)),
+            None => Ok(Deadline::Default(default)),
+        }
     }
 
     pub(crate) fn timeout(self) -> Duration {

@@ -49,13 +49,15 @@ impl Client {
     /// [`Client::execute`] with a deadline of its own instead of `command_timeout_ms`. It ends
     /// the whole call, blocking commands included: `BLPOP k 0` with a 300 ms timeout fails with
     /// `timeout` after 300 ms and its dedicated connection is closed, so the server stops
-    /// blocking it.
+    /// blocking it. A zero timeout, or one beyond [`crate::deadline::MAX_MS`], is refused with
+    /// `config` (the rule every language shares, [`crate::deadline`]).
     pub async fn execute_timeout<A: AsRef<[u8]>>(
         &self,
         args: &[A],
         timeout: Duration,
     ) -> Result<Value> {
-        self.execute_under(args, Deadline::Call(timeout)).await
+        let deadline = Deadline::of_call(Some(timeout), Duration::ZERO)?;
+        self.execute_under(args, deadline).await
     }
 
     async fn execute_under<A: AsRef<[u8]>>(&self, args: &[A], deadline: Deadline) -> Result<Value> {
@@ -129,7 +131,8 @@ impl Client {
         args: &[A],
         timeout: Duration,
     ) -> Result<Value> {
-        self.execute_blocking_under(args, Deadline::Call(timeout))
+        let deadline = Deadline::of_call(Some(timeout), Duration::ZERO)?;
+        self.execute_blocking_under(args, deadline)
     }
 
     fn execute_blocking_under<A: AsRef<[u8]>>(

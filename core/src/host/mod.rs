@@ -156,6 +156,7 @@ impl Handle {
 
     /// Runs one command (see [`Client::execute`]). `timeout`, when given, is the call's own
     /// deadline and ends the whole call, blocking commands included ([`Client::execute_timeout`]);
+    /// one that breaks [`crate::deadline`]'s rule completes with `config`, as in every binding;
     /// without it `command_timeout_ms` applies and a blocking command may block as long as it
     /// asked the server. On an open connection the calling thread sends it (one non-blocking write) and no other
     /// thread wakes until the reply comes; otherwise it runs as a task.
@@ -168,7 +169,7 @@ impl Handle {
         let completer = self.shared.registry.begin(self.localized(done));
         let command = guarded(|| {
             let client = self.client()?;
-            let deadline = Deadline::of_call(timeout, client.config().command_timeout());
+            let deadline = Deadline::of_call(timeout, client.config().command_timeout())?;
             client.command(args, deadline)
         });
         let command = match command {
@@ -226,8 +227,8 @@ impl Handle {
     ) -> Operation {
         self.start(
             |c| {
-                let timeout = timeout.unwrap_or(c.config().command_timeout());
-                c.pipeline_work(commands, timeout)
+                let timeout = Deadline::of_call(timeout, c.config().command_timeout())?;
+                c.pipeline_work(commands, timeout.timeout())
             },
             self.localized(done),
         )
@@ -270,8 +271,8 @@ impl Handle {
     pub fn route(&self, route: Route, timeout: Option<Duration>, done: Done<Address>) -> Operation {
         self.start(
             |c| {
-                let timeout = timeout.unwrap_or(c.config().command_timeout());
-                Ok(async move { c.route(route, timeout).await })
+                let timeout = Deadline::of_call(timeout, c.config().command_timeout())?;
+                Ok(async move { c.route(route, timeout.timeout()).await })
             },
             done,
         )

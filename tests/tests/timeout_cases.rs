@@ -1,0 +1,100 @@
+//! The shared per-call timeout cases (`tests/cases/timeouts.tsv`, which every binding's suite
+//! reads): the core's rule (`sentinel_recovery::deadline`) in both units the bindings state
+//! timeouts in, and what a call with each timeout does against a real primary.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use sentinel_recovery::deadline::{call_timeout, Unit};
+use sentinel_recovery::host::Handle;
+use sentinel_recovery::{Client, ErrorCode, Value};
+use sentinel_recovery_testkit::{Topology, TopologySpec};
+
+struct Case {
+    value_ms: f64,
+    accepted: bool,
+    why: String,
+}
+
+fn cases() -> Vec<Case> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/cases/timeouts.tsv");
+    let text = std::fs::read_to_string(path).unwrap();
+    let cases: Vec<Case> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|line| {
+            let fields: Vec<&str> = line.split('\t').collect();
+            assert_eq!(
+                fields.len(),
+                3,
+                "{path}: three tab-separated fields in {line:?}"
+            );
+            Case {
+                value_ms: fields[0]
+                    .parse()
+                    .unwrap_or_else(|e| panic!("{path}: {line:?}: {e}")),
+                accepted: match fields[1] {
+                    "accepted" => true,
+                    "refused" => false,
+                    other => panic!("{path}: expect {other:?}"),
+                },
+                why: fields[2].to_string(),
+            }
+        })
+        .collect();
+    assert!(cases.len() >= 8, "{path}: {} cases", cases.len());
+    cases
+}
+
+#[test]
+fn every_binding_s_timeout_rule_holds_in_the_core() {
+    let topo = Topology::start(TopologySpec::default()).unwrap();
+    let url = url_with(&topo.url(), "command_timeout_ms=30000");
+    let handle = Handle::open_url::<&str, &str>(&url, &[]).unwrap();
+    let client = Client::open_url(&url).unwrap();
+    for case in cases() {
+        for (value, unit) in [
+            (case.value_ms, Unit::Milliseconds),
+            (case.value_ms / 1000.0, Unit::Seconds),
+        ] {
+            let what = format!("{value} {unit:?} ({})", case.why);
+            match call_timeout(value, unit) {
+                Ok(timeout) => {
+                    assert!(case.accepted, "{what}: accepted, the table refuses it");
+                    let (tx, rx) = std::sync::mpsc::channel();
+                    let args = ["GET", "timeout-case:absent"];
+                    let _op = handle.execute(
+                        &args,
+                        Some(timeout),
+                        Box::new(move |r| {
+                            let _ = tx.send(r);
+                        }),
+                    );
+                    let reply = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+                    assert_eq!(reply.unwrap(), Value::Nil, "{what}");
+                    let reply = rt().block_on(client.execute_timeout(&args, timeout));
+                    assert_eq!(reply.unwrap(), Value::Nil, "{what}");
+                }
+                Err(e) => {
+                    assert!(
+                        !case.accepted,
+                        "{what}: refused ({e}), the table accepts it"
+                    );
+                    assert_eq!(e.code(), ErrorCode::Config, "{what}: {e}");
+                    assert!(e.message().starts_with("timeout must be"), "{what}: {e}");
+                }
+            }
+        }
+    }
+    // What a Rust caller can give as a Duration keeps the same rule.
+    for refused in [Duration::ZERO, Duration::MAX] {
+        let e = rt()
+            .block_on(client.execute_timeout(&["GET", "k"], refused))
+            .unwrap_err();
+        assert_eq!(e.code(), ErrorCode::Config, "{refused:?}: {e}");
+    }
+    handle.close_blocking();
+    rt().block_on(client.close());
+}
