@@ -396,9 +396,10 @@ typedef struct sr_topology_t {
 // fields you need set. Borrowed for the duration of the call only.
 typedef struct sr_call_options_t {
   // The call's deadline in milliseconds, instead of the client's `command_timeout_ms`; 0 for
-  // that default. It ends blocking commands too (BLPOP k 0 included: their connection is
-  // closed, so the server stops blocking them); the default does not count the block a
-  // blocking command asked for.
+  // that default (a zeroed struct sets nothing). It ends blocking commands too (BLPOP k 0
+  // included: their connection is closed, so the server stops blocking them); the default
+  // does not count the block a blocking command asked for. More than 2147483647 (2^31 - 1,
+  // the limit every binding shares) fails the call with SR_ERR_CONFIG, nothing sent.
   uint64_t timeout_ms;
   // NULL, or where to store a cancel handle for the started call (callback forms only; set to
   // NULL when the call is not accepted). Free it with sr_operation_free().

@@ -11,9 +11,10 @@ use crate::ffi::{free_box, guard, to_boxed_mut_ptr, try_ref, Castable, OwnedBox}
 #[repr(C)]
 pub struct sr_call_options_t {
     /// The call's deadline in milliseconds, instead of the client's `command_timeout_ms`; 0 for
-    /// that default. It ends blocking commands too (BLPOP k 0 included: their connection is
-    /// closed, so the server stops blocking them); the default does not count the block a
-    /// blocking command asked for.
+    /// that default (a zeroed struct sets nothing). It ends blocking commands too (BLPOP k 0
+    /// included: their connection is closed, so the server stops blocking them); the default
+    /// does not count the block a blocking command asked for. More than 2147483647 (2^31 - 1,
+    /// the limit every binding shares) fails the call with SR_ERR_CONFIG, nothing sent.
     pub timeout_ms: u64,
     /// NULL, or where to store a cancel handle for the started call (callback forms only; set to
     /// NULL when the call is not accepted). Free it with sr_operation_free().

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 # Each is ffi-c/tests/NAME.c, run as `NAME /path/to/sr-topology`, printing "N passed, N failed" last.
-C_TESTS=(test_ffi test_deadlines test_deadline_cases test_pubsub test_apps test_doctor test_mailbox)
+C_TESTS=(test_ffi test_deadlines test_deadline_cases test_timeout_cases test_pubsub test_apps test_doctor test_mailbox)
 
 ffi=$(cd "$(dirname "$0")/.." && pwd)
 root=$(cd "$ffi/.." && pwd)
@@ -16,7 +16,7 @@ topology_bin=$lib/sr-topology
 CBINDGEN_VERSION=0.29.4
 STRICT=(-Wall -Wextra -Werror -pedantic)
 # The deadline cases every binding's suite reads.
-CASES=(-DSR_CASES_FILE="\"$root/tests/cases/deadlines.tsv\"")
+CASES=(-DSR_CASES_FILE="\"$root/tests/cases/deadlines.tsv\"" -DSR_TIMEOUT_CASES_FILE="\"$root/tests/cases/timeouts.tsv\"")
 mkdir -p "$out"
 
 step() { printf '\n== %s\n' "$*"; }
@@ -59,7 +59,7 @@ g++ -std=c++17 "${STRICT[@]}" -I"$ffi/include" -c "$out/header_cpp.cpp" -o "$out
 echo "gcc -std=c11 and g++ -std=c++17 with ${STRICT[*]}: ok"
 
 step "build the C tests and the example"
-link=(-L"$lib" -lsentinel_recovery -Wl,-rpath,"$lib" -lpthread)
+link=(-L"$lib" -lsentinel_recovery -Wl,-rpath,"$lib" -lpthread -lm)
 for t in "${C_TESTS[@]}"; do
   gcc -std=c11 "${STRICT[@]}" "${CASES[@]}" -g -I"$ffi/include" "$ffi/tests/$t.c" -o "$out/$t" "${link[@]}"
   gcc -std=c11 "${STRICT[@]}" "${CASES[@]}" -g -fsanitize=address -fno-omit-frame-pointer -I"$ffi/include" \
