@@ -174,6 +174,9 @@ namespace SentinelRecovery
         internal static extern void sr_error_free(IntPtr error);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_call_timeout_ms(double ms, out ulong timeoutMs, out IntPtr error);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr sr_error_message(int code);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]

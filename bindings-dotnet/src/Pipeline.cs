@@ -45,7 +45,8 @@ namespace SentinelRecovery
         /// <see cref="SentinelTimeoutException"/>. It ends blocking commands too (BLPOP k 0 included:
         /// their connection is closed, so the server stops blocking them).
         /// </summary>
-        /// <exception cref="ArgumentOutOfRangeException"><paramref name="timeout"/> is not positive.</exception>
+        /// <exception cref="ConfigException"><paramref name="timeout"/> is not more than zero and at
+        /// most 2147483647 ms (the rule every binding shares).</exception>
         public Task<RedisReply> ExecuteAsync(TimeSpan timeout, params object[] args)
         {
             return ExecuteAsync(timeout, CancellationToken.None, args);
@@ -148,10 +149,16 @@ namespace SentinelRecovery
             Encode(args, out buf, out lens);
         }
 
+        /// <summary>A call's own timeout under the rule every binding shares (the core's, through
+        /// sr_call_timeout_ms): more than zero and at most 2147483647 ms, else <see cref="ConfigException"/>
+        /// naming the value, nothing sent.</summary>
         private static ulong TimeoutMs(TimeSpan timeout)
         {
-            if (timeout <= TimeSpan.Zero) throw new ArgumentOutOfRangeException("timeout", "the timeout must be positive");
-            return (ulong)Math.Max(1, Math.Ceiling(timeout.TotalMilliseconds));
+            ulong ms;
+            IntPtr error;
+            int rc = Native.sr_call_timeout_ms(timeout.TotalMilliseconds, out ms, out error);
+            if (rc != Native.SR_OK) throw SentinelRecoveryException.TakeNative(rc, error);
+            return ms;
         }
 
         internal unsafe delegate int Starter(IntPtr userData, IntPtr* operation);

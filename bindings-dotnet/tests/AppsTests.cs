@@ -73,7 +73,7 @@ namespace SentinelRecovery.Tests
                     TimeSpan.FromMilliseconds(100)), 20000, "pipeline");
                 Assert.That(e, Is.InstanceOf<SentinelTimeoutException>());
                 Wait.Within(c.ExecuteAsync(TimeSpan.FromSeconds(20), "CLIENT", "UNPAUSE"), 30000, "unpause").GetAwaiter().GetResult();
-                Assert.Throws<ArgumentOutOfRangeException>(() => c.ExecuteAsync(TimeSpan.Zero, "PING"));
+                Assert.Throws<ConfigException>(() => c.ExecuteAsync(TimeSpan.Zero, "PING"));
             }
         }
 

@@ -3,15 +3,15 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
+use sentinel_recovery::deadline;
 use sentinel_recovery::host::Handle;
 use sentinel_recovery::Error;
 
 use crate::codes::SentinelError;
 use crate::completion::Completion;
 use crate::events::{EventListener, Subscription};
-use crate::model::{Event, Topology};
+use crate::model::{Event, TimeoutUnit, Topology};
 use crate::pubsub::PubSub;
 use crate::reply::Reply;
 
@@ -61,18 +61,21 @@ impl Client {
         convert(Completion::start(|done| self.handle.execute(&args, None, done)).await)
     }
 
-    /// [`Client::execute`] with a deadline of its own, `timeout_ms` (> 0), instead of
+    /// [`Client::execute`] with a deadline of its own, `timeout` in `unit`, instead of
     /// `command_timeout_ms`: it ends the whole call, blocking commands included (`BLPOP k 0`: its
     /// connection is closed, so the server stops blocking it); past it the call fails with
-    /// `timeout`. A `timeout_ms` of 0 fails with `config`.
-    pub async fn execute_timeout(&self, args: Vec<Vec<u8>>, timeout_ms: u64) -> Outcome<Reply> {
-        if timeout_ms == 0 {
-            return Err(SentinelError::from(&Error::config(
-                "timeout_ms must be a positive number of milliseconds, not 0",
-            )));
-        }
-        let timeout = Some(Duration::from_millis(timeout_ms));
-        convert(Completion::start(|done| self.handle.execute(&args, timeout, done)).await)
+    /// `timeout`. The timeout must be greater than 0 and at most 2^31 - 1 ms (the rule every
+    /// binding shares, `sentinel_recovery::deadline`); otherwise the call fails with `config`,
+    /// naming the value in `unit`, and nothing is sent.
+    pub async fn execute_timeout(
+        &self,
+        args: Vec<Vec<u8>>,
+        timeout: f64,
+        unit: TimeoutUnit,
+    ) -> Outcome<Reply> {
+        let timeout =
+            deadline::call_timeout(timeout, unit.into()).map_err(|e| SentinelError::from(&e))?;
+        convert(Completion::start(|done| self.handle.execute(&args, Some(timeout), done)).await)
     }
 
     /// Sends commands back to back; one reply per command, a failed command as

@@ -57,6 +57,25 @@ pub struct Event {
     pub detail: EventDetail,
 }
 
+/// The unit a language states a call's timeout in (Ruby: seconds; the JVM: milliseconds); the
+/// refusal of a bad timeout names the value in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, uniffi::Enum)]
+pub enum TimeoutUnit {
+    /// Seconds.
+    Seconds,
+    /// Milliseconds.
+    Milliseconds,
+}
+
+impl From<TimeoutUnit> for sentinel_recovery::deadline::Unit {
+    fn from(unit: TimeoutUnit) -> Self {
+        match unit {
+            TimeoutUnit::Seconds => sentinel_recovery::deadline::Unit::Seconds,
+            TimeoutUnit::Milliseconds => sentinel_recovery::deadline::Unit::Milliseconds,
+        }
+    }
+}
+
 /// The data of each event kind (one variant per kind of the core's table).
 #[derive(Clone, Debug, PartialEq, uniffi::Enum)]
 pub enum EventDetail {

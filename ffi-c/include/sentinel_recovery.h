@@ -1059,6 +1059,18 @@ int sr_mailbox_close(const struct sr_mailbox_t *mailbox, sr_delivery_cb deliver,
 // `mailbox` is NULL or a mailbox from sr_mailbox_new(), not yet freed.
 void sr_mailbox_free(struct sr_mailbox_t *mailbox);
 
+// The rule every binding keeps for a call's own timeout, for hosts whose timeouts are numbers
+// of their own (.NET's `TimeSpan`, a `double` of a config file): `ms` must be greater than 0
+// and at most 2147483647; 0, negative, NaN and infinite values are refused. On SR_OK
+// `*timeout_ms` receives it in whole milliseconds for sr_call_options_t (a fraction rounds up,
+// so it never becomes the 0 that means "not set"); otherwise it returns SR_ERR_CONFIG (or
+// SR_ERR_INVALID_ARGUMENT for a NULL `timeout_ms`) with an owned `*error` (if not NULL) whose
+// message names the value.
+//
+// # Safety
+// `timeout_ms` is NULL or writable; `error` is NULL or writable.
+int sr_call_timeout_ms(double ms, uint64_t *timeout_ms, struct sr_error_t **error);
+
 // Cancels the call if it is still running: its callback is then called (once, on a core
 // thread) with SR_ERR_CLOSED and a message saying the caller cancelled it. A command already
 // sent may still have run on the server; it is never retried. After the callback ran this does

@@ -1,10 +1,13 @@
 //! Per-call options and the cancel handle of a started call (`sr_operation_t`).
 
+use std::os::raw::c_int;
 use std::time::Duration;
 
+use sr::deadline::{call_timeout, Unit};
 use sr::host::Operation;
 
-use crate::ffi::{free_box, guard, to_boxed_mut_ptr, try_ref, Castable, OwnedBox};
+use crate::error::sr_error_t;
+use crate::ffi::{free_box, guard, report, to_boxed_mut_ptr, try_ref, Castable, OwnedBox};
 
 /// Options of one call, all optional: pass NULL for the defaults, or a zeroed struct with the
 /// fields you need set. Borrowed for the duration of the call only.
@@ -70,6 +73,33 @@ pub(crate) unsafe fn give_operation(out: *mut *mut sr_operation_t, operation: Op
     if !out.is_null() {
         *out = to_boxed_mut_ptr::<sr_operation_t>(operation);
     }
+}
+
+/// The rule every binding keeps for a call's own timeout, for hosts whose timeouts are numbers
+/// of their own (.NET's `TimeSpan`, a `double` of a config file): `ms` must be greater than 0
+/// and at most 2147483647; 0, negative, NaN and infinite values are refused. On SR_OK
+/// `*timeout_ms` receives it in whole milliseconds for sr_call_options_t (a fraction rounds up,
+/// so it never becomes the 0 that means "not set"); otherwise it returns SR_ERR_CONFIG (or
+/// SR_ERR_INVALID_ARGUMENT for a NULL `timeout_ms`) with an owned `*error` (if not NULL) whose
+/// message names the value.
+///
+/// # Safety
+/// `timeout_ms` is NULL or writable; `error` is NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sr_call_timeout_ms(
+    ms: f64,
+    timeout_ms: *mut u64,
+    error: *mut *mut sr_error_t,
+) -> c_int {
+    report(error, || {
+        let out = timeout_ms
+            .as_mut()
+            .ok_or_else(|| sr_error_t::invalid("timeout_ms is NULL"))?;
+        let timeout = call_timeout(ms, Unit::Milliseconds)?;
+        // At most 2^31 - 1 ms: the conversion cannot truncate.
+        *out = timeout.as_nanos().div_ceil(1_000_000) as u64;
+        Ok(())
+    })
 }
 
 /// Cancels the call if it is still running: its callback is then called (once, on a core

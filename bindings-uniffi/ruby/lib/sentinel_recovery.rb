@@ -55,17 +55,17 @@ module SentinelRecovery
 
     # Runs one command; arguments are strings (sent as their bytes) or numbers. Returns nil,
     # Integer, Float, true/false, String (bulk replies in binary encoding), Array or Hash; a
-    # failed command raises its SentinelRecovery::Error. `timeout:` (seconds, > 0) is this
-    # call's own deadline instead of command_timeout_ms: it ends the whole call, blocking
-    # commands included (BLPOP k 0: its connection is closed, so the server stops blocking it).
+    # failed command raises its SentinelRecovery::Error. `timeout:` (seconds) is this call's
+    # own deadline instead of command_timeout_ms: it ends the whole call, blocking commands
+    # included (BLPOP k 0: its connection is closed, so the server stops blocking it). It must
+    # be greater than 0 and at most 2147483.647 (the rule every binding shares); otherwise the
+    # call raises the config error and nothing is sent.
     def execute(*args, timeout: nil)
       return Client.value(@native.execute(Client.args(args))) if timeout.nil?
 
-      unless timeout.is_a?(Numeric) && timeout.positive? && timeout.finite?
-        raise ArgumentError, "timeout must be a positive number of seconds, not #{timeout.inspect}"
-      end
+      raise TypeError, "timeout must be a number of seconds, not #{timeout.inspect}" unless timeout.is_a?(Numeric)
 
-      Client.value(@native.execute_timeout(Client.args(args), [(timeout * 1000).ceil, 1].max))
+      Client.value(@native.execute_timeout(Client.args(args), timeout.to_f, Native::TimeoutUnit::SECONDS))
     end
 
     # Subscribes to channels (and patterns:) on a connection of the core's own that follows

@@ -23,6 +23,7 @@ import sentinelrecovery.uniffi.Event
 import sentinelrecovery.uniffi.EventListener
 import sentinelrecovery.uniffi.Reply
 import sentinelrecovery.uniffi.Subscription
+import sentinelrecovery.uniffi.TimeoutUnit
 import sentinelrecovery.uniffi.Topology
 
 /**
@@ -68,15 +69,15 @@ class SentinelClient private constructor(private val native: Client) : AutoClose
     suspend fun execute(vararg args: String): Reply = native.execute(args.map { it.toByteArray() })
 
     /**
-     * Runs one command with a deadline of its own, [timeoutMs] (> 0), instead of
+     * Runs one command with a deadline of its own, [timeoutMs], instead of
      * `command_timeout_ms`: it ends the whole call, blocking commands included (`BLPOP k 0`: its
      * connection is closed, so the server stops blocking it); past it
-     * [sentinelrecovery.uniffi.SentinelException.Timeout].
+     * [sentinelrecovery.uniffi.SentinelException.Timeout]. [timeoutMs] must be in
+     * 1..2147483647 (the rule every binding shares); otherwise
+     * [sentinelrecovery.uniffi.SentinelException.Config], nothing sent.
      */
-    suspend fun execute(timeoutMs: Long, args: List<ByteArray>): Reply {
-        require(timeoutMs > 0) { "timeoutMs must be a positive number of milliseconds, not $timeoutMs" }
-        return native.executeTimeout(args, timeoutMs.toULong())
-    }
+    suspend fun execute(timeoutMs: Long, args: List<ByteArray>): Reply =
+        native.executeTimeout(args, timeoutMs.toDouble(), TimeoutUnit.MILLISECONDS)
 
     /** Sends commands back to back; a failed command is a [Reply.Error] in its place. */
     suspend fun pipeline(commands: List<List<ByteArray>>): List<Reply> = native.pipeline(commands)

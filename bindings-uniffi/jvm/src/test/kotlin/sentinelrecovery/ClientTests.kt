@@ -294,6 +294,44 @@ private fun deadlineCases() = runBlocking {
     }
 }
 
+/**
+ * The shared per-call timeout cases (tests/cases/timeouts.tsv; the rule lives in the core's
+ * deadline module): each value as `execute(timeoutMs, ...)`. answers: the GET answers; accepted:
+ * it answers or times out (a deadline too short for a busy machine); refused:
+ * [SentinelException.Config] whose message starts "timeout must be", nothing sent. A Long cannot
+ * hold fractions, NaN or inf: those cases are skipped, saying so.
+ */
+private fun timeoutCases() = runBlocking {
+    val file = java.io.File(System.getenv("SR_TIMEOUT_CASES_FILE") ?: "tests/cases/timeouts.tsv")
+    val cases = file.readLines().filter { it.isNotBlank() && !it.startsWith("#") }
+    expect(cases.size >= 8) { "${cases.size} cases in $file" }
+    SentinelClient.connect(shared.url, emptyMap()).use { c ->
+        c.ready()
+        for (line in cases) {
+            val f = line.split("\t")
+            expectEqual(3, f.size, "tab-separated fields of $line")
+            val ms = if (f[0] == "inf") Double.POSITIVE_INFINITY else f[0].toDouble()
+            if (ms.isNaN() || ms.isInfinite() || ms != Math.floor(ms)) {
+                println("    skip ${f[0]}: a Long timeoutMs cannot hold it (${f[2]})")
+                continue
+            }
+            val outcome: Any = try {
+                c.execute(ms.toLong(), listOf("GET".toByteArray(), "timeout-case:absent".toByteArray()))
+            } catch (e: SentinelException) {
+                e
+            }
+            val timedOut = outcome is SentinelException.Timeout
+            if (f[1] == "answers" || (f[1] == "accepted" && !timedOut)) {
+                expectEqual<Any>(Reply.Nil, outcome, "${f[0]} ms (${f[2]})")
+            } else if (f[1] == "refused") {
+                expect(outcome is SentinelException.Config) { "${f[0]} ms (${f[2]}): $outcome" }
+                val message = (outcome as SentinelException).message ?: ""
+                expect(message.contains("timeout must be")) { "${f[0]} ms: $message" }
+            }
+        }
+    }
+}
+
 fun main() {
     shared = TestTopology()
     try {
@@ -302,6 +340,7 @@ fun main() {
             listOf(
                 "typed replies (RESP3)" to ::typedReplies,
                 "the shared deadline cases" to ::deadlineCases,
+                "the shared timeout cases" to ::timeoutCases,
                 "pipeline and transaction" to ::pipelineAndTransaction,
                 "errors by code" to ::errorsByCode,
                 "close completes in-flight with closed" to ::closeCompletesInFlightWithClosed,
