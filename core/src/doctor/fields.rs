@@ -1,75 +1,27 @@
-//! Reading the replies the doctor asks for: `SENTINEL MASTER/REPLICAS/SENTINELS` entries by
-//! field name, `INFO` sections, `SENTINEL CKQUORUM` and `SENTINEL CONFIG GET` answers.
+//! Reading the replies the doctor asks for: `SENTINEL MASTER/REPLICAS/SENTINELS` entries (by field
+//! name, through the client's own [`Entry`]), `INFO` sections, `SENTINEL CKQUORUM` and `SENTINEL
+//! CONFIG GET` answers.
 //!
 //! Everything here is lenient: a field that is missing or malformed is `None` in the report, never
-//! an error, because the doctor's job is to show what a server says, odd parts included.
-
-use crate::config::Address;
-use crate::error::Error;
-use crate::resp::Value;
+//! an error, because the doctor's job is to show what a server says, odd parts included. Only an
+//! entry without a usable address (see [`Entry::address`]) is left out.
 
 use super::report::{CkQuorum, MasterView, PeerView, ReplicaView};
+use crate::error::Error;
+use crate::resp::Value;
+use crate::sentinel::replies::{Entry, Flags};
 
-/// The fields of one entry as text, in RESP2 (flat array) or RESP3 (map) shape.
-pub(super) struct Fields(Vec<(String, String)>);
-
-impl Fields {
-    pub(super) fn parse(value: Value) -> Option<Fields> {
-        let pairs = value.into_pairs()?;
-        Some(Fields(
-            pairs
-                .into_iter()
-                .filter_map(|(k, v)| Some((k.as_str()?.to_string(), text(&v)?)))
-                .collect(),
-        ))
-    }
-
-    pub(super) fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn num<T: std::str::FromStr>(&self, name: &str) -> Option<T> {
-        self.get(name)?.trim().parse().ok()
-    }
-
-    fn address(&self) -> Option<Address> {
-        let host = self.get("ip").filter(|h| !h.is_empty())?;
-        let port: u16 = self.num("port").filter(|p| *p != 0)?;
-        Some(Address::new(host, port))
-    }
-
-    fn flags(&self) -> Vec<String> {
-        self.get("flags")
-            .map(|f| {
-                f.split(',')
-                    .filter(|f| !f.is_empty())
-                    .map(String::from)
-                    .collect()
-            })
-            .unwrap_or_default()
-    }
-}
-
-/// A scalar reply as text (numbers too: RESP3 sentinels send some fields as integers).
-fn text(value: &Value) -> Option<String> {
-    match value {
-        Value::Int(i) => Some(i.to_string()),
-        Value::Double(d) => Some(d.to_string()),
-        Value::Boolean(b) => Some(b.to_string()),
-        Value::Nil => Some(String::new()),
-        other => other.as_str().map(String::from),
-    }
+/// `flags` as a list (empty when missing).
+fn flags(entry: &Entry) -> Vec<String> {
+    entry.flags().map(Flags::into_vec).unwrap_or_default()
 }
 
 /// `SENTINEL MASTER <service>`.
 pub(super) fn master(value: Value) -> Option<MasterView> {
-    let f = Fields::parse(value)?;
+    let f = Entry::parse(value)?;
     Some(MasterView {
         address: f.address()?,
-        flags: f.flags(),
+        flags: flags(&f),
         config_epoch: f.num("config-epoch"),
         quorum: f.num("quorum"),
         down_after_ms: f.num("down-after-milliseconds"),
@@ -84,12 +36,12 @@ pub(super) fn master(value: Value) -> Option<MasterView> {
     })
 }
 
-fn entries(value: Value) -> Vec<Fields> {
+fn entries(value: Value) -> Vec<Entry> {
     value
         .into_array()
         .unwrap_or_default()
         .into_iter()
-        .filter_map(Fields::parse)
+        .filter_map(Entry::parse)
         .collect()
 }
 
@@ -100,7 +52,7 @@ pub(super) fn replicas(value: Value) -> Vec<ReplicaView> {
         .filter_map(|f| {
             Some(ReplicaView {
                 address: f.address()?,
-                flags: f.flags(),
+                flags: flags(&f),
                 master_link_status: f.get("master-link-status").map(String::from),
                 priority: f.num("slave-priority"),
                 repl_offset: f.num("slave-repl-offset"),
@@ -116,8 +68,8 @@ pub(super) fn peers(value: Value) -> Vec<PeerView> {
         .filter_map(|f| {
             Some(PeerView {
                 address: f.address()?,
-                flags: f.flags(),
-                run_id: f.get("runid").filter(|r| !r.is_empty()).map(String::from),
+                flags: flags(&f),
+                run_id: f.run_id().map(String::from),
             })
         })
         .collect()
@@ -160,7 +112,7 @@ pub(super) fn ckquorum(reply: Result<Value, Error>) -> Option<CkQuorum> {
 
 /// `SENTINEL CONFIG GET <name>` as yes/no: a `[name, value]` pair (map in RESP3).
 pub(super) fn config_flag(value: Value, name: &str) -> Option<bool> {
-    let f = Fields::parse(value)?;
+    let f = Entry::parse(value)?;
     match f.get(name)? {
         "yes" => Some(true),
         "no" => Some(false),
@@ -170,25 +122,15 @@ pub(super) fn config_flag(value: Value, name: &str) -> Option<bool> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-    use bytes::Bytes;
-
-    fn bulk(s: &str) -> Value {
-        Value::Bulk(Bytes::copy_from_slice(s.as_bytes()))
-    }
-
-    fn flat(fields: &[(&str, &str)]) -> Value {
-        Value::Array(
-            fields
-                .iter()
-                .flat_map(|(k, v)| [bulk(k), bulk(v)])
-                .collect(),
-        )
-    }
+    use super::{ckquorum, config_flag, info_field, info_num, master, peers, replicas};
+    use crate::config::Address;
+    use crate::error::Error;
+    use crate::resp::Value;
+    use crate::sentinel::replies::shapes::{bulk, flat};
 
     #[test]
-    fn master_fields_in_both_shapes() {
-        let fields = [
+    fn master_fields() {
+        let m = master(flat(&[
             ("name", "mymaster"),
             ("ip", "127.0.0.1"),
             ("port", "6379"),
@@ -200,31 +142,17 @@ mod tests {
             ("parallel-syncs", "1"),
             ("num-other-sentinels", "2"),
             ("num-slaves", "2"),
-        ];
-        let resp3 = Value::Map(
-            fields
-                .iter()
-                .map(|(k, v)| {
-                    let v = match v.parse::<i64>() {
-                        Ok(n) => Value::Int(n),
-                        Err(_) => bulk(v),
-                    };
-                    (bulk(k), v)
-                })
-                .collect(),
+        ]))
+        .unwrap();
+        assert_eq!(m.address, Address::new("127.0.0.1", 6379));
+        assert_eq!(m.flags, ["master", "s_down"]);
+        assert!(m.has_flag("s_down"));
+        assert_eq!(
+            (m.config_epoch, m.quorum, m.down_after_ms),
+            (Some(4), Some(2), Some(1000))
         );
-        for value in [flat(&fields), resp3] {
-            let m = master(value).unwrap();
-            assert_eq!(m.address, Address::new("127.0.0.1", 6379));
-            assert_eq!(m.flags, ["master", "s_down"]);
-            assert!(m.has_flag("s_down"));
-            assert_eq!(
-                (m.config_epoch, m.quorum, m.down_after_ms),
-                (Some(4), Some(2), Some(1000))
-            );
-            assert_eq!((m.num_other_sentinels, m.num_slaves), (Some(2), Some(2)));
-            assert_eq!(m.failover_state, None);
-        }
+        assert_eq!((m.num_other_sentinels, m.num_slaves), (Some(2), Some(2)));
+        assert_eq!(m.failover_state, None);
         assert!(master(flat(&[("ip", "h"), ("port", "0")])).is_none());
         assert!(master(Value::Int(1)).is_none());
     }

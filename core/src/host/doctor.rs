@@ -5,8 +5,9 @@
 
 use std::sync::Arc;
 
-use super::inflight::Registry;
-use super::{guarded, Done, Handle, Operation};
+use super::guard::guarded;
+use super::inflight::{Done, Operation, Registry};
+use super::wait;
 use crate::config::Config;
 use crate::doctor::{self, Report, Setup, Status};
 use crate::error::{Error, Result};
@@ -40,7 +41,7 @@ impl From<&Report> for Diagnosis {
 }
 
 /// The configuration of `url` with `options` applied, each through [`Config::set`] (what
-/// [`Handle::open_url`] opens), checked as a whole.
+/// [`super::Handle::open_url`] opens), checked as a whole.
 pub fn config_from_url<K: AsRef<str>, V: AsRef<str>>(
     url: &str,
     options: &[(K, V)],
@@ -80,7 +81,7 @@ pub fn doctor(config: Config, options: doctor::Options, done: Done<Diagnosis>) -
 /// [`doctor()`] for host threads: blocks the calling thread (and only it) until the report is
 /// ready. Refused (`config`) on a core thread.
 pub fn doctor_blocking(config: Config, options: doctor::Options) -> Result<Diagnosis> {
-    Handle::block(|done| doctor(config, options, done))
+    wait::block(|done| doctor(config, options, done))
 }
 
 #[cfg(test)]

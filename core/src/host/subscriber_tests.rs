@@ -9,8 +9,9 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::inflight::Registry;
-use super::*;
+use super::{Handle, Subscriber};
 use crate::client::Subscription;
+use crate::error::ErrorCode;
 use crate::types::Message;
 
 fn message(channel: &str, n: usize) -> Message {
@@ -190,8 +191,7 @@ fn closing_the_handle_ends_its_subscriptions_before_it_returns() {
         Handle::open_url::<&str, &str>(&format!("redis+sentinel://127.0.0.1:{port}/m"), &[])
             .unwrap();
     let (subscription, feed) = Subscription::detached(&["a"], 100_000);
-    let subscriber = Subscriber::new(handle.shared.registry.clone(), subscription);
-    handle.shared.subscribers.locked().push(subscriber.clone());
+    let subscriber = handle.adopt(subscription);
     let calls = Arc::new(AtomicUsize::new(0));
     let (first_tx, first) = mpsc::channel();
     {
@@ -209,8 +209,7 @@ fn closing_the_handle_ends_its_subscriptions_before_it_returns() {
     // A pull waiting when the handle closes ends with `None`, not an error.
     let (pulled_tx, pulled) = mpsc::channel();
     let (other, _feed) = Subscription::detached(&["b"], 10);
-    let puller = Subscriber::new(handle.shared.registry.clone(), other);
-    handle.shared.subscribers.locked().push(puller.clone());
+    let puller = handle.adopt(other);
     puller.next(Box::new(move |r| {
         let _ = pulled_tx.send(r);
     }));

@@ -7,12 +7,12 @@
 //! at a time ([`Subscriber::next`], whose blocking form is [`Subscriber::next_blocking`]); Rust
 //! code uses [`crate::Subscription`] directly.
 
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use super::gate::Gate;
+use super::guard::guarded;
 use super::inflight::{Done, Operation, Registry};
-use super::Handle;
+use super::wait;
 use crate::client::{Subscription, SubscriptionControl};
 use crate::error::{Error, Result};
 use crate::sync::Locked;
@@ -56,7 +56,7 @@ impl Subscriber {
     /// thread, until the subscription is closed. One handler per subscription (`config` error
     /// for a second); while it is installed [`Subscriber::next`] waits for nothing.
     pub fn on_message(&self, handler: MessageHandler) -> Result<()> {
-        super::guarded(|| {
+        guarded(|| {
             if self.is_closed() {
                 return Err(Error::closed());
             }
@@ -113,7 +113,7 @@ impl Subscriber {
     /// [`Subscriber::next`] for host threads: blocks the calling thread (only it). Refused on a
     /// core thread.
     pub fn next_blocking(&self) -> Result<Option<Message>> {
-        Handle::block(|done| self.next(done))
+        wait::block(|done| self.next(done))
     }
 
     /// Adds channels; completes once the node confirmed them (at once while the subscription is
@@ -144,7 +144,7 @@ impl Subscriber {
         names: &[A],
         done: Done<()>,
     ) -> Operation {
-        let work = super::guarded(|| self.shared.control.change_work(command, names));
+        let work = guarded(|| self.shared.control.change_work(command, names));
         let shared = self.shared.clone();
         let removes = command.contains("UNSUBSCRIBE");
         match work {
@@ -237,49 +237,4 @@ impl Shared {
             gate.barrier();
         }
     }
-}
-
-impl Handle {
-    /// Subscribes to `channels` and `patterns` (at least one name in all) on a connection of
-    /// the core's own, and completes with the subscription once the node confirmed them (within
-    /// `command_timeout_ms`). It follows failovers: `subscription_lost` and
-    /// `subscription_restored` events tell when messages may have been missed (pub/sub is
-    /// at-most-once). `buffer` messages wait for the host at most (default 4096); beyond that
-    /// the newest are dropped and counted ([`Subscriber::dropped`]).
-    pub fn subscribe<A: AsRef<[u8]>>(
-        &self,
-        channels: &[A],
-        patterns: &[A],
-        buffer: Option<usize>,
-        done: Done<Subscriber>,
-    ) -> Operation {
-        let shared = self.shared.clone();
-        let buffer = buffer.unwrap_or(crate::client::DEFAULT_BUFFER);
-        self.start(
-            move |c| {
-                let work = c.subscription_work(channels, patterns, buffer)?;
-                Ok(subscribed(shared, work))
-            },
-            done,
-        )
-    }
-}
-
-/// Wraps the new subscription for the host and ties it to the handle's close.
-async fn subscribed(
-    shared: Arc<super::Shared>,
-    work: impl Future<Output = Result<Subscription>>,
-) -> Result<Subscriber> {
-    let subscriber = Subscriber::new(shared.registry.clone(), work.await?);
-    {
-        let mut subscribers = shared.subscribers.locked();
-        subscribers.retain(|s| !s.is_closed());
-        subscribers.push(subscriber.clone());
-    }
-    // A close that ran meanwhile did not see it: end it here.
-    if shared.client.locked().is_none() {
-        subscriber.close();
-        return Err(Error::closed());
-    }
-    Ok(subscriber)
 }

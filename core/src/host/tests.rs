@@ -6,8 +6,9 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use super::inflight::Registry;
-use super::*;
+use super::inflight::{Done, Registry};
+use super::{EventSubscription, Handle};
+use crate::error::{ErrorCode, Result};
 
 /// A client whose sentinel never answers: commands wait in the queue until their deadline.
 fn unreachable_handle(extra: &str) -> Handle {

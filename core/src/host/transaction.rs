@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use super::{Done, Handle, Operation};
+use super::handle::Handle;
+use super::inflight::{Done, Operation};
 use crate::client::Transaction;
 use crate::error::Error;
 use crate::resp::Value;

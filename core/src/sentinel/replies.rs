@@ -38,6 +38,11 @@ impl Flags {
         self.has("s_down") || self.has("o_down")
     }
 
+    /// The flags, in the order the sentinel sent them.
+    pub(crate) fn into_vec(self) -> Vec<String> {
+        self.0
+    }
+
     /// Down, or the sentinel's link to it is broken.
     pub fn is_unhealthy(&self) -> bool {
         self.is_down() || self.has("disconnected")
@@ -63,42 +68,93 @@ pub struct InstanceInfo {
     pub config_epoch: u64,
 }
 
-fn field<'a>(pairs: &'a [(Value, Value)], name: &str) -> Option<&'a Value> {
-    pairs
-        .iter()
-        .find(|(k, _)| k.as_str() == Some(name))
-        .map(|(_, v)| v)
+/// One entry of a field/value reply (`SENTINEL MASTER`, `REPLICAS`, `SENTINELS`, `CONFIG GET`)
+/// by field name, from a RESP2 flat array or a RESP3 map. Values are kept as text, numbers too
+/// (RESP3 sentinels send some fields as integers); a field whose name or value is not a scalar
+/// is left out. What a field must hold is for the reader to say: the client refuses an entry
+/// without a usable address or flags, the doctor reports what it finds.
+pub(crate) struct Entry(Vec<(String, String)>);
+
+impl Entry {
+    /// `None` when `value` is neither a map nor an array of names and values.
+    pub(crate) fn parse(value: Value) -> Option<Entry> {
+        let pairs = value.into_pairs()?;
+        Some(Entry(
+            pairs
+                .into_iter()
+                .filter_map(|(k, v)| Some((k.as_str()?.to_string(), text(&v)?)))
+                .collect(),
+        ))
+    }
+
+    /// The field `name` as text.
+    pub(crate) fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The field `name` as a number; `None` when missing or not one.
+    pub(crate) fn num<T: std::str::FromStr>(&self, name: &str) -> Option<T> {
+        self.get(name)?.trim().parse().ok()
+    }
+
+    /// `ip`, when it names a host: not empty, no white space.
+    pub(crate) fn host(&self) -> Option<&str> {
+        self.get("ip")
+            .filter(|h| !h.is_empty() && !h.contains(char::is_whitespace))
+    }
+
+    /// `port`, when in 1..65535.
+    pub(crate) fn port(&self) -> Option<u16> {
+        self.num("port").filter(|p| *p != 0)
+    }
+
+    /// `ip` and `port`, when both are usable.
+    pub(crate) fn address(&self) -> Option<Address> {
+        Some(Address::new(self.host()?, self.port()?))
+    }
+
+    /// `flags`, when present.
+    pub(crate) fn flags(&self) -> Option<Flags> {
+        self.get("flags").map(Flags::parse)
+    }
+
+    /// `runid`, when not empty.
+    pub(crate) fn run_id(&self) -> Option<&str> {
+        self.get("runid").filter(|r| !r.is_empty())
+    }
+}
+
+/// A scalar reply as text; `None` for arrays, maps and the like.
+fn text(value: &Value) -> Option<String> {
+    match value {
+        Value::Int(i) => Some(i.to_string()),
+        Value::Double(d) => Some(d.to_string()),
+        Value::Boolean(b) => Some(b.to_string()),
+        Value::Nil => Some(String::new()),
+        other => other.as_str().map(String::from),
+    }
 }
 
 fn instance(value: Value, what: &str) -> Result<InstanceInfo> {
-    let pairs = value
-        .into_pairs()
+    let entry = Entry::parse(value)
         .ok_or_else(|| Error::protocol(format!("{what}: expected a map of fields")))?;
-    let host = field(&pairs, "ip")
-        .and_then(Value::as_str)
-        .filter(|h| !h.is_empty() && !h.contains(char::is_whitespace))
+    let host = entry
+        .host()
         .ok_or_else(|| Error::protocol(format!("{what}: missing or empty 'ip'")))?;
-    let port = field(&pairs, "port")
-        .and_then(Value::as_int)
-        .filter(|p| (1..=65535).contains(p))
+    let port = entry
+        .port()
         .ok_or_else(|| Error::protocol(format!("{what}: 'port' missing or not in 1..65535")))?;
-    let flags = field(&pairs, "flags")
-        .and_then(Value::as_str)
-        .map(Flags::parse)
+    let flags = entry
+        .flags()
         .ok_or_else(|| Error::protocol(format!("{what}: missing 'flags'")))?;
-    let run_id = field(&pairs, "runid")
-        .and_then(Value::as_str)
-        .filter(|r| !r.is_empty())
-        .map(String::from);
-    let config_epoch = field(&pairs, "config-epoch")
-        .and_then(Value::as_int)
-        .and_then(|e| u64::try_from(e).ok())
-        .unwrap_or(0);
     Ok(InstanceInfo {
-        address: Address::new(host, port as u16),
+        address: Address::new(host, port),
         flags,
-        run_id,
-        config_epoch,
+        run_id: entry.run_id().map(String::from),
+        config_epoch: entry.num("config-epoch").unwrap_or(0),
     })
 }
 
@@ -191,25 +247,20 @@ pub fn info_tilt(info: &str) -> Option<bool> {
         })
 }
 
+/// Entries in the shapes sentinels send them, for the tests of what reads them.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod shapes {
     use bytes::Bytes;
 
-    #[test]
-    fn info_tilt_reads_the_flag() {
-        let info = "# Sentinel\r\nsentinel_masters:1\r\nsentinel_tilt:1\r\nsentinel_tilt_since_seconds:3\r\n";
-        assert_eq!(info_tilt(info), Some(true));
-        assert_eq!(info_tilt("sentinel_tilt:0\r\n"), Some(false));
-        assert_eq!(info_tilt("sentinel_masters:1"), None);
-        assert_eq!(info_tilt("sentinel_tilt:x"), None);
-    }
+    use crate::resp::Value;
 
-    fn bulk(s: &str) -> Value {
+    /// A bulk string.
+    pub(crate) fn bulk(s: &str) -> Value {
         Value::Bulk(Bytes::copy_from_slice(s.as_bytes()))
     }
 
-    fn flat(fields: &[(&str, &str)]) -> Value {
+    /// RESP2: names and values in one flat array.
+    pub(crate) fn flat(fields: &[(&str, &str)]) -> Value {
         Value::Array(
             fields
                 .iter()
@@ -218,8 +269,24 @@ mod tests {
         )
     }
 
-    fn map(fields: &[(&str, &str)]) -> Value {
+    /// RESP3: a map.
+    pub(crate) fn map(fields: &[(&str, &str)]) -> Value {
         Value::Map(fields.iter().map(|(k, v)| (bulk(k), bulk(v))).collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shapes::{bulk, flat, map};
+    use super::{info_tilt, instances, master, master_addr, role, Address, Entry, Role, Value};
+
+    #[test]
+    fn info_tilt_reads_the_flag() {
+        let info = "# Sentinel\r\nsentinel_masters:1\r\nsentinel_tilt:1\r\nsentinel_tilt_since_seconds:3\r\n";
+        assert_eq!(info_tilt(info), Some(true));
+        assert_eq!(info_tilt("sentinel_tilt:0\r\n"), Some(false));
+        assert_eq!(info_tilt("sentinel_masters:1"), None);
+        assert_eq!(info_tilt("sentinel_tilt:x"), None);
     }
 
     const MASTER: &[(&str, &str)] = &[
@@ -247,6 +314,25 @@ mod tests {
         ]))
         .unwrap();
         assert!(m.flags.is_down());
+    }
+
+    #[test]
+    fn entry_fields_are_text_and_resp3_numbers_too() {
+        let resp3 = Value::Map(vec![
+            (bulk("ip"), bulk("127.0.0.1")),
+            (bulk("port"), Value::Int(6379)),
+            (bulk("config-epoch"), Value::Int(4)),
+            (bulk("runid"), Value::Nil),
+            (bulk("nested"), Value::Array(vec![])),
+        ]);
+        let e = Entry::parse(resp3).unwrap();
+        assert_eq!(e.address(), Some(Address::new("127.0.0.1", 6379)));
+        assert_eq!(e.num::<u64>("config-epoch"), Some(4));
+        assert_eq!(e.get("port"), Some("6379"));
+        assert_eq!((e.run_id(), e.get("nested")), (None, None));
+        assert_eq!(e.flags(), None);
+        assert!(Entry::parse(Value::Array(vec![bulk("ip")])).is_none());
+        assert!(Entry::parse(Value::Int(1)).is_none());
     }
 
     #[test]

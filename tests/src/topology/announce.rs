@@ -7,7 +7,10 @@
 //! must answer nothing before: checked), and a test proves its client never used it (a map to
 //! 127.0.0.1, and `CLIENT LIST` `laddr` on the servers).
 
-use super::*;
+use std::time::Duration;
+
+use super::Topology;
+use crate::{wait_until, TestkitError};
 
 impl Topology {
     /// Makes every replica announce `ip` (the data nodes also bind it) and waits until every

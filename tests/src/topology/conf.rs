@@ -1,6 +1,6 @@
 //! The configuration files of data nodes and sentinels.
 
-use super::*;
+use std::path::Path;
 
 /// A data node's config listening on `bind`, replicating from `primary` (`ip`, `port`) when
 /// given; `extra` (TLS and ACL lines) is appended.
@@ -61,4 +61,26 @@ impl SentinelConf<'_> {
         s.push_str(&self.extra);
         s
     }
+}
+
+/// The default of [`super::TopologySpec::sentinel_debug`] (which says why these periods).
+pub(super) fn default_sentinel_debug() -> Vec<(String, u64)> {
+    [
+        ("info-period", 200),
+        ("ping-period", 500),
+        ("ask-period", 100),
+        ("publish-period", 1000),
+        ("tilt-period", 5000),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
+}
+
+/// `SENTINEL DEBUG <name> <value>` commands setting `pairs`.
+pub(super) fn debug_commands(pairs: &[(String, u64)]) -> Vec<Vec<String>> {
+    pairs
+        .iter()
+        .map(|(k, v)| vec!["SENTINEL".into(), "DEBUG".into(), k.clone(), v.to_string()])
+        .collect()
 }

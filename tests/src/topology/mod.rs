@@ -1,26 +1,11 @@
 //! Real server processes: [`Topology`] (primary + replicas + sentinels) and [`Node`] (one process).
 
-use std::collections::HashMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek, SeekFrom};
-use std::os::unix::process::CommandExt;
+use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU16, AtomicU64, Ordering};
-use std::sync::{mpsc, Mutex, OnceLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
-use crate::proxy::{Affects, FaultProxy, LinkFaults};
-use crate::resp::{Conn, Reply};
 use crate::security::{AclSetup, AclSpec, TlsFiles, TlsSpec};
-use crate::{free_port, wait_until, TestkitError};
-
-/// Timeout of one [`Node::cmd`] (connect, write and read each).
-const CMD_TIMEOUT: Duration = Duration::from_secs(2);
-/// Timeout used when polling many nodes (so a SIGSTOPped node does not stall a wait).
-const POLL_TIMEOUT: Duration = Duration::from_millis(400);
-/// How long a freshly spawned process gets to answer.
-const START_TIMEOUT: Duration = Duration::from_secs(15);
+use crate::{wait_until, TestkitError};
 
 mod announce;
 mod conf;
@@ -30,13 +15,13 @@ mod services;
 mod spawn;
 mod stale;
 
-use conf::*;
+use conf::{data_conf, debug_commands, default_sentinel_debug, SentinelConf};
 pub use node::Node;
-use node::NodeAccess;
 pub(crate) use node::Placement;
+use node::{NodeAccess, POLL_TIMEOUT};
 pub use server::ServerKind;
 pub(crate) use spawn::spawn_child as spawn_owned_child;
-use spawn::*;
+use spawn::{keep_dirs, make_temp_dir};
 pub use stale::{start_stale_sentinel, StaleSentinelSpec};
 
 // ---------------------------------------------------------------------------------------------
@@ -93,26 +78,6 @@ impl Default for TopologySpec {
             acl: None,
         }
     }
-}
-
-fn default_sentinel_debug() -> Vec<(String, u64)> {
-    [
-        ("info-period", 200),
-        ("ping-period", 500),
-        ("ask-period", 100),
-        ("publish-period", 1000),
-        ("tilt-period", 5000),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
-}
-
-fn debug_commands(pairs: &[(String, u64)]) -> Vec<Vec<String>> {
-    pairs
-        .iter()
-        .map(|(k, v)| vec!["SENTINEL".into(), "DEBUG".into(), k.clone(), v.to_string()])
-        .collect()
 }
 
 /// Where each node of a [`Topology`] runs: by default every node on 127.0.0.1 in the test's own
@@ -746,11 +711,6 @@ impl Drop for Topology {
             let _ = fs::remove_dir_all(&self.dir);
         }
     }
-}
-
-/// True when env `SR_TESTKIT_KEEP=1`: temp dirs (configs, logs) survive the fixtures for debugging.
-fn keep_dirs() -> bool {
-    std::env::var("SR_TESTKIT_KEEP").is_ok_and(|v| v == "1")
 }
 
 /// Percent-encodes what would break a URL's userinfo or query value.

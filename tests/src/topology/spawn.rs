@@ -1,6 +1,15 @@
 //! Spawning children that die with the test process, and their temp dirs.
 
-use super::*;
+use std::fs;
+use std::io;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Child, Command};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Mutex, OnceLock};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use crate::TestkitError;
 
 // ---------------------------------------------------------------------------------------------
 // Spawning: every child is spawned from one process-lifetime thread with PR_SET_PDEATHSIG, so the
@@ -69,4 +78,9 @@ pub(super) fn make_temp_dir(tag: &str) -> Result<PathBuf, TestkitError> {
     fs::create_dir_all(&dir)
         .map_err(|e| TestkitError::io(format!("creating {}", dir.display()), e))?;
     Ok(dir)
+}
+
+/// True when env `SR_TESTKIT_KEEP=1`: temp dirs (configs, logs) survive the fixtures for debugging.
+pub(super) fn keep_dirs() -> bool {
+    std::env::var("SR_TESTKIT_KEEP").is_ok_and(|v| v == "1")
 }

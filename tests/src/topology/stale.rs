@@ -1,6 +1,12 @@
 //! A sentinel started with an old view of the service (a stale sentinel).
 
-use super::*;
+use std::fs;
+
+use super::conf::{debug_commands, default_sentinel_debug, SentinelConf};
+use super::node::{Node, NodeAccess};
+use super::server::ServerKind;
+use super::spawn::make_temp_dir;
+use crate::TestkitError;
 
 /// What a standalone stale sentinel believes (see [`start_stale_sentinel`]).
 #[derive(Debug, Clone)]
