@@ -17,7 +17,7 @@ rm -f "$out/SentinelRecovery.dll.config"
 # -define:TRACE as the .NET SDK does: without it every Trace.* call is compiled out (Trace's
 # methods are [Conditional("TRACE")]), and messages meant for trace listeners vanish.
 mcs -nologo -langversion:7.2 -unsafe -optimize+ -debug -warnaserror -target:library -define:TRACE \
-    -r:System.dll -r:System.Core.dll -r:System.Numerics.dll \
+    -r:System.dll -r:System.Core.dll \
     -doc:"$out/SentinelRecovery.xml" -out:"$out/SentinelRecovery.dll" "$here"/src/*.cs
 
 nunit=/usr/lib/cli/nunit.framework-2.6.3/nunit.framework.dll

@@ -7,9 +7,10 @@ root=$(cd "$here/.." && pwd)
 target=${CARGO_TARGET_DIR:-$root/target}
 out=$target/dotnet
 export SR_TOPOLOGY_BIN=${SR_TOPOLOGY_BIN:-$target/debug/sr-topology}
-# The deadline and timeout cases every binding's suite reads (DeadlineCasesTests.cs, TimeoutCasesTests.cs).
+# The shared cases every binding's suite reads (DeadlineCasesTests.cs, TimeoutCasesTests.cs, ClientTests.cs).
 export SR_CASES_FILE=${SR_CASES_FILE:-$root/tests/cases/deadlines.tsv}
 export SR_TIMEOUT_CASES_FILE=${SR_TIMEOUT_CASES_FILE:-$root/tests/cases/timeouts.tsv}
+export SR_ARGUMENT_CASES_FILE=${SR_ARGUMENT_CASES_FILE:-$root/tests/cases/arguments.tsv}
 export LD_LIBRARY_PATH=$out${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # -noshadow: the assembly must load from $out, where libsentinel_recovery.so is.
 # -domain=None: no test AppDomain. Unloading one would wait forever for the core threads that

@@ -177,6 +177,10 @@ namespace SentinelRecovery
         internal static extern int sr_call_timeout_ms(double ms, out ulong timeoutMs, out IntPtr error);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern unsafe int sr_argument_float_text(double value, [MarshalAs(UnmanagedType.I1)] bool single,
+            UIntPtr index, byte* buf, UIntPtr cap, out UIntPtr len, out IntPtr error);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr sr_error_message(int code);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]

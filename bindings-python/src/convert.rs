@@ -4,6 +4,7 @@ use pyo3::exceptions::{PyTypeError, PyUnicodeEncodeError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PySet, PyString, PyTuple};
 use pyo3::IntoPyObjectExt;
+use sentinel_recovery::arguments::float_text;
 use sentinel_recovery::Value;
 
 use crate::errors;
@@ -33,7 +34,7 @@ impl Args<'_> {
 }
 
 /// Command arguments: `bytes`, `bytearray`, `memoryview` as they are; `str` as UTF-8; `int` as
-/// its decimal text; `float` as its shortest round-trip text (see [`float_text`]). Anything else
+/// its decimal text; `float` as its shortest round-trip text (`sentinel_recovery::arguments`). Anything else
 /// (including `bool` and `None`) is a `TypeError`, so a forgotten conversion never reaches the
 /// server as `"None"`. The policy shared by every binding: a NaN, or a `str` holding a lone
 /// surrogate, is refused with a `ConfigError` naming the argument (0 is the command's name) rather
@@ -75,10 +76,9 @@ fn arg<'py>(index: usize, item: Bound<'py, PyAny>) -> PyResult<Part<'py>> {
         ));
     }
     if let Ok(f) = item.cast::<PyFloat>() {
-        return match float_text(f.value()) {
-            Some(text) => Ok(Part::Owned(text.into_bytes())),
-            None => Err(config_error(format!("argument {index} is NaN"))),
-        };
+        return float_text(f.value(), index)
+            .map(|text| Part::Owned(text.into_bytes()))
+            .map_err(|e| errors::to_pyerr(&e));
     }
     if let Ok(b) = item.cast::<PyByteArray>() {
         return Ok(Part::Owned(b.to_vec()));
@@ -92,59 +92,6 @@ fn arg<'py>(index: usize, item: Bound<'py, PyAny>) -> PyResult<Part<'py>> {
 
 fn config_error(message: String) -> PyErr {
     errors::to_pyerr(&sentinel_recovery::Error::config(message))
-}
-
-/// A float as every binding writes it: `None` for NaN (refused); `inf` / `-inf` as Redis writes
-/// them; otherwise the shortest text that reads back as the same double, laid out as
-/// ECMAScript's `Number.prototype.toString` does (what Node sends natively): integral values
-/// below 1e21 as plain integers (`2`, not `2.0`), `0.000001` but `1e-7`, `1.5e+300`, and `-0`.
-pub fn float_text(f: f64) -> Option<String> {
-    if f.is_nan() {
-        return None;
-    }
-    if f.is_infinite() {
-        return Some(if f > 0.0 { "inf" } else { "-inf" }.to_string());
-    }
-    let sign = if f.is_sign_negative() { "-" } else { "" };
-    if f == 0.0 {
-        return Some(format!("{sign}0"));
-    }
-    let a = f.abs();
-    // `{:e}` is Rust's shortest round-trip form: digits `d[.ddd]`, then `e` and the exponent.
-    // Where two forms of that length read back, ECMAScript takes the closer one (the even one on
-    // a tie): the correctly rounded form of that length (`{:.N$e}` rounds half to even), when it
-    // reads back too.
-    let shortest = format!("{a:e}");
-    let len = shortest.split_once('e')?.0.replace('.', "").len();
-    let rounded = format!("{a:.prec$e}", prec = len - 1);
-    let sci = if rounded.parse::<f64>() == Ok(a) {
-        rounded
-    } else {
-        shortest
-    };
-    let (mantissa, exp) = sci.split_once('e')?;
-    let exp: i32 = exp.parse().ok()?;
-    let digits: String = mantissa.chars().filter(|c| *c != '.').collect();
-    let digits = digits.trim_end_matches('0');
-    let digits = if digits.is_empty() { "0" } else { digits };
-    let k = digits.len() as i32;
-    // The value is 0.DIGITS x 10^n.
-    let n = exp + 1;
-    let text = if k <= n && n <= 21 {
-        format!("{digits}{}", "0".repeat((n - k) as usize))
-    } else if 0 < n && n <= 21 {
-        let (int, frac) = digits.split_at(n as usize);
-        format!("{int}.{frac}")
-    } else if -6 < n && n <= 0 {
-        format!("0.{}{digits}", "0".repeat((-n) as usize))
-    } else {
-        let e = n - 1;
-        let (first, rest) = digits.split_at(1);
-        let dot = if rest.is_empty() { "" } else { "." };
-        let esign = if e < 0 { "-" } else { "+" };
-        format!("{first}{dot}{rest}e{esign}{}", e.abs())
-    };
-    Some(format!("{sign}{text}"))
 }
 
 fn type_error(index: usize, item: &Bound<'_, PyAny>) -> PyErr {

@@ -8,6 +8,7 @@
 
 #![warn(missing_docs)]
 
+mod arguments;
 mod client;
 mod codes;
 mod completion;

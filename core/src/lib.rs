@@ -21,6 +21,7 @@
 // The public API: what a user of the crate needs, re-exported below, plus the modules whose
 // contents are themselves API (configuration, the host layer bindings stand on, the runtime's
 // knobs, the diagnosis, the plain types and errors).
+pub mod arguments;
 pub mod config;
 pub mod deadline;
 pub mod doctor;

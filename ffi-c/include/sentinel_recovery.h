@@ -642,6 +642,27 @@ int sr_client_open_mapped(const char *url,
                           struct sr_client_t **client,
                           struct sr_error_t **error);
 
+// The text every binding sends for a floating-point command argument (the policy the core
+// keeps once, its `arguments` module): the shortest text that reads back as the same value,
+// laid out as JavaScript writes numbers (`2`, `0.1`, `1e+21`, `1e-7`, `-0`), infinities as
+// `inf` / `-inf`; `single` reads `value` as a 32-bit float (its own shortest text: `0.1`, not
+// `0.10000000149011612`). For hosts with typed numbers (.NET); C callers format their own.
+//
+// Writes the text and a NUL into `buf` (every text fits in 32 bytes) and its length, without
+// the NUL, into `*len`. Returns SR_OK; SR_ERR_CONFIG for NaN, which has no text Redis reads as
+// a number, with an owned `*error` (if not NULL) naming argument `index` (0 is the command's
+// name); SR_ERR_INVALID_ARGUMENT for a NULL `buf` or `len`, or `cap` below 32.
+//
+// # Safety
+// `buf` is NULL or writable for `cap` bytes; `len` and `error` are NULL or writable.
+int sr_argument_float_text(double value,
+                           bool single,
+                           size_t index,
+                           char *buf,
+                           size_t cap,
+                           size_t *len,
+                           struct sr_error_t **error);
+
 // Opens a client for a `redis+sentinel://[user[:password]@]host[:port][,host[:port]...]/service
 // [?key=value&...]` URL (`valkey+sentinel://`, and `rediss+sentinel://` for TLS) and returns at
 // once: discovery runs in the background on the core's threads. Use sr_client_wait_ready() to

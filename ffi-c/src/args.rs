@@ -161,3 +161,51 @@ pub(crate) unsafe fn out_param<'a, T>(
         ))),
     }
 }
+
+/// The text every binding sends for a floating-point command argument (the policy the core
+/// keeps once, its `arguments` module): the shortest text that reads back as the same value,
+/// laid out as JavaScript writes numbers (`2`, `0.1`, `1e+21`, `1e-7`, `-0`), infinities as
+/// `inf` / `-inf`; `single` reads `value` as a 32-bit float (its own shortest text: `0.1`, not
+/// `0.10000000149011612`). For hosts with typed numbers (.NET); C callers format their own.
+///
+/// Writes the text and a NUL into `buf` (every text fits in 32 bytes) and its length, without
+/// the NUL, into `*len`. Returns SR_OK; SR_ERR_CONFIG for NaN, which has no text Redis reads as
+/// a number, with an owned `*error` (if not NULL) naming argument `index` (0 is the command's
+/// name); SR_ERR_INVALID_ARGUMENT for a NULL `buf` or `len`, or `cap` below 32.
+///
+/// # Safety
+/// `buf` is NULL or writable for `cap` bytes; `len` and `error` are NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn sr_argument_float_text(
+    value: f64,
+    single: bool,
+    index: usize,
+    buf: *mut c_char,
+    cap: usize,
+    len: *mut usize,
+    error: *mut *mut sr_error_t,
+) -> std::ffi::c_int {
+    crate::ffi::report(error, || {
+        if buf.is_null() || len.is_null() || cap < 32 {
+            return Err(sr_error_t::invalid(
+                "sr_argument_float_text needs a buffer of at least 32 bytes and a length",
+            ));
+        }
+        let text = if single {
+            sr::arguments::float32_text(value as f32, index)?
+        } else {
+            sr::arguments::float_text(value, index)?
+        };
+        let bytes = text.as_bytes();
+        if bytes.len() >= cap {
+            return Err(sr_error_t::invalid(
+                "the float's text is longer than the buffer",
+            ));
+        }
+        // SAFETY: the text and its NUL fit in `cap` writable bytes (checked above).
+        std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.cast::<u8>(), bytes.len());
+        *buf.add(bytes.len()) = 0;
+        *len = bytes.len();
+        Ok(())
+    })
+}

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 # Each is ffi-c/tests/NAME.c, run as `NAME /path/to/sr-topology`, printing "N passed, N failed" last.
-C_TESTS=(test_ffi test_deadlines test_deadline_cases test_timeout_cases test_pubsub test_apps test_doctor test_mailbox)
+C_TESTS=(test_ffi test_deadlines test_deadline_cases test_timeout_cases test_argument_cases test_pubsub test_apps test_doctor test_mailbox)
 
 ffi=$(cd "$(dirname "$0")/.." && pwd)
 root=$(cd "$ffi/.." && pwd)
@@ -15,8 +15,9 @@ out=$target/ffi-c-tests
 topology_bin=$lib/sr-topology
 CBINDGEN_VERSION=0.29.4
 STRICT=(-Wall -Wextra -Werror -pedantic)
-# The deadline cases every binding's suite reads.
-CASES=(-DSR_CASES_FILE="\"$root/tests/cases/deadlines.tsv\"" -DSR_TIMEOUT_CASES_FILE="\"$root/tests/cases/timeouts.tsv\"")
+# The shared cases every binding's suite reads (tests/cases/).
+CASES=(-DSR_CASES_FILE="\"$root/tests/cases/deadlines.tsv\"" -DSR_TIMEOUT_CASES_FILE="\"$root/tests/cases/timeouts.tsv\""
+       -DSR_ARGUMENT_CASES_FILE="\"$root/tests/cases/arguments.tsv\"")
 mkdir -p "$out"
 
 step() { printf '\n== %s\n' "$*"; }

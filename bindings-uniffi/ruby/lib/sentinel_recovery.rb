@@ -136,15 +136,14 @@ module SentinelRecovery
       end
     end
 
+    # Arguments as bytes: strings as they are, integers in decimal, floats as the core writes
+    # them for every binding (2.5, 2, 1e+21, inf; NaN raises the config error naming it).
     def self.args(args)
-      args.map do |a|
+      args.each_with_index.map do |a, index|
         case a
         when String then a.b
         when Integer then a.to_s
-        when Float
-          raise Native::SentinelError::Config.new(code: 'config', detail: 'an argument is NaN', server_code: nil) if a.nan?
-
-          a.to_s
+        when Float then Native.float_argument_text(a, index)
         when Symbol then a.to_s
         else raise TypeError, "command arguments are strings or numbers, not #{a.class}"
         end
