@@ -111,6 +111,45 @@ pub fn begin_async(
     Ok(Operation(handle.begin_transaction(done)))
 }
 
+/// MULTI/EXEC of `cmds` after `WATCH watch...` (when not empty), all in the core
+/// (`Handle::transaction`); `future` gets the replies, or `None` when a watched key changed.
+pub fn transaction_async(
+    handle: &Handle,
+    decode: bool,
+    event_loop: Py<PyAny>,
+    future: Py<PyAny>,
+    cmds: Vec<Bound<'_, PyTuple>>,
+    watch: &Bound<'_, PyTuple>,
+) -> PyResult<Operation> {
+    let args = commands(&cmds)?;
+    let watch = convert::args(watch)?;
+    let done = complete(event_loop, future, move |r| {
+        outcome(r, move |py, replies| {
+            Ok(exec_result(py, replies, decode)?.unbind())
+        })
+    })?;
+    Ok(Operation(handle.transaction(
+        &slices(&args),
+        &watch.slices(),
+        done,
+    )))
+}
+
+/// [`transaction_async`], waiting (GIL released, signals handled).
+pub fn transaction_blocking(
+    py: Python<'_>,
+    handle: &Handle,
+    decode: bool,
+    cmds: Vec<Bound<'_, PyTuple>>,
+    watch: &Bound<'_, PyTuple>,
+) -> PyResult<Py<PyAny>> {
+    let args = commands(&cmds)?;
+    let watch = convert::args(watch)?;
+    let (s, w) = (slices(&args), watch.slices());
+    let replies = wait(py, |done| handle.transaction(&s, &w, done))?;
+    Ok(exec_result(py, replies, decode)?.unbind())
+}
+
 /// Begins a transaction and waits for its connection.
 pub fn begin_blocking(
     py: Python<'_>,

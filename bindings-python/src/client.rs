@@ -233,6 +233,37 @@ impl NativeClient {
         crate::apps::pipeline_blocking(py, &self.handle, self.decode, commands, timeout)
     }
 
+    /// MULTI/EXEC of `commands` after `WATCH watch...` (when not empty) on a dedicated
+    /// connection to the primary; `future` gets the replies, or `None` when a watched key
+    /// changed.
+    #[pyo3(signature = (event_loop, future, commands, watch))]
+    fn transaction_async(
+        &self,
+        event_loop: Py<PyAny>,
+        future: Py<PyAny>,
+        commands: Vec<Bound<'_, PyTuple>>,
+        watch: &Bound<'_, PyTuple>,
+    ) -> PyResult<Operation> {
+        crate::apps::transaction_async(
+            &self.handle,
+            self.decode,
+            event_loop,
+            future,
+            commands,
+            watch,
+        )
+    }
+
+    /// [`NativeClient::transaction_async`], waiting (GIL released, signals handled).
+    fn transaction_blocking(
+        &self,
+        py: Python<'_>,
+        commands: Vec<Bound<'_, PyTuple>>,
+        watch: &Bound<'_, PyTuple>,
+    ) -> PyResult<Py<PyAny>> {
+        crate::apps::transaction_blocking(py, &self.handle, self.decode, commands, watch)
+    }
+
     /// Begins a transaction on a dedicated connection to the primary; `future` gets the
     /// `NativeTransaction`.
     fn begin_transaction_async(

@@ -116,6 +116,9 @@ async def test_transactions_with_watch(topology: Topology) -> None:
             btx.watch("py:tx")
             assert btx.execute("GET", "py:tx") == b"100"
             assert btx.exec([["INCR", "py:tx"]]) == [101]
+        assert bclient.transaction([["INCR", "py:tx"], ["INCRBY", "py:tx", "2"]], watch=["py:tx"]) == [102, 104]
+        failed = bclient.transaction([["SET", "py:tx2", "a"], ["INCR", "py:tx2"]])
+        assert failed is not None and isinstance(failed[1], sr.ServerError)
 
 
 async def test_exec_is_refused_after_a_failover(fresh_topology) -> None:

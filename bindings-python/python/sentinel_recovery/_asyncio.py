@@ -138,10 +138,10 @@ class Client:
         when the primary changed meanwhile. To read watched keys before EXEC, use
         :meth:`begin_transaction`.
         """
-        async with await self.begin_transaction() as tx:
-            if watch:
-                await tx.watch(*watch)
-            return await tx.exec(commands)
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        cmds = [tuple(c) for c in commands]
+        return await _settled(fut, self._native.transaction_async(loop, fut, cmds, tuple(watch)))
 
     async def begin_transaction(self) -> "Transaction":
         """Begins a transaction on a dedicated connection to the current primary (waiting for

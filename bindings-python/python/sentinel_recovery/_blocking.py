@@ -100,10 +100,7 @@ class BlockingClient:
 
     def transaction(self, commands: Sequence[Sequence[Arg]], *, watch: Sequence[Arg] = ()) -> Optional[List[Any]]:
         """MULTI ... EXEC after an optional WATCH (see :meth:`Client.transaction`)."""
-        with self.begin_transaction() as tx:
-            if watch:
-                tx.watch(*watch)
-            return tx.exec(commands)
+        return self._native.transaction_blocking([tuple(c) for c in commands], tuple(watch))
 
     def begin_transaction(self) -> "BlockingTransaction":
         """Begins a transaction on a dedicated connection to the current primary (see
