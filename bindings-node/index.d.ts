@@ -269,9 +269,10 @@ export interface ClientOptions {
 
 /** Options of doctor(): a client's options plus the diagnosis' own. */
 export interface DoctorOptions extends ClientOptions {
-  /** Sample a PING every 100 ms to each sentinel for this long, to see loop stalls. */
+  /** Sample a PING every 100 ms to each sentinel for this long (more than 0, at most 3600000),
+   * to see loop stalls; out of range, doctor() rejects with ConfigError. */
   watchMs?: number
-  /** PINGs per sentinel for the round-trip figures. Default 10. */
+  /** PINGs per sentinel for the round-trip figures: a whole number from 1 to 1000. Default 10. */
   pings?: number
 }
 

@@ -772,9 +772,10 @@ class Client extends EventEmitter {
  * Diagnoses the deployment of `url` (what `sentinel-recovery doctor` does) on the core's threads
  * and resolves with the report: `{status, exitCode, headline, findings, report, json, text}`.
  * `options` are a client's (camelCase or snake_case, `addressMap` as text or function) plus
- * `watchMs` (sample a PING every 100 ms per sentinel for that long) and `pings` (per sentinel,
- * default 10). Rejects only when no diagnosis is possible (a ConfigError for a bad URL or
- * option); every problem of the deployment is in the report.
+ * `watchMs` (sample a PING every 100 ms per sentinel for that long; more than 0, at most
+ * 3600000) and `pings` (per sentinel, 1 to 1000, default 10). Rejects only when no diagnosis is
+ * possible (a ConfigError for a bad URL or option, or one of these out of range); every problem
+ * of the deployment is in the report.
  * @param {string} url
  * @param {object} [options]
  */

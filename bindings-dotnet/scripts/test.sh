@@ -11,6 +11,7 @@ export SR_TOPOLOGY_BIN=${SR_TOPOLOGY_BIN:-$target/debug/sr-topology}
 export SR_CASES_FILE=${SR_CASES_FILE:-$root/tests/cases/deadlines.tsv}
 export SR_TIMEOUT_CASES_FILE=${SR_TIMEOUT_CASES_FILE:-$root/tests/cases/timeouts.tsv}
 export SR_ARGUMENT_CASES_FILE=${SR_ARGUMENT_CASES_FILE:-$root/tests/cases/arguments.tsv}
+export SR_DOCTOR_OPTION_CASES_FILE=${SR_DOCTOR_OPTION_CASES_FILE:-$root/tests/cases/doctor_options.tsv}
 export LD_LIBRARY_PATH=$out${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # -noshadow: the assembly must load from $out, where libsentinel_recovery.so is.
 # -domain=None: no test AppDomain. Unloading one would wait forever for the core threads that

@@ -11,8 +11,8 @@ namespace SentinelRecovery
         [StructLayout(LayoutKind.Sequential)]
         internal struct sr_doctor_options_t
         {
-            public ulong watch_ms;
-            public uint pings;
+            public double watch_ms;
+            public int pings;
             public IntPtr address_map;
             public IntPtr address_map_user_data;
         }
@@ -62,11 +62,13 @@ namespace SentinelRecovery
     /// <summary>How <see cref="SentinelDoctor.RunAsync"/> diagnoses.</summary>
     public sealed class DoctorOptions
     {
-        /// <summary>Sample a PING every 100 ms to each sentinel for this long, to see loop stalls
-        /// from outside; null for none.</summary>
+        /// <summary>Sample a PING every 100 ms to each sentinel for this long (at most an hour), to
+        /// see loop stalls from outside; null (or zero) for none. Out of range,
+        /// <see cref="SentinelDoctor.RunAsync"/> throws <see cref="ConfigException"/>.</summary>
         public TimeSpan? Watch { get; set; }
 
-        /// <summary>PINGs per sentinel for the round-trip figures; 0 for the default (10).</summary>
+        /// <summary>PINGs per sentinel for the round-trip figures, 1 to 1000; 0 for the default (10).
+        /// Out of range, <see cref="SentinelDoctor.RunAsync"/> throws <see cref="ConfigException"/>.</summary>
         public int Pings { get; set; }
 
         /// <summary>The function form of <c>address_map</c>, as for
@@ -110,8 +112,10 @@ namespace SentinelRecovery
             var how = new Native.sr_doctor_options_t();
             if (doctorOptions != null)
             {
-                if (doctorOptions.Watch.HasValue) how.watch_ms = (ulong)Math.Max(0, doctorOptions.Watch.Value.TotalMilliseconds);
-                how.pings = (uint)Math.Max(0, doctorOptions.Pings);
+                // The rule is the core's: out of range, sr_doctor refuses (ConfigException). Through
+                // C's options struct, 0 means "not set".
+                if (doctorOptions.Watch.HasValue) how.watch_ms = doctorOptions.Watch.Value.TotalMilliseconds;
+                how.pings = doctorOptions.Pings;
             }
             if (pending.Mapper != null) how.address_map = pending.Mapper.Pointer;
             var gch = GCHandle.Alloc(pending);

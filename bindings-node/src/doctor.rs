@@ -5,14 +5,11 @@
 //! `{"ok":true,"json":...,"text":...,"status":...,"exitCode":...}` or
 //! `{"ok":false,"code":...,"message":...}`.
 
-use std::time::Duration;
-
 use napi::bindgen_prelude::Function;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::Status;
 use napi_derive::napi;
 use sentinel_recovery::host::{self, Diagnosis};
-use sentinel_recovery::Error as SrError;
 
 use crate::{guarded, js_error, napi_failure, pairs, Code, NativeOperation};
 
@@ -45,7 +42,7 @@ pub fn doctor(
     url: String,
     options: Vec<String>,
     watch_ms: Option<f64>,
-    pings: Option<u32>,
+    pings: Option<f64>,
     address_map: Option<Function<String, Option<String>>>,
     done: Function<String, ()>,
 ) -> napi::Result<NativeOperation, Code> {
@@ -57,16 +54,11 @@ pub fn doctor(
                     .address_map
                     .set_function(Some(crate::address_map::map_fn(map)?));
             }
-            let mut how = sentinel_recovery::doctor::Options::default();
-            if let Some(ms) = watch_ms.filter(|ms| *ms > 0.0) {
-                how.watch = Some(
-                    Duration::try_from_secs_f64(ms / 1000.0)
-                        .map_err(|_| SrError::config(format!("watchMs {ms} is out of range")))?,
-                );
-            }
-            if let Some(p) = pings.filter(|p| *p > 0) {
-                how.pings = p;
-            }
+            let how = sentinel_recovery::doctor::Options::from_host(
+                watch_ms,
+                sentinel_recovery::deadline::Unit::Milliseconds,
+                pings,
+            )?;
             let tsfn: DoneTsfn = done
                 .build_threadsafe_function::<String>()
                 .build()

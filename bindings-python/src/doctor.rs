@@ -2,13 +2,12 @@
 //! `doctor_blocking()`. A report reaches Python as `(json, text, status, exit_code)`; the Python
 //! layer parses the JSON into its typed `DoctorReport`.
 
-use std::time::Duration;
-
 use pyo3::prelude::*;
+use sentinel_recovery::deadline::Unit;
 use sentinel_recovery::host::{self, Diagnosis};
 use sentinel_recovery::Config;
 
-use crate::completion::{outcome, seconds, wait, Operation};
+use crate::completion::{outcome, wait, Operation};
 use crate::errors::to_pyerr;
 use crate::waker::complete;
 use crate::{address_map, logging};
@@ -26,7 +25,7 @@ fn prepare(
     url: &str,
     options: Vec<(String, String)>,
     watch: Option<f64>,
-    pings: Option<u32>,
+    pings: Option<f64>,
     map: Option<Py<PyAny>>,
 ) -> PyResult<(Config, sentinel_recovery::doctor::Options)> {
     logging::refresh_threshold(py);
@@ -36,13 +35,8 @@ fn prepare(
             .address_map
             .set_function(Some(address_map::map_fn(map)));
     }
-    let mut how = sentinel_recovery::doctor::Options::default();
-    if let Some(watch) = watch.map(seconds).transpose()? {
-        how.watch = (watch > Duration::ZERO).then_some(watch);
-    }
-    if let Some(pings) = pings.filter(|p| *p > 0) {
-        how.pings = pings;
-    }
+    let how = sentinel_recovery::doctor::Options::from_host(watch, Unit::Seconds, pings)
+        .map_err(|e| to_pyerr(&e))?;
     Ok((config, how))
 }
 
@@ -58,7 +52,7 @@ pub fn doctor_async(
     url: &str,
     options: Vec<(String, String)>,
     watch: Option<f64>,
-    pings: Option<u32>,
+    pings: Option<f64>,
     address_map: Option<Py<PyAny>>,
 ) -> PyResult<Operation> {
     let (config, how) = prepare(py, url, options, watch, pings, address_map)?;
@@ -79,7 +73,7 @@ pub fn doctor_blocking(
     url: &str,
     options: Vec<(String, String)>,
     watch: Option<f64>,
-    pings: Option<u32>,
+    pings: Option<f64>,
     address_map: Option<Py<PyAny>>,
 ) -> PyResult<DiagnosisTuple> {
     let (config, how) = prepare(py, url, options, watch, pings, address_map)?;

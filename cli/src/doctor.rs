@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use sentinel_recovery::deadline::Unit;
 use sentinel_recovery::doctor::{self, Options};
 
 /// What the doctor looks at and how it reports (`doctor --help`).
@@ -56,9 +57,6 @@ JSON schema (version 1; times in ms, absent values null):
              watch_seconds}
 The full description is in the Rust documentation of sentinel_recovery::doctor::report.";
 
-/// Longest `--watch`.
-const MAX_WATCH_SECONDS: f64 = 3600.0;
-
 /// `doctor URL [--json] [--watch SECONDS]`.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -73,12 +71,16 @@ pub struct Args {
     pub watch: Option<Duration>,
 }
 
+/// `--watch` under the rule every binding keeps for the doctor's `watch`.
 fn watch_seconds(text: &str) -> Result<Duration, String> {
-    text.parse()
-        .ok()
-        .filter(|n: &f64| *n > 0.0 && *n <= MAX_WATCH_SECONDS)
-        .map(Duration::from_secs_f64)
-        .ok_or_else(|| format!("takes seconds in (0, {MAX_WATCH_SECONDS}]"))
+    let seconds: f64 = text
+        .parse()
+        .map_err(|_| format!("takes a number of seconds, not {text:?}"))?;
+    let options = Options::from_host(Some(seconds), Unit::Seconds, None)
+        .map_err(|e| e.message().to_string())?;
+    options
+        .watch
+        .ok_or_else(|| format!("takes a number of seconds, not {text:?}"))
 }
 
 pub fn main(args: Args) -> ExitCode {

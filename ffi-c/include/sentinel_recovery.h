@@ -490,13 +490,15 @@ typedef struct sr_event_t {
 // own client; installing another callback from inside it is refused.
 typedef void (*sr_event_cb)(void *user_data, const struct sr_event_t *event);
 
-// How sr_doctor() diagnoses. Zeroed (or a NULL pointer) means the defaults.
+// How sr_doctor() diagnoses. Zeroed (or a NULL pointer) means the defaults. Values other than
+// 0 follow the rule every binding keeps (the core's `doctor::Options::from_host`): out of
+// range, the diagnosis fails with SR_ERR_CONFIG naming the option, nothing sent.
 typedef struct sr_doctor_options_t {
   // Sample a PING every 100 ms to each sentinel for this long, to see loop stalls from
-  // outside (`--watch`); 0: no sampling.
-  uint64_t watch_ms;
-  // PINGs per sentinel for the round-trip figures; 0: 10.
-  uint32_t pings;
+  // outside (`--watch`): more than 0 and at most 3600000; 0: no sampling.
+  double watch_ms;
+  // PINGs per sentinel for the round-trip figures: 1 to 1000; 0: 10.
+  int32_t pings;
   // The function form of `address_map`, as for sr_client_open_mapped(); NULL for none. Runs on
   // core threads during the diagnosis only.
   sr_address_map_cb address_map;

@@ -1,10 +1,9 @@
 //! sr_doctor(): the diagnosis of `sentinel-recovery doctor` as a JSON document, over the core's
 //! host-layer doctor (callback and blocking forms, the same guarantees as sr_client_execute()).
 
-use std::ffi::{c_char, c_int, c_void, CString};
-use std::time::Duration;
-
+use sr::deadline::Unit;
 use sr::host::{self, Diagnosis};
+use std::ffi::{c_char, c_int, c_void, CString};
 
 use crate::address_map::{map_fn, sr_address_map_cb};
 use crate::args::{config_of, out_param, sr_option_t};
@@ -12,14 +11,16 @@ use crate::client::required;
 use crate::error::sr_error_t;
 use crate::ffi::{blocking, guard, report, UserData};
 
-/// How sr_doctor() diagnoses. Zeroed (or a NULL pointer) means the defaults.
+/// How sr_doctor() diagnoses. Zeroed (or a NULL pointer) means the defaults. Values other than
+/// 0 follow the rule every binding keeps (the core's `doctor::Options::from_host`): out of
+/// range, the diagnosis fails with SR_ERR_CONFIG naming the option, nothing sent.
 #[repr(C)]
 pub struct sr_doctor_options_t {
     /// Sample a PING every 100 ms to each sentinel for this long, to see loop stalls from
-    /// outside (`--watch`); 0: no sampling.
-    pub watch_ms: u64,
-    /// PINGs per sentinel for the round-trip figures; 0: 10.
-    pub pings: u32,
+    /// outside (`--watch`): more than 0 and at most 3600000; 0: no sampling.
+    pub watch_ms: f64,
+    /// PINGs per sentinel for the round-trip figures: 1 to 1000; 0: 10.
+    pub pings: i32,
     /// The function form of `address_map`, as for sr_client_open_mapped(); NULL for none. Runs on
     /// core threads during the diagnosis only.
     pub address_map: sr_address_map_cb,
@@ -53,12 +54,10 @@ unsafe fn prepare(
     let mut config = config_of(url, options, options_len)?;
     let mut how = sr::doctor::Options::default();
     if let Some(o) = doctor_options.as_ref() {
-        if o.watch_ms > 0 {
-            how.watch = Some(Duration::from_millis(o.watch_ms));
-        }
-        if o.pings > 0 {
-            how.pings = o.pings;
-        }
+        // 0 is the zeroed struct's "not set"; everything else goes to the rule.
+        let watch = (o.watch_ms != 0.0).then_some(o.watch_ms);
+        let pings = (o.pings != 0).then_some(f64::from(o.pings));
+        how = sr::doctor::Options::from_host(watch, Unit::Milliseconds, pings)?;
         if let Some(map) = map_fn(o.address_map, o.address_map_user_data) {
             config.address_map.set_function(Some(map));
         }

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 # Each is ffi-c/tests/NAME.c, run as `NAME /path/to/sr-topology`, printing "N passed, N failed" last.
-C_TESTS=(test_ffi test_deadlines test_deadline_cases test_timeout_cases test_argument_cases test_pubsub test_apps test_doctor test_mailbox)
+C_TESTS=(test_ffi test_deadlines test_deadline_cases test_timeout_cases test_argument_cases test_doctor_option_cases test_pubsub test_apps test_doctor test_mailbox)
 
 ffi=$(cd "$(dirname "$0")/.." && pwd)
 root=$(cd "$ffi/.." && pwd)
@@ -17,7 +17,8 @@ CBINDGEN_VERSION=0.29.4
 STRICT=(-Wall -Wextra -Werror -pedantic)
 # The shared cases every binding's suite reads (tests/cases/).
 CASES=(-DSR_CASES_FILE="\"$root/tests/cases/deadlines.tsv\"" -DSR_TIMEOUT_CASES_FILE="\"$root/tests/cases/timeouts.tsv\""
-       -DSR_ARGUMENT_CASES_FILE="\"$root/tests/cases/arguments.tsv\"")
+       -DSR_ARGUMENT_CASES_FILE="\"$root/tests/cases/arguments.tsv\""
+       -DSR_DOCTOR_OPTION_CASES_FILE="\"$root/tests/cases/doctor_options.tsv\"")
 mkdir -p "$out"
 
 step() { printf '\n== %s\n' "$*"; }

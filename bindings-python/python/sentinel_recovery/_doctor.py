@@ -98,8 +98,10 @@ async def doctor(
     """Diagnoses the deployment of ``url`` (``sentinel-recovery doctor``), without blocking the loop.
 
     ``options`` are a client's (``sentinel_password``, ``tls_ca_file``, ``address_map`` as text
-    or function, ...). ``watch`` (seconds) samples a PING every 100 ms per sentinel for that long
-    to see loop stalls; ``pings`` sets the PINGs per sentinel for the round-trip figures (10).
+    or function, ...). ``watch`` (seconds, more than 0 and at most 3600) samples a PING every
+    100 ms per sentinel for that long to see loop stalls; ``pings`` (1 to 1000, default 10) sets
+    the PINGs per sentinel for the round-trip figures. Out of range they raise
+    :class:`ConfigError` naming the option (the rule every binding keeps).
     Raises :class:`ConfigError` (bad URL or option) and the like only when no diagnosis is
     possible; every problem of the deployment is in the report. Cancelling the awaiting task
     stops the diagnosis.

@@ -56,7 +56,7 @@ use std::time::Instant;
 
 use futures_util::future::join_all;
 
-pub use options::Options;
+pub use options::{Options, MAX_PINGS, MAX_WATCH_SECONDS};
 pub use report::{Finding, Mode, Report, Severity, Status};
 pub use setup::Setup;
 
