@@ -32,8 +32,8 @@ lint:
 	@# (parent <-> children through super::Handle) is being reworked around its mailbox: its circle
 	@# is printed, not failed. The crates after --report-only still have circles that are being
 	@# taken apart: printed, not failed.
-	cargo run -q -p xtask -- circles --allow-within=host core ffi-c bindings-python bindings-uniffi cli fuzz
-	cargo run -q -p xtask -- circles --report-only bindings-node tests
+	cargo run -q -p xtask -- circles --allow-within=host core ffi-c bindings-python bindings-uniffi cli fuzz bindings-node
+	cargo run -q -p xtask -- circles --report-only tests
 
 # One cargo invocation, so every crate is built once with one feature set.
 test-rust: deps

@@ -16,7 +16,7 @@ use std::ptr;
 
 use napi::sys;
 
-use crate::check;
+use crate::errors::check;
 
 /// Size of a slab; Node's `Buffer.poolSize`.
 const SLAB: usize = 8 * 1024;
@@ -25,16 +25,16 @@ const SLAB: usize = 8 * 1024;
 pub(crate) const LARGEST: usize = SLAB / 2;
 
 /// The current slab of one JavaScript thread's client.
-pub(crate) struct Pool {
+pub(crate) struct BufferSlab {
     /// A strong reference to the slab, or null before the first.
     slab: sys::napi_ref,
     /// Bytes of the slab handed out so far.
     used: usize,
 }
 
-impl Pool {
-    pub(crate) const fn new() -> Pool {
-        Pool {
+impl BufferSlab {
+    pub(crate) const fn new() -> BufferSlab {
+        BufferSlab {
             slab: ptr::null_mut(),
             used: 0,
         }
