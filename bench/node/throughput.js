@@ -177,7 +177,7 @@ async function x64(rounds, ops) {
     await topo.down()
   }
   const load1 = fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ')
-  console.log(`# 64 in flight, one client, ${ops} commands per measurement, ${rounds} rounds interleaved; node ${process.version}; loadavg ${load0} -> ${load1}`)
+  console.log(`# 64 in flight, one client, ${ops} commands per measurement, ${rounds} rounds interleaved; node ${process.version}; ${process.env.SR_ADDON_DIR ? `addon ${process.env.SR_ADDON_DIR}` : 'in-tree addon'}; loadavg ${load0} -> ${load1}`)
   console.log('# ours: sentinel-recovery (Buffer replies); ioredis direct to the primary (string replies); k ops/s median (min–max)')
   console.log('# CPU µs per command: ours JavaScript thread + core threads (sr-*), ioredis JavaScript thread')
   console.log('| op | value | ours k ops/s | ioredis k ops/s | ours / ioredis | CPU µs/cmd ours JS + core | ioredis JS | redis-benchmark -c 1 -P 64 | -c 64 |')

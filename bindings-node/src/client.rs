@@ -41,7 +41,9 @@ pub type Transactions = Arc<Mutex<HashMap<u32, HostTransaction>>>;
 /// `(id, true, slab, offset, length)` when that completion is a small Buffer reply, the
 /// `length` bytes at `offset` of the ArrayBuffer `slab` (see `buffer_slab.rs`): for a completion,
 /// `ok` true means `value` is the reply, false that it is an error made by
-/// `makeError(code, message, serverCode)`; id 0 is an event, `value` its JSON. It does not keep
+/// `makeError(code, message, serverCode)`, and in the array an ArrayBuffer in place of `ok` is
+/// the slab of a small Buffer reply, `value` then `offset << 13 | length`; id 0 is an event,
+/// `value` its JSON. It does not keep
 /// the process alive (see [`NativeClient::hold`]).
 /// `address_map` is the function form of that option (see `address_map.rs`).
 #[napi(

@@ -23,6 +23,7 @@ use napi::{sys, Status};
 use sentinel_recovery::host::{Completion, Delivery, Done, Mailbox};
 use sentinel_recovery::{Error as SrError, Value};
 
+use crate::buffer_slab;
 use crate::errors::{check, napi_failure};
 use crate::logging;
 use crate::values::{completion_value, many_value};
@@ -158,16 +159,23 @@ impl ToNapiValue for Batch {
         ))?;
         for (i, item) in batch.items.iter().enumerate() {
             let (id, ok, value) = match item {
-                Item::Completion(id, result) => {
-                    let (ok, value) =
-                        completion_value(env, result, batch.decode, batch.make_error)?;
-                    (*id, ok, value)
-                }
+                Item::Completion(id, result) => match slab_view(env, result, batch.decode) {
+                    Some((slab, at)) => (*id, slab, at),
+                    None => {
+                        let (ok, value) =
+                            completion_value(env, result, batch.decode, batch.make_error)?;
+                        (*id, ToNapiValue::to_napi_value(env, ok)?, value)
+                    }
+                },
                 Item::Many(id, result) => {
                     let (ok, value) = many_value(env, result, batch.decode, batch.make_error)?;
-                    (*id, ok, value)
+                    (*id, ToNapiValue::to_napi_value(env, ok)?, value)
                 }
-                Item::Event(json) => (0, true, ToNapiValue::to_napi_value(env, json.as_str())?),
+                Item::Event(json) => (
+                    0,
+                    ToNapiValue::to_napi_value(env, true)?,
+                    ToNapiValue::to_napi_value(env, json.as_str())?,
+                ),
             };
             let base = (i * 3) as u32;
             check(sys::napi_set_element(
@@ -176,17 +184,31 @@ impl ToNapiValue for Batch {
                 base,
                 ToNapiValue::to_napi_value(env, id)?,
             ))?;
-            check(sys::napi_set_element(
-                env,
-                array,
-                base + 1,
-                ToNapiValue::to_napi_value(env, ok)?,
-            ))?;
+            check(sys::napi_set_element(env, array, base + 1, ok))?;
             check(sys::napi_set_element(env, array, base + 2, value))?;
         }
         recycle(batch.items);
         Ok(array)
     }
+}
+
+/// A small Buffer reply as its slab, which goes in place of `ok`, and where its bytes are in it
+/// (see `buffer_slab::packed`), in place of the value; JavaScript makes the view. `None` for
+/// any other result, or when the slab can't be had (the reply is then copied as usual).
+unsafe fn slab_view(
+    env: sys::napi_env,
+    result: &sentinel_recovery::Result<Value>,
+    decode: bool,
+) -> Option<(sys::napi_value, sys::napi_value)> {
+    let Ok(Value::Bulk(bytes)) = result else {
+        return None;
+    };
+    if decode || bytes.len() > buffer_slab::LARGEST {
+        return None;
+    }
+    let (slab, offset) = buffer_slab::place(env, bytes).ok()?;
+    let at = ToNapiValue::to_napi_value(env, buffer_slab::packed(offset, bytes.len())).ok()?;
+    Some((slab, at))
 }
 
 thread_local! {

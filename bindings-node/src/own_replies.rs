@@ -43,7 +43,7 @@ use sentinel_recovery::host::OwnReply;
 
 use sentinel_recovery::Value;
 
-use crate::buffer_slab::{self, BufferSlab};
+use crate::buffer_slab;
 use crate::completions::{collect, Batch, Item, Shared};
 use crate::errors::check;
 use crate::values::completion_value;
@@ -89,8 +89,6 @@ pub(crate) struct Deliverer {
     own: RefCell<Option<OwnReply>>,
     /// `own`'s reply is still due and read here.
     due: Cell<bool>,
-    /// Where small Buffer replies delivered from here are cut from.
-    slab: RefCell<BufferSlab>,
 }
 
 impl Deliverer {
@@ -126,7 +124,6 @@ impl Deliverer {
             polling: Cell::new(false),
             own: RefCell::new(None),
             due: Cell::new(false),
-            slab: RefCell::new(BufferSlab::new()),
         })
     }
 
@@ -153,7 +150,7 @@ impl Deliverer {
             [Item::Completion(id, Ok(Value::Bulk(bytes)))]
                 if !self.decode && bytes.len() <= buffer_slab::LARGEST =>
             {
-                let (slab, offset) = self.slab.borrow_mut().place(self.env, bytes)?;
+                let (slab, offset) = buffer_slab::place(self.env, bytes)?;
                 args = [
                     ToNapiValue::to_napi_value(self.env, *id)?,
                     ToNapiValue::to_napi_value(self.env, true)?,
@@ -212,7 +209,6 @@ impl Drop for Deliverer {
         // SAFETY: dropped on the JavaScript thread (held by the client object and by watches,
         // both of that thread only), while its environment lives.
         unsafe {
-            self.slab.get_mut().release(self.env);
             sys::napi_async_destroy(self.env, self.context);
         }
     }
