@@ -716,8 +716,9 @@ class Client extends EventEmitter {
   }
 
   /**
-   * Settles every finished operation and emits every event of `done` (`[id, ok, value, ...]`),
-   * in the order the core produced them; or, called as `(id, ok, value)`, settles that one
+   * Settles every finished operation and emits every event of `done` (`[id, ok, value, ...]`,
+   * where a small Buffer reply is `[id, slab, offset << 13 | length]`), in the order the core
+   * produced them; or, called as `(id, ok, value)`, settles that one
    * operation (one completion read on this thread), and as `(id, true, slab, offset, length)`
    * with a small Buffer reply: its bytes in the shared ArrayBuffer `slab` (as Node's own small
    * Buffers share a pool). Runs on the event loop, woken by the core.
@@ -728,8 +729,10 @@ class Client extends EventEmitter {
     } else {
       for (let i = 0; i < done.length; i += 3) {
         const id = done[i]
+        const ok = done[i + 1]
         if (id === 0) this._event(done[i + 2])
-        else this._complete(id, done[i + 1], done[i + 2])
+        else if (typeof ok === 'boolean') this._complete(id, ok, done[i + 2])
+        else this._complete(id, true, Buffer.from(ok, done[i + 2] >>> 13, done[i + 2] & 0x1fff))
       }
     }
     this._release()

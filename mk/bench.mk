@@ -41,3 +41,18 @@ bench-latency: bench-latency-deps bench-latency-build
 bench-callgrind: bench-latency-build
 	$(call bench_apt,valgrind,valgrind)
 	bench/latency/callgrind.sh $(CALLGRIND_N1) $(CALLGRIND_N2)
+
+# Node at 64 in flight (issue 30), NOT part of `make test`: one client of ours against ioredis
+# direct to the primary, GET and SET, 16 B and 4 KiB values, interleaved over X64_ROUNDS rounds of
+# X64_OPS commands, beside redis-benchmark `-c 1 -P 64` and `-c 64` in the same rounds. Prints one
+# table (bench/node/throughput.js says what each column is):
+#   make bench-node-x64   [X64_ROUNDS=5] [X64_OPS=100000]
+X64_ROUNDS ?= 5
+X64_OPS ?= 100000
+
+.PHONY: bench-node-x64
+
+bench-node-x64: deps node-build
+	cargo build -p sentinel-recovery-testkit --bin sr-topology
+	@cd bench/node && { [ -d node_modules/ioredis ] || npm ci --no-audit --no-fund; }
+	cd bench/node && node throughput.js x64 $(X64_ROUNDS) $(X64_OPS)

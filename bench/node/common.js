@@ -3,7 +3,9 @@
 const path = require('node:path')
 const helpers = require('../../bindings-node/test/helpers')
 
-const sr = require('../../bindings-node')
+// SR_ADDON_DIR: another build of the package (index.js, native.js and the .node file), for A/B
+// runs against the in-tree one.
+const sr = require(process.env.SR_ADDON_DIR ? path.resolve(process.env.SR_ADDON_DIR) : '../../bindings-node')
 
 function percentile(sorted, p) {
   if (sorted.length === 0) return NaN

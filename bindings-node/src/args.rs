@@ -1,4 +1,5 @@
-//! Command arguments from JavaScript (strings and Buffers/Uint8Arrays) as bytes.
+//! Arguments from JavaScript: a command's arguments (strings and Buffers/Uint8Arrays) as bytes,
+//! a `timeoutMs` as a deadline, the flat option list as pairs.
 //!
 //! One command's arguments are read straight from the JavaScript array into one byte buffer,
 //! with raw napi calls: no `String` per argument, no borrow tracking of the typed arrays (the
@@ -11,11 +12,13 @@
 
 use std::cell::RefCell;
 use std::ptr;
+use std::time::Duration;
 
 use napi::bindgen_prelude::FromNapiValue;
 use napi::{sys, Status};
+use sentinel_recovery::Error as SrError;
 
-use crate::check;
+use crate::errors::check;
 
 /// Longest UTF-8 form of one character napi writes (a surrogate pair).
 const LONGEST_CHARACTER: usize = 4;
@@ -213,4 +216,29 @@ impl FromNapiValue for Args {
         }
         Ok(args)
     }
+}
+
+/// A command's deadline from JavaScript's `timeoutMs` (checked there too).
+pub(crate) fn deadline(timeout_ms: Option<f64>) -> sentinel_recovery::Result<Option<Duration>> {
+    match timeout_ms {
+        None => Ok(None),
+        Some(ms) if ms > 0.0 => Duration::try_from_secs_f64(ms / 1000.0)
+            .map(Some)
+            .map_err(|_| SrError::config(format!("timeoutMs {ms} is out of range"))),
+        Some(ms) => Err(SrError::config(format!(
+            "timeoutMs must be a positive number of milliseconds, not {ms}"
+        ))),
+    }
+}
+
+/// The flat `[key, value, key, value, ...]` option list as pairs.
+pub(crate) fn pairs(options: &[String]) -> sentinel_recovery::Result<Vec<(&String, &String)>> {
+    let mut pairs = Vec::with_capacity(options.len() / 2);
+    for pair in options.chunks(2) {
+        let [key, value] = pair else {
+            return Err(SrError::config("option without a value"));
+        };
+        pairs.push((key, value));
+    }
+    Ok(pairs)
 }

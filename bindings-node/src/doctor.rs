@@ -11,7 +11,10 @@ use napi::Status;
 use napi_derive::napi;
 use sentinel_recovery::host::{self, Diagnosis};
 
-use crate::{guarded, js_error, napi_failure, pairs, Code, NativeOperation};
+use crate::address_map;
+use crate::args::pairs;
+use crate::errors::{guarded, js_error, napi_failure, Code};
+use crate::operation::NativeOperation;
 
 type DoneTsfn = ThreadsafeFunction<String, (), String, Status, false, false>;
 
@@ -52,7 +55,7 @@ pub fn doctor(
             if let Some(map) = address_map {
                 config
                     .address_map
-                    .set_function(Some(crate::address_map::map_fn(map)?));
+                    .set_function(Some(address_map::map_fn(map)?));
             }
             let how = sentinel_recovery::doctor::Options::from_host(
                 watch_ms,

@@ -22,20 +22,23 @@ use napi::{sys, Status};
 use sentinel_recovery::host::Handle;
 use sentinel_recovery::Error as SrError;
 
-use crate::args::Args;
-use crate::{deadline, watch, Item, NativeOperation, Shared};
+use crate::args::{deadline, Args};
+use crate::completions::{Item, Shared};
+use crate::errors::{check, napi_failure};
+use crate::operation::NativeOperation;
+use crate::own_replies;
 
 /// What the function needs of its client (shared with the `NativeClient`).
 pub(crate) struct Executor {
     pub(crate) handle: Handle,
     pub(crate) shared: Arc<Shared>,
-    pub(crate) deliverer: Rc<watch::Deliverer>,
+    pub(crate) deliverer: Rc<own_replies::Deliverer>,
 }
 
 impl Executor {
     /// Runs one command (`args`) and completes `id` with its reply; with `cancellable`, returns
     /// the operation. A command written on this thread to an idle connection has its reply read
-    /// on this thread as well (see `watch`).
+    /// on this thread as well (see `own_replies`).
     pub(crate) fn execute(
         &self,
         env: sys::napi_env,
@@ -52,15 +55,15 @@ impl Executor {
                     return None;
                 }
             };
-            // Busy from now on: a reply this thread watches for goes back to the core.
-            watch::stop(&self.deliverer);
+            // Busy from now on: a reply due on this thread goes back to the core.
+            own_replies::hand_back(&self.deliverer);
             let (operation, own) = args.with_slices(|args| {
                 self.handle
                     .execute_watched(args, timeout, start.done(|v| v))
             });
             // Written here to an idle connection: the reply is read on this thread too.
             if let Some(own) = own {
-                watch::start(env, own, &self.deliverer);
+                own_replies::read_here(env, own, &self.deliverer);
             }
             cancellable.then_some(NativeOperation { operation })
         })
@@ -75,7 +78,7 @@ pub(crate) fn function(env: sys::napi_env, executor: Executor) -> napi::Result<s
     // SAFETY: `data` is a leaked box, freed by `finalize` once the function is collected, or
     // below if the function can't be made (then no JavaScript can reach it).
     unsafe {
-        let made = crate::check(sys::napi_create_function(
+        let made = check(sys::napi_create_function(
             env,
             c"execute".as_ptr(),
             "execute".len() as isize,
@@ -84,7 +87,7 @@ pub(crate) fn function(env: sys::napi_env, executor: Executor) -> napi::Result<s
             &mut function,
         ))
         .and_then(|()| {
-            crate::check(sys::napi_add_finalizer(
+            check(sys::napi_add_finalizer(
                 env,
                 function,
                 data.cast(),
@@ -150,7 +153,7 @@ unsafe fn call_inner(
     }
     let args = Args::from_napi_value(env, args).map_err(|e| match e.status {
         Status::InvalidArg => SrError::config(e.reason),
-        _ => crate::napi_failure("reading the arguments", e.reason),
+        _ => napi_failure("reading the arguments", e.reason),
     })?;
     let timeout_ms = optional_number(env, timeout_ms)?;
     let mut cancellable_value = false;
@@ -159,7 +162,7 @@ unsafe fn call_inner(
     }
     match executor.execute(env, id_value, &args, timeout_ms, cancellable_value) {
         Some(operation) => ToNapiValue::to_napi_value(env, operation)
-            .map_err(|e| crate::napi_failure("returning the operation", e.reason)),
+            .map_err(|e| napi_failure("returning the operation", e.reason)),
         None => {
             let mut null = ptr::null_mut();
             napi_ok(sys::napi_get_null(env, &mut null))?;
@@ -186,7 +189,7 @@ unsafe fn optional_number(
 }
 
 fn napi_ok(status: sys::napi_status) -> Result<(), SrError> {
-    crate::check(status).map_err(|e| crate::napi_failure("napi", e.reason))
+    check(status).map_err(|e| napi_failure("napi", e.reason))
 }
 
 /// Throws `error` as a JavaScript error whose `code` is its stable code (as napi-rs throws the

@@ -12,7 +12,8 @@ use sentinel_recovery::host::{Done, Handle, Subscriber};
 use sentinel_recovery::{Error as SrError, Message, Value};
 
 use crate::args::Args;
-use crate::{Item, NativeClient, Shared};
+use crate::client::NativeClient;
+use crate::completions::{Item, Shared};
 
 /// A message as the reply `[channel, payload, pattern | null]`, or `null` once the subscription
 /// ended.

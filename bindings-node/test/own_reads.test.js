@@ -1,5 +1,5 @@
 'use strict'
-// Replies read on the JavaScript thread (src/watch.rs): a command sent on an idle connection has
+// Replies read on the JavaScript thread (src/own_replies.rs): a command sent on an idle connection has
 // its reply read by the JavaScript thread's own loop, not handed over by a core thread. These
 // tests pin what must hold whichever thread reads: each command gets its own reply, a deadline
 // still ends the wait (and the late reply never reaches another command), close still settles
@@ -53,7 +53,7 @@ test('one command at a time: every reply is read on this thread and is its own',
 
 test('small Buffer replies read here share a slab and stay whole, each its own', async () => {
   // Buffer replies up to 4 KiB read on this thread are views of a shared 8 KiB ArrayBuffer
-  // (src/pool.rs); larger ones have their own.
+  // (src/buffer_slab.rs); larger ones have their own.
   const c = await Client.connect(topo.url)
   try {
     const value = (i) => Buffer.from(`${i}:`.padEnd(97 + (i % 13), String.fromCharCode(97 + (i % 26))))

@@ -76,7 +76,7 @@ pub fn set_worker_threads(threads: usize) -> Result<()> {
         )));
     }
     let mut g = lock();
-    if g.runtime.is_some() && g.pid == std::process::id() {
+    if g.runtime.is_some() && g.pid == crate::sync::current_pid() {
         return Err(Error::config(
             "worker_threads must be set before the runtime starts (before the first client opens)",
         ));
@@ -105,7 +105,7 @@ fn configured_threads(g: &Global) -> Result<usize> {
 #[doc(hidden)]
 pub fn handle() -> Result<tokio::runtime::Handle> {
     let mut g = lock();
-    let pid = std::process::id();
+    let pid = crate::sync::current_pid();
     if g.pid != pid {
         if let Some(inherited) = g.runtime.take() {
             // Forked child: the parent's worker threads are gone; dropping the runtime would
@@ -153,7 +153,7 @@ fn block_sigpipe() {
 /// Whether the runtime is running in this process.
 pub fn is_running() -> bool {
     let g = lock();
-    g.runtime.is_some() && g.pid == std::process::id()
+    g.runtime.is_some() && g.pid == crate::sync::current_pid()
 }
 
 /// Stops the runtime, waiting up to `timeout` for its tasks to end. Clients still open fail with
@@ -163,7 +163,7 @@ pub fn is_running() -> bool {
 pub fn shutdown(timeout: Duration) {
     let rt = {
         let mut g = lock();
-        if g.pid != std::process::id() {
+        if g.pid != crate::sync::current_pid() {
             return;
         }
         g.runtime.take()

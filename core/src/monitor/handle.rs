@@ -84,7 +84,7 @@ impl Monitor {
         tracker.spawn(actor.run(commands_rx));
         tracker.close();
         Ok(Arc::new(Monitor {
-            pid: std::process::id(),
+            pid: crate::sync::current_pid(),
             resolver,
             data_options,
             status: status_rx,
@@ -161,19 +161,19 @@ impl Monitor {
     /// Whether the monitor belongs to this process and still runs (a forked child must not use
     /// its parent's monitors: their tasks do not exist in the child).
     pub fn is_usable(&self) -> bool {
-        self.pid == std::process::id() && !self.cancel.is_cancelled()
+        self.pid == crate::sync::current_pid() && !self.cancel.is_cancelled()
     }
 
     /// Whether this monitor was started by another process (the parent of a fork): its tasks
     /// and connections do not run here.
     pub fn is_inherited(&self) -> bool {
-        self.pid != std::process::id()
+        self.pid != crate::sync::current_pid()
     }
 
     /// Stops every task of the monitor and waits until they have ended.
     pub async fn shutdown(&self) {
         self.cancel.cancel();
-        if self.pid == std::process::id() {
+        if self.pid == crate::sync::current_pid() {
             self.tracker.wait().await;
         }
     }

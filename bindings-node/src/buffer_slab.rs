@@ -11,12 +11,19 @@
 //! where its bytes start), so a small reply keeps its slab alive. The slab is a JavaScript
 //! object that code could detach (transfer it to a worker); before each copy the slab's length
 //! and address are read again, and a detached slab is replaced, never written.
+//!
+//! One slab serves every client of a JavaScript thread (as Node's pool serves the thread), both
+//! for a reply read on that thread and for the replies of a batch the wake function delivers: at
+//! 64 in flight nearly every reply comes in a batch. The environment's cleanup hook lets go of the
+//! slab before the environment ends.
 
+use std::cell::RefCell;
+use std::ffi::c_void;
 use std::ptr;
 
 use napi::sys;
 
-use crate::check;
+use crate::errors::check;
 
 /// Size of a slab; Node's `Buffer.poolSize`.
 const SLAB: usize = 8 * 1024;
@@ -24,24 +31,65 @@ const SLAB: usize = 8 * 1024;
 /// Largest reply cut from a slab; larger ones get a Buffer of their own. Half a slab, as Node.
 pub(crate) const LARGEST: usize = SLAB / 2;
 
-/// The current slab of one JavaScript thread's client.
-pub(crate) struct Pool {
+/// Bits of [`packed`] that hold the length (a reply of at most [`LARGEST`] bytes).
+const LENGTH_BITS: u32 = 13;
+
+/// Where a reply's bytes are in the slab as one small integer for a batch, `offset << 13 |
+/// length` (both below 2^13), which `index.js` takes apart.
+pub(crate) fn packed(offset: usize, length: usize) -> u32 {
+    debug_assert!(offset < SLAB && length <= LARGEST && LARGEST < 1 << LENGTH_BITS);
+    ((offset as u32) << LENGTH_BITS) | length as u32
+}
+
+/// The current slab of one JavaScript thread.
+struct BufferSlab {
     /// A strong reference to the slab, or null before the first.
     slab: sys::napi_ref,
     /// Bytes of the slab handed out so far.
     used: usize,
+    /// The environment's cleanup hook that releases the slab is registered.
+    hooked: bool,
 }
 
-impl Pool {
-    pub(crate) const fn new() -> Pool {
-        Pool {
-            slab: ptr::null_mut(),
-            used: 0,
-        }
-    }
+thread_local! {
+    static CURRENT: RefCell<BufferSlab> = const {
+        RefCell::new(BufferSlab { slab: ptr::null_mut(), used: 0, hooked: false })
+    };
+}
 
+/// Copies `bytes` (at most [`LARGEST`]) into this thread's slab and returns the slab and their
+/// offset, for JavaScript to make the view. On the JavaScript thread of `env`.
+pub(crate) unsafe fn place(
+    env: sys::napi_env,
+    bytes: &[u8],
+) -> napi::Result<(sys::napi_value, usize)> {
+    CURRENT.with(|s| {
+        let mut s = s.borrow_mut();
+        if !s.hooked {
+            check(sys::napi_add_env_cleanup_hook(
+                env,
+                Some(release_at_teardown),
+                env.cast(),
+            ))?;
+            s.hooked = true;
+        }
+        s.place(env, bytes)
+    })
+}
+
+/// The environment's cleanup hook: the slab's reference goes while the environment lives.
+unsafe extern "C" fn release_at_teardown(env: *mut c_void) {
+    let _ = CURRENT.try_with(|s| {
+        if let Ok(mut s) = s.try_borrow_mut() {
+            s.release(env.cast());
+            s.hooked = false;
+        }
+    });
+}
+
+impl BufferSlab {
     /// Copies `bytes` (at most [`LARGEST`]) into the slab and returns the slab and their offset.
-    pub(crate) unsafe fn place(
+    unsafe fn place(
         &mut self,
         env: sys::napi_env,
         bytes: &[u8],
@@ -97,7 +145,7 @@ impl Pool {
     }
 
     /// Lets go of the slab (on the JavaScript thread, while the environment lives).
-    pub(crate) unsafe fn release(&mut self, env: sys::napi_env) {
+    unsafe fn release(&mut self, env: sys::napi_env) {
         if !self.slab.is_null() {
             sys::napi_delete_reference(env, self.slab);
             self.slab = ptr::null_mut();

@@ -16,7 +16,7 @@
 //! ([`OwnReply::keep_watching`]), which spares the two calls that would tell it to and not to
 //! again. Readiness while no reply is due (bytes for the core's task, or the end of the stream)
 //! closes the handle, which gives the socket back to the runtime: the core reads those. A
-//! command sent while a reply is due stops the handle and hands the reply back (see [`stop`]).
+//! command sent while a reply is due stops the handle and hands the reply back (see [`hand_back`]).
 //! The client's end, a watch on another socket (it reconnected), a failed poll and the
 //! environment's teardown close it too. Closing makes libuv remove the socket from the loop's
 //! epoll by descriptor number, so the client keeps the last [`OwnReply`] (which keeps the
@@ -43,8 +43,10 @@ use sentinel_recovery::host::OwnReply;
 
 use sentinel_recovery::Value;
 
-use crate::pool::{self, Pool};
-use crate::{check, collect, completion_value, Batch, Item, Shared};
+use crate::buffer_slab;
+use crate::completions::{collect, Batch, Item, Shared};
+use crate::errors::check;
+use crate::values::completion_value;
 
 /// `UV_POLL` of libuv's `uv_handle_type`.
 const UV_POLL: c_int = 8;
@@ -87,8 +89,6 @@ pub(crate) struct Deliverer {
     own: RefCell<Option<OwnReply>>,
     /// `own`'s reply is still due and read here.
     due: Cell<bool>,
-    /// Where small Buffer replies delivered from here are cut from.
-    pool: RefCell<Pool>,
 }
 
 impl Deliverer {
@@ -124,7 +124,6 @@ impl Deliverer {
             polling: Cell::new(false),
             own: RefCell::new(None),
             due: Cell::new(false),
-            pool: RefCell::new(Pool::new()),
         })
     }
 
@@ -147,11 +146,11 @@ impl Deliverer {
         let mut args = [ptr::null_mut(); 5];
         let argc = match items.as_slice() {
             // A small Buffer reply: `(id, true, slab, offset, length)`, the view made in
-            // JavaScript (see `pool`).
+            // JavaScript (see `buffer_slab`).
             [Item::Completion(id, Ok(Value::Bulk(bytes)))]
-                if !self.decode && bytes.len() <= pool::LARGEST =>
+                if !self.decode && bytes.len() <= buffer_slab::LARGEST =>
             {
-                let (slab, offset) = self.pool.borrow_mut().place(self.env, bytes)?;
+                let (slab, offset) = buffer_slab::place(self.env, bytes)?;
                 args = [
                     ToNapiValue::to_napi_value(self.env, *id)?,
                     ToNapiValue::to_napi_value(self.env, true)?,
@@ -210,7 +209,6 @@ impl Drop for Deliverer {
         // SAFETY: dropped on the JavaScript thread (held by the client object and by watches,
         // both of that thread only), while its environment lives.
         unsafe {
-            self.pool.get_mut().release(self.env);
             sys::napi_async_destroy(self.env, self.context);
         }
     }
@@ -226,8 +224,8 @@ pub(crate) fn replies_read_here() -> u64 {
     READ_HERE.with(Cell::get)
 }
 
-/// This JavaScript thread's watches and its cleanup hook.
-struct Watches {
+/// This JavaScript thread's poll handles and its cleanup hook.
+struct Polls {
     /// Poll handles made and not yet closed (one per client that watched a reply).
     open: Vec<*mut c_void>,
     /// Registered at the first watch; `None` before.
@@ -240,8 +238,8 @@ struct Watches {
 }
 
 thread_local! {
-    static WATCHES: RefCell<Watches> = const {
-        RefCell::new(Watches { open: Vec::new(), hook: None, tearing_down: false, closing: 0 })
+    static POLLS: RefCell<Polls> = const {
+        RefCell::new(Polls { open: Vec::new(), hook: None, tearing_down: false, closing: 0 })
     };
 }
 
@@ -255,9 +253,9 @@ fn handle_layout() -> Layout {
 /// Watches `own`'s socket from this (the JavaScript) thread's loop and reads the reply there.
 /// When it cannot (no loop, libuv refuses the socket, the environment is ending), `own` is
 /// dropped, which hands the reply back to the core thread: the command completes either way.
-/// `stop` came first: no reply of this client is due here.
-pub(crate) fn start(env: sys::napi_env, own: OwnReply, deliverer: &Rc<Deliverer>) {
-    if WATCHES.with(|w| w.borrow().tearing_down) {
+/// `hand_back` came first: no reply of this client is due here.
+pub(crate) fn read_here(env: sys::napi_env, own: OwnReply, deliverer: &Rc<Deliverer>) {
+    if POLLS.with(|w| w.borrow().tearing_down) {
         return;
     }
     let fd = own.fd();
@@ -320,7 +318,7 @@ fn new_handle(env: sys::napi_env, fd: RawFd, deliverer: &Rc<Deliverer>) -> Optio
         *handle.cast::<*const Deliverer>() = Rc::as_ptr(deliverer);
         uv_unref(handle);
     }
-    WATCHES.with(|w| w.borrow_mut().open.push(handle));
+    POLLS.with(|w| w.borrow_mut().open.push(handle));
     Some(handle)
 }
 
@@ -329,7 +327,7 @@ fn new_handle(env: sys::napi_env, fd: RawFd, deliverer: &Rc<Deliverer>) -> Optio
 /// reply with those behind it, while this thread goes on with JavaScript (the watch would keep
 /// the core from reading any of them until this thread is back in its loop). The handle is
 /// stopped (the core's replies would wake this loop too) and kept for the next watch.
-pub(crate) fn stop(deliverer: &Deliverer) {
+pub(crate) fn hand_back(deliverer: &Deliverer) {
     if !deliverer.due.replace(false) {
         return;
     }
@@ -369,13 +367,13 @@ fn drop_reply(own: Option<OwnReply>) {
 
 /// Whether `handle` is one of this thread's open handles (not null, not closed by the teardown).
 fn is_open(handle: *mut c_void) -> bool {
-    !handle.is_null() && WATCHES.with(|w| w.borrow().open.contains(&handle))
+    !handle.is_null() && POLLS.with(|w| w.borrow().open.contains(&handle))
 }
 
 /// Takes `handle` out of the open handles; whether it was there (and so is to be closed now).
 fn take_open(handle: *mut c_void) -> bool {
     !handle.is_null()
-        && WATCHES.with(|w| {
+        && POLLS.with(|w| {
             let mut w = w.borrow_mut();
             let before = w.open.len();
             w.open.retain(|h| *h != handle);
@@ -434,13 +432,13 @@ unsafe extern "C" fn readable(handle: *mut c_void, status: c_int, _events: c_int
 /// Stops `handle` and closes it; `closed` frees it.
 unsafe fn finish(handle: *mut c_void) {
     uv_poll_stop(handle);
-    WATCHES.with(|w| w.borrow_mut().closing += 1);
+    POLLS.with(|w| w.borrow_mut().closing += 1);
     uv_close(handle, closed);
 }
 
 unsafe extern "C" fn closed(handle: *mut c_void) {
     std::alloc::dealloc(handle.cast(), handle_layout());
-    let done_hook = WATCHES.with(|w| {
+    let done_hook = POLLS.with(|w| {
         let mut w = w.borrow_mut();
         w.closing -= 1;
         if w.tearing_down && w.closing == 0 && w.open.is_empty() {
@@ -457,7 +455,7 @@ unsafe extern "C" fn closed(handle: *mut c_void) {
 /// Registers this environment's cleanup hook once; false when napi refuses it (then no watch
 /// starts: nothing could close it at teardown).
 fn ensure_hook(env: sys::napi_env) -> bool {
-    if WATCHES.with(|w| w.borrow().hook.is_some()) {
+    if POLLS.with(|w| w.borrow().hook.is_some()) {
         return true;
     }
     let mut hook = ptr::null_mut();
@@ -468,7 +466,7 @@ fn ensure_hook(env: sys::napi_env) -> bool {
     if status != sys::Status::napi_ok || hook.is_null() {
         return false;
     }
-    WATCHES.with(|w| w.borrow_mut().hook = Some(hook));
+    POLLS.with(|w| w.borrow_mut().hook = Some(hook));
     true
 }
 
@@ -476,7 +474,7 @@ fn ensure_hook(env: sys::napi_env) -> bool {
 /// back (those commands complete on the core, with `closed` as the client closes), and removes
 /// the hook once the last has closed.
 unsafe extern "C" fn teardown(hook: sys::napi_async_cleanup_hook_handle, _: *mut c_void) {
-    let open = WATCHES.with(|w| {
+    let open = POLLS.with(|w| {
         let mut w = w.borrow_mut();
         w.tearing_down = true;
         w.hook = Some(hook);
@@ -497,9 +495,9 @@ unsafe extern "C" fn teardown(hook: sys::napi_async_cleanup_hook_handle, _: *mut
             }
         }
     }
-    let nothing_closing = WATCHES.with(|w| w.borrow().closing == 0);
+    let nothing_closing = POLLS.with(|w| w.borrow().closing == 0);
     if nothing_closing {
-        WATCHES.with(|w| w.borrow_mut().hook = None);
+        POLLS.with(|w| w.borrow_mut().hook = None);
         sys::napi_remove_async_cleanup_hook(hook);
     }
 }
