@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use napi::bindgen_prelude::FromNapiValue;
 use napi::{sys, Status};
+use sentinel_recovery::deadline::{optional_call_timeout, Unit};
 use sentinel_recovery::Error as SrError;
 
 use crate::errors::check;
@@ -218,17 +219,10 @@ impl FromNapiValue for Args {
     }
 }
 
-/// A command's deadline from JavaScript's `timeoutMs` (checked there too).
+/// A command's deadline from JavaScript's `timeoutMs`, under the rule every binding keeps
+/// (`sentinel_recovery::deadline`).
 pub(crate) fn deadline(timeout_ms: Option<f64>) -> sentinel_recovery::Result<Option<Duration>> {
-    match timeout_ms {
-        None => Ok(None),
-        Some(ms) if ms > 0.0 => Duration::try_from_secs_f64(ms / 1000.0)
-            .map(Some)
-            .map_err(|_| SrError::config(format!("timeoutMs {ms} is out of range"))),
-        Some(ms) => Err(SrError::config(format!(
-            "timeoutMs must be a positive number of milliseconds, not {ms}"
-        ))),
-    }
+    optional_call_timeout(timeout_ms, Unit::Milliseconds)
 }
 
 /// The flat `[key, value, key, value, ...]` option list as pairs.
