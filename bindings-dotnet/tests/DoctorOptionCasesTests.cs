@@ -24,18 +24,12 @@ namespace SentinelRecovery.Tests
 
         public static IEnumerable<Case> Cases()
         {
-            var path = Environment.GetEnvironmentVariable("SR_DOCTOR_OPTION_CASES_FILE");
-            if (string.IsNullOrEmpty(path)) throw new InvalidOperationException("SR_DOCTOR_OPTION_CASES_FILE is not set (scripts/test.sh sets it)");
             var cases = new List<Case>();
-            foreach (var line in File.ReadAllLines(path))
+            foreach (var f in SharedCases.Rows("SR_DOCTOR_OPTION_CASES_FILE", 3, 10))
             {
-                if (line.Trim().Length == 0 || line.StartsWith("#", StringComparison.Ordinal)) continue;
-                var f = line.Split('\t');
-                if (f.Length != 3) throw new FormatException(path + ": three tab-separated fields in " + line);
-                if (f[2] != "accepted" && f[2] != "refused") throw new FormatException(line + ": expect " + f[2]);
+                if (f[2] != "accepted" && f[2] != "refused") throw new FormatException(string.Join(" ", f) + ": expect " + f[2]);
                 cases.Add(new Case { Watch = f[0], Pings = f[1], Refused = f[2] == "refused" });
             }
-            if (cases.Count < 10) throw new FormatException(path + ": " + cases.Count + " cases");
             return cases;
         }
 

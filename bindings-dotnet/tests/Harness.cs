@@ -152,6 +152,29 @@ namespace SentinelRecovery.Tests
         }
     }
 
+    /// <summary>The shared cases files (tests/cases/, which every binding's suite reads).</summary>
+    public static class SharedCases
+    {
+        /// <summary>The rows of the file named by <paramref name="envVar"/> (scripts/test.sh sets it):
+        /// its lines that are neither blank nor comments, split at tabs, each with
+        /// <paramref name="fields"/> fields, and at least <paramref name="atLeast"/> of them.</summary>
+        public static List<string[]> Rows(string envVar, int fields, int atLeast)
+        {
+            var path = Environment.GetEnvironmentVariable(envVar);
+            if (string.IsNullOrEmpty(path)) throw new InvalidOperationException(envVar + " is not set (scripts/test.sh sets it)");
+            var rows = new List<string[]>();
+            foreach (var line in File.ReadAllLines(path))
+            {
+                if (line.Trim().Length == 0 || line.StartsWith("#", StringComparison.Ordinal)) continue;
+                var row = line.Split('\t');
+                if (row.Length != fields) throw new FormatException(path + ": " + fields + " tab-separated fields in " + line);
+                rows.Add(row);
+            }
+            if (rows.Count < atLeast) throw new FormatException(path + ": " + rows.Count + " cases");
+            return rows;
+        }
+    }
+
     /// <summary>Just enough JSON for sr-topology's answers.</summary>
     public static class Json
     {

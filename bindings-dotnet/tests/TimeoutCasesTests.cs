@@ -27,20 +27,14 @@ namespace SentinelRecovery.Tests
 
         public static IEnumerable<Case> Cases()
         {
-            var path = Environment.GetEnvironmentVariable("SR_TIMEOUT_CASES_FILE");
-            if (string.IsNullOrEmpty(path)) throw new InvalidOperationException("SR_TIMEOUT_CASES_FILE is not set (scripts/test.sh sets it)");
             var cases = new List<Case>();
-            foreach (var line in File.ReadAllLines(path))
+            foreach (var f in SharedCases.Rows("SR_TIMEOUT_CASES_FILE", 3, 8))
             {
-                if (line.Trim().Length == 0 || line.StartsWith("#", StringComparison.Ordinal)) continue;
-                var f = line.Split('\t');
-                if (f.Length != 3) throw new FormatException(path + ": three tab-separated fields in " + line);
                 if (f[1] != "answers" && f[1] != "accepted" && f[1] != "refused") throw new FormatException(f[0] + ": expect " + f[1]);
                 double ms = f[0] == "NaN" ? double.NaN : f[0] == "inf" ? double.PositiveInfinity
                     : double.Parse(f[0], CultureInfo.InvariantCulture);
                 cases.Add(new Case { Value = f[0], Ms = ms, Expect = f[1], Why = f[2] });
             }
-            if (cases.Count < 8) throw new FormatException(path + ": " + cases.Count + " cases");
             return cases;
         }
 

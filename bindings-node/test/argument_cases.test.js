@@ -7,29 +7,14 @@
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const fs = require('node:fs')
-const path = require('node:path')
 const { Client } = require('..')
-const { startTopology } = require('./helpers')
+const { caseRows, startTopology } = require('./helpers')
 
-const CASES_FILE = path.resolve(__dirname, '../../tests/cases/arguments.tsv')
 const SPECIAL = { inf: Infinity, '-inf': -Infinity, NaN: NaN }
-
-function loadCases() {
-  const cases = fs
-    .readFileSync(CASES_FILE, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim() !== '' && !l.startsWith('#'))
-    .map((line) => {
-      const f = line.split('\t')
-      assert.equal(f.length, 3, `${CASES_FILE}: three tab-separated fields in ${JSON.stringify(line)}`)
-      const [kind, value, text] = f
-      assert.ok(['int', 'float', 'float32'].includes(kind), `${value}: kind ${kind}`)
-      return { kind, value, text }
-    })
-  assert.ok(cases.length >= 19, `${CASES_FILE}: ${cases.length} cases`)
-  return cases
-}
+const CASES = caseRows('arguments.tsv', 3, 19).map(([kind, value, text]) => {
+  assert.ok(['int', 'float', 'float32'].includes(kind), `${value}: kind ${kind}`)
+  return { kind, value, text }
+})
 
 let topo
 let client
@@ -44,7 +29,7 @@ after(async () => {
   if (topo) await topo.down()
 })
 
-for (const c of loadCases()) {
+for (const c of CASES) {
   test(`argument case ${c.kind} ${c.value}`, { skip: c.kind === 'float32' && 'JavaScript has no 32-bit float' }, async () => {
     const number = c.kind === 'int' ? BigInt(c.value) : c.value in SPECIAL ? SPECIAL[c.value] : Number(c.value)
     if (c.text === 'refused') {

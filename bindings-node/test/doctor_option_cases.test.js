@@ -5,28 +5,13 @@
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const fs = require('node:fs')
-const path = require('node:path')
 const { doctor } = require('..')
-const { startTopology } = require('./helpers')
+const { caseRows, startTopology } = require('./helpers')
 
-const CASES_FILE = path.resolve(__dirname, '../../tests/cases/doctor_options.tsv')
-
-function loadCases() {
-  const cases = fs
-    .readFileSync(CASES_FILE, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim() !== '' && !l.startsWith('#'))
-    .map((line) => {
-      const f = line.split('\t')
-      assert.equal(f.length, 3, `${CASES_FILE}: three tab-separated fields in ${JSON.stringify(line)}`)
-      const [watch, pings, expect] = f
-      assert.ok(['accepted', 'refused'].includes(expect), `${line}: expect ${expect}`)
-      return { watch, pings, expect }
-    })
-  assert.ok(cases.length >= 10, `${CASES_FILE}: ${cases.length} cases`)
-  return cases
-}
+const CASES = caseRows('doctor_options.tsv', 3, 10).map(([watch, pings, expect]) => {
+  assert.ok(['accepted', 'refused'].includes(expect), `${watch} ${pings}: expect ${expect}`)
+  return { watch, pings, expect }
+})
 
 let topo
 
@@ -38,7 +23,7 @@ after(async () => {
   if (topo) await topo.down()
 })
 
-for (const c of loadCases()) {
+for (const c of CASES) {
   test(`doctor options watchMs ${c.watch} pings ${c.pings}`, async () => {
     const options = {}
     if (c.watch !== '-') options.watchMs = Number(c.watch)

@@ -199,7 +199,28 @@ async function fakeSentinel(reply) {
   }
 }
 
+/**
+ * The rows of a shared cases file (`tests/cases/NAME`, which every binding's suite reads): its
+ * lines that are neither blank nor comments, split at tabs, each with `fields` fields, and at
+ * least `atLeast` of them.
+ */
+function caseRows(name, fields, atLeast) {
+  const file = path.join(ROOT, 'tests', 'cases', name)
+  const rows = fs
+    .readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '' && !l.startsWith('#'))
+    .map((line) => {
+      const row = line.split('\t')
+      if (row.length !== fields) throw new Error(`${file}: ${fields} tab-separated fields in ${JSON.stringify(line)}`)
+      return row
+    })
+  if (rows.length < atLeast) throw new Error(`${file}: ${rows.length} cases`)
+  return rows
+}
+
 module.exports = {
+  caseRows,
   startTopology,
   withDeadline,
   waitFor,

@@ -6,29 +6,13 @@
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const fs = require('node:fs')
-const path = require('node:path')
 const { Client } = require('..')
-const { startTopology } = require('./helpers')
+const { caseRows, startTopology } = require('./helpers')
 
-const CASES_FILE = path.resolve(__dirname, '../../tests/cases/timeouts.tsv')
-
-function loadCases() {
-  const cases = fs
-    .readFileSync(CASES_FILE, 'utf8')
-    .split('\n')
-    .filter((l) => l.trim() !== '' && !l.startsWith('#'))
-    .map((line) => {
-      const f = line.split('\t')
-      assert.equal(f.length, 3, `${CASES_FILE}: three tab-separated fields in ${JSON.stringify(line)}`)
-      const [value, expect, why] = f
-      assert.ok(['answers', 'accepted', 'refused'].includes(expect), `${value}: expect ${expect}`)
-      const ms = value === 'inf' ? Infinity : Number(value)
-      return { value, ms, expect, why }
-    })
-  assert.ok(cases.length >= 8, `${CASES_FILE}: ${cases.length} cases`)
-  return cases
-}
+const CASES = caseRows('timeouts.tsv', 3, 8).map(([value, expect, why]) => {
+  assert.ok(['answers', 'accepted', 'refused'].includes(expect), `${value}: expect ${expect}`)
+  return { value, ms: value === 'inf' ? Infinity : Number(value), expect, why }
+})
 
 let topo
 let client
@@ -43,7 +27,7 @@ after(async () => {
   if (topo) await topo.down()
 })
 
-for (const c of loadCases()) {
+for (const c of CASES) {
   test(`timeout case ${c.value} ms (${c.why})`, async () => {
     const calls = [
       () => client.execute(['GET', 'timeout-case:absent'], { timeoutMs: c.ms }),

@@ -128,6 +128,18 @@ def refusing_port() -> int:
     return port
 
 
+def case_rows(name: str, fields: int, at_least: int) -> List[List[str]]:
+    """The rows of a shared cases file (``tests/cases/NAME``, which every binding's suite reads):
+    its lines that are neither blank nor comments, split at tabs, each with ``fields`` fields,
+    and at least ``at_least`` of them."""
+    path = Path(__file__).resolve().parents[2] / "tests" / "cases" / name
+    rows = [line.split("\t") for line in path.read_text().splitlines() if line.strip() and not line.startswith("#")]
+    for row in rows:
+        assert len(row) == fields, f"{path}: {fields} tab-separated fields in {row!r}"
+    assert len(rows) >= at_least, f"{path}: {len(rows)} cases"
+    return rows
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.02) -> Any:
     """Polls `predicate` until it returns something truthy; fails after `timeout` seconds."""
     deadline = time.monotonic() + timeout

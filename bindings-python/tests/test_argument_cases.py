@@ -5,25 +5,17 @@ cases are skipped."""
 
 from __future__ import annotations
 
-import pathlib
 from typing import Any, List, Tuple
 
 import pytest
 
 import sentinel_recovery as sr
-
-CASES_FILE = pathlib.Path(__file__).resolve().parents[2] / "tests" / "cases" / "arguments.tsv"
-
+from conftest import case_rows
 
 def load_cases() -> List[Tuple[str, str, str]]:
-    cases = []
-    for line in CASES_FILE.read_text().splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        kind, value, text = line.split("\t")
-        assert kind in ("int", "float", "float32"), f"{line!r}: kind {kind!r}"
-        cases.append((kind, value, text))
-    assert len(cases) >= 19, f"{CASES_FILE}: {len(cases)} cases"
+    cases = [(kind, value, text) for kind, value, text in case_rows("arguments.tsv", 3, 19)]
+    for kind, value, _ in cases:
+        assert kind in ("int", "float", "float32"), f"{value}: kind {kind!r}"
     return cases
 
 

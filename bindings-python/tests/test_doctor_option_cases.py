@@ -5,25 +5,17 @@
 from __future__ import annotations
 
 import asyncio
-import pathlib
 from typing import Any, Dict, List, Tuple
 
 import pytest
 
 import sentinel_recovery as sr
-
-CASES_FILE = pathlib.Path(__file__).resolve().parents[2] / "tests" / "cases" / "doctor_options.tsv"
-
+from conftest import case_rows
 
 def load_cases() -> List[Tuple[str, str, str]]:
-    cases = []
-    for line in CASES_FILE.read_text().splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        watch_ms, pings, expect = line.split("\t")
-        assert expect in ("accepted", "refused"), f"{line!r}: expect {expect!r}"
-        cases.append((watch_ms, pings, expect))
-    assert len(cases) >= 10, f"{CASES_FILE}: {len(cases)} cases"
+    cases = [(watch, pings, expect) for watch, pings, expect in case_rows("doctor_options.tsv", 3, 10)]
+    for watch, pings, expect in cases:
+        assert expect in ("accepted", "refused"), f"{watch} {pings}: expect {expect!r}"
     return cases
 
 

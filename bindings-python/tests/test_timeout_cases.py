@@ -7,26 +7,20 @@ sent, its message starting "timeout must be"."""
 from __future__ import annotations
 
 import asyncio
-import pathlib
 from typing import Any, Awaitable, Callable, List, Tuple
 
 import pytest
 
 import sentinel_recovery as sr
+from conftest import case_rows
 
-CASES_FILE = pathlib.Path(__file__).resolve().parents[2] / "tests" / "cases" / "timeouts.tsv"
 Case = Tuple[float, str, str]
 
 
 def load_cases() -> List[Case]:
-    cases = []
-    for line in CASES_FILE.read_text().splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        value_ms, expect, why = line.split("\t")
-        assert expect in ("answers", "accepted", "refused"), f"{line!r}: expect {expect!r}"
-        cases.append((float(value_ms), expect, why))
-    assert len(cases) >= 8, f"{CASES_FILE}: {len(cases)} cases"
+    cases = [(float(value_ms), expect, why) for value_ms, expect, why in case_rows("timeouts.tsv", 3, 8)]
+    for value_ms, expect, _ in cases:
+        assert expect in ("answers", "accepted", "refused"), f"{value_ms}: expect {expect!r}"
     return cases
 
 

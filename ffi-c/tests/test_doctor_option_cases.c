@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "sentinel_recovery.h"
+#include "cases.h"
 #include "topology.h"
 
 #ifndef SR_DOCTOR_OPTION_CASES_FILE
@@ -22,7 +23,8 @@
 
 static int passed, failed;
 
-static void run_case(const char *url, char *line) {
+static void run_case(void *topology_url, char *line) {
+    const char *url = topology_url;
     char copy[128];
     snprintf(copy, sizeof copy, "%s", line);
     char *watch = strtok(line, "\t");
@@ -72,26 +74,13 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s /path/to/sr-topology\n", argv[0]);
         return 2;
     }
-    FILE *cases = fopen(SR_DOCTOR_OPTION_CASES_FILE, "r");
-    if (!cases) {
-        perror(SR_DOCTOR_OPTION_CASES_FILE);
-        return 2;
-    }
     (void)topo_cmd; /* no control commands: the topology stays as it starts */
     topo_t topo;
     if (topo_start(&topo, argv[1]) != 0) {
         fprintf(stderr, "sr-topology did not start\n");
         return 2;
     }
-    char line[256];
-    int n = 0;
-    while (fgets(line, sizeof line, cases)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        if (line[0] == '\0' || line[0] == '#') continue;
-        run_case(topo.url, line);
-        n++;
-    }
-    fclose(cases);
+    int n = for_each_case(SR_DOCTOR_OPTION_CASES_FILE, run_case, topo.url);
     if (n < 10) {
         printf("FAIL %d cases in %s\n", n, SR_DOCTOR_OPTION_CASES_FILE);
         failed++;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "sentinel_recovery.h"
+#include "cases.h"
 #include "topology.h"
 
 #ifndef SR_TIMEOUT_CASES_FILE
@@ -74,7 +75,8 @@ static void run_calls(sr_client_t *c, const char *value, const char *why, uint64
 /* The rule through sr_call_timeout_ms() for every case; then the calls, with the whole
  * milliseconds it gave, or with the value itself when a uint64_t holds it (not 0, which the
  * options struct reads as "not set"). */
-static void run_case(sr_client_t *c, char *line) {
+static void run_case(void *client, char *line) {
+    sr_client_t *c = client;
     char *value = strtok(line, "\t");
     char *expect = strtok(NULL, "\t");
     char *why = strtok(NULL, "\t");
@@ -106,11 +108,6 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s /path/to/sr-topology\n", argv[0]);
         return 2;
     }
-    FILE *cases = fopen(SR_TIMEOUT_CASES_FILE, "r");
-    if (!cases) {
-        perror(SR_TIMEOUT_CASES_FILE);
-        return 2;
-    }
     (void)topo_cmd; /* no control commands: the topology stays as it starts */
     topo_t topo;
     if (topo_start(&topo, argv[1]) != 0) {
@@ -123,15 +120,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "open %s: %s\n", topo.url, err ? sr_error_get_message(err) : "?");
         return 2;
     }
-    char line[512];
-    int n = 0;
-    while (fgets(line, sizeof line, cases)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        if (line[0] == '\0' || line[0] == '#') continue;
-        run_case(c, line);
-        n++;
-    }
-    fclose(cases);
+    int n = for_each_case(SR_TIMEOUT_CASES_FILE, run_case, c);
     if (n < 8) {
         printf("FAIL %d cases in %s\n", n, SR_TIMEOUT_CASES_FILE);
         failed++;

@@ -29,34 +29,19 @@ struct Case {
 }
 
 fn cases() -> Vec<Case> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/cases/timeouts.tsv");
-    let text = std::fs::read_to_string(path).unwrap();
-    let cases: Vec<Case> = text
-        .lines()
-        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
-        .map(|line| {
-            let fields: Vec<&str> = line.split('\t').collect();
-            assert_eq!(
-                fields.len(),
-                3,
-                "{path}: three tab-separated fields in {line:?}"
-            );
-            Case {
-                value_ms: fields[0]
-                    .parse()
-                    .unwrap_or_else(|e| panic!("{path}: {line:?}: {e}")),
-                expect: match fields[1] {
-                    "answers" => Expect::Answers,
-                    "accepted" => Expect::Accepted,
-                    "refused" => Expect::Refused,
-                    other => panic!("{path}: expect {other:?}"),
-                },
-                why: fields[2].to_string(),
-            }
+    case_rows("timeouts.tsv", 3, 8)
+        .into_iter()
+        .map(|row| Case {
+            value_ms: row[0].parse().unwrap_or_else(|e| panic!("{row:?}: {e}")),
+            expect: match row[1].as_str() {
+                "answers" => Expect::Answers,
+                "accepted" => Expect::Accepted,
+                "refused" => Expect::Refused,
+                other => panic!("timeouts.tsv: expect {other:?}"),
+            },
+            why: row[2].clone(),
         })
-        .collect();
-    assert!(cases.len() >= 8, "{path}: {} cases", cases.len());
-    cases
+        .collect()
 }
 
 /// What a call that was not refused gave: a nil reply, or for [`Expect::Accepted`] a timeout.

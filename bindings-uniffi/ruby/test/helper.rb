@@ -8,6 +8,18 @@ require 'socket'
 require 'timeout'
 require 'sentinel_recovery'
 
+# The rows of a shared cases file (tests/cases/NAME, which every binding's suite reads): its
+# lines that are neither blank nor comments, split at tabs, each with `fields` fields, and at
+# least `at_least` of them.
+def case_rows(name, fields, at_least)
+  file = File.expand_path("../../../tests/cases/#{name}", __dir__)
+  rows = File.readlines(file, chomp: true).reject { |l| l.strip.empty? || l.start_with?('#') }.map { |l| l.split("\t") }
+  rows.each { |row| raise "#{file}: #{fields} tab-separated fields in #{row.inspect}" unless row.size == fields }
+  raise "#{file}: #{rows.size} cases" if rows.size < at_least
+
+  rows
+end
+
 # One running `sr-topology up --json`.
 class TestTopology
   attr_reader :url, :primary_port

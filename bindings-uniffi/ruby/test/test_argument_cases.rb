@@ -10,15 +10,11 @@ class TestArgumentCases < Minitest::Test
   SPECIAL = { 'inf' => Float::INFINITY, '-inf' => -Float::INFINITY, 'NaN' => Float::NAN }.freeze
 
   def test_shared_argument_cases
-    file = File.expand_path('../../../tests/cases/arguments.tsv', __dir__)
-    cases = File.readlines(file, chomp: true).reject { |l| l.strip.empty? || l.start_with?('#') }
-    assert_operator cases.size, :>=, 19, "cases in #{file}"
     SentinelRecovery::Client.open(SHARED.url) do |c|
-      cases.each do |line|
-        kind, value, text = line.split("\t")
-        refute_nil text, "three tab-separated fields in #{line.inspect}"
+      case_rows('arguments.tsv', 3, 19).each do |kind, value, text|
         next if kind == 'float32'
 
+        line = "#{kind} #{value}"
         number = kind == 'int' ? Integer(value) : SPECIAL.fetch(value) { Float(value) }
         if text == 'refused'
           error = assert_raises(SentinelRecovery::Error) { c.execute('ECHO', number) }

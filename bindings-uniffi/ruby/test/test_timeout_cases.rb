@@ -8,14 +8,9 @@ require_relative 'helper'
 # SentinelRecovery::Error with code config whose detail starts "timeout must be", nothing sent.
 class TestTimeoutCases < Minitest::Test
   def test_shared_timeout_cases
-    file = File.expand_path('../../../tests/cases/timeouts.tsv', __dir__)
-    cases = File.readlines(file, chomp: true).reject { |l| l.strip.empty? || l.start_with?('#') }
-    assert_operator cases.size, :>=, 8, "cases in #{file}"
     SentinelRecovery::Client.open(SHARED.url) do |c|
       c.ready
-      cases.each do |line|
-        value_ms, expect, why = line.split("\t")
-        refute_nil why, "three tab-separated fields in #{line.inspect}"
+      case_rows('timeouts.tsv', 3, 8).each do |value_ms, expect, why|
         seconds = { 'NaN' => Float::NAN, 'inf' => Float::INFINITY }.fetch(value_ms) { Float(value_ms) } / 1000
         outcome = begin
           c.execute('GET', 'timeout-case:absent', timeout: seconds)

@@ -76,3 +76,26 @@ pub fn new_primary(e: &Event) -> Option<&Address> {
         _ => None,
     }
 }
+
+/// The rows of a shared cases file (`tests/cases/NAME`, which every binding's suite reads): its
+/// lines that are neither blank nor comments, split at tabs, each checked to have `fields`
+/// fields, and at least `at_least` of them.
+pub fn case_rows(name: &str, fields: usize, at_least: usize) -> Vec<Vec<String>> {
+    let path = format!("{}/cases/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let rows: Vec<Vec<String>> = text
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|line| {
+            let row: Vec<String> = line.split('\t').map(str::to_string).collect();
+            assert_eq!(
+                row.len(),
+                fields,
+                "{path}: {fields} tab-separated fields in {line:?}"
+            );
+            row
+        })
+        .collect();
+    assert!(rows.len() >= at_least, "{path}: {} cases", rows.len());
+    rows
+}
