@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import pathlib
+import signal
+import threading
 import time
 import uuid
 from typing import Any, Dict, Iterator, List
@@ -95,12 +97,12 @@ def blocked_clients(client: sr.BlockingClient) -> int:
 EXPECTED = {"timeout": sr.TimeoutError, "config": sr.ConfigError, "cancelled": asyncio.CancelledError}
 
 
-def check_outcome(case: Dict[str, Any], outcome: Any, took: float) -> None:
+def check_outcome(case: Dict[str, Any], outcome: Any, took: float, cancelled: type = asyncio.CancelledError) -> None:
     assert took <= budget_s(case), f"{case['name']}: ended after {took:.2f} s (allowed {budget_s(case):.2f} s)"
     if case["expect"] == "nil":
         assert outcome is None, f"{case['name']}: expected a nil reply, got {outcome!r}"
     else:
-        want = EXPECTED[case["expect"]]
+        want = cancelled if case["expect"] == "cancelled" else EXPECTED[case["expect"]]
         assert isinstance(outcome, want), f"{case['name']}: expected {want.__name__}, got {outcome!r}"
 
 
@@ -124,26 +126,42 @@ def settle_server(observer: sr.BlockingClient, before: int, case: Dict[str, Any]
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_blocking_client_case(topology: Any, case: Dict[str, Any]) -> None:
-    if case["deadline"] == "cancel":
-        pytest.skip(f"{case['name']}: the blocking client is cancelled by Ctrl-C only (test_interrupt.py)")
+    """Cancel cases send SIGINT (Ctrl-C) to this, the main, thread: the blocking call wakes to run
+    Python's signal handlers and raises KeyboardInterrupt, which the test catches."""
+    if case["deadline"] == "cancel" and threading.current_thread() is not threading.main_thread():
+        pytest.skip(f"{case['name']}: SIGINT reaches the main thread only")
     if case["kind"] == "transaction" and case["deadline"] == "per-call":
         pytest.skip(f"{case['name']}: BlockingClient.transaction has no per-call deadline")
     with sr.BlockingClient.connect(topology.url) as observer, sr.BlockingClient.connect(client_url(topology, case)) as client:
         before = blocked_clients(observer)
         commands = commands_of(case)
+        main = threading.main_thread().ident
+        assert main is not None
+        ctrl_c = threading.Timer(case["timeout_ms"] / 1000, signal.pthread_kill, (main, signal.SIGINT))
         with state(topology, case):
             start = time.monotonic()
             try:
+                if case["deadline"] == "cancel":
+                    ctrl_c.start()
                 if case["kind"] == "command":
                     outcome: Any = client.execute(*commands[0], timeout=own_timeout(case))
                 elif case["kind"] == "pipeline":
                     outcome = client.pipeline(commands, timeout=own_timeout(case))
                 else:
                     outcome = client.transaction(commands)
-            except sr.Error as e:
+            except (sr.Error, KeyboardInterrupt) as e:
                 outcome = e
             took = time.monotonic() - start
-        check_outcome(case, outcome, took)
+            try:
+                # A SIGINT that came after the call ended is caught here, not by pytest; the
+                # outcome stays what the call gave.
+                ctrl_c.cancel()
+                if ctrl_c.is_alive():
+                    ctrl_c.join()
+                time.sleep(0.01)
+            except KeyboardInterrupt:
+                pass
+        check_outcome(case, outcome, took, cancelled=KeyboardInterrupt)
         if case["paused"]:
             assert client.execute("PING", timeout=10) in (b"PONG", "PONG", True), f"{case['name']}: no PING after cont"
         settle_server(observer, before, case)
