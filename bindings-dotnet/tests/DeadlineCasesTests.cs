@@ -1,14 +1,20 @@
-// The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads):
-// ExecuteAsync(TimeSpan, ...) for a per-call timeout, ExecuteAsync(...) under the client's
-// command_timeout_ms. Each call ends by its deadline with the expected outcome, and afterwards no
+// The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads; its
+// header describes the columns): ExecuteAsync(TimeSpan, ...) for a per-call timeout,
+// ExecuteAsync(...) under the client's command_timeout_ms, PipelineAsync (its timeout is the
+// whole pipeline's), TransactionAsync (no per-call deadline), and a CancellationToken for the
+// cancel cases. Each call ends by its deadline with the expected outcome, and afterwards no
 // client is left blocked on the server (INFO clients: blocked_clients back to what it was), i.e.
-// a timed-out blocking command's connection was closed.
+// a timed-out blocking command's connection was closed. "paused" cases stop the primary on a
+// topology whose down-after (60 s) is far longer than the case, then continue it and check that
+// the same client works again.
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
 using System.Globalization;
 using System.IO;
 using System.Linq;
+using System.Threading;
+using System.Threading.Tasks;
 using NUnit.Framework;
 
 namespace SentinelRecovery.Tests
@@ -18,18 +24,20 @@ namespace SentinelRecovery.Tests
     {
         /// <summary>What a call may take beyond its deadline (a busy 2-core machine).</summary>
         private const int SlackMs = 1000;
-        /// <summary>The client default of a per-call case: long, so only the call's own timeout can end it.</summary>
+        /// <summary>The client default of a per-call or cancel case: long, so only the call's own timeout (or the cancel) can end it.</summary>
         private const int LongDefaultMs = 30000;
 
         public sealed class Case
         {
             public string Name;
-            public bool PerCall;
+            public string Kind;
+            public string Deadline;
+            public bool Paused;
             public int TimeoutMs;
             public int BlockMs;
-            public bool ExpectTimeout;
-            public string[] Command;
-            public int BudgetMs { get { return TimeoutMs + (PerCall ? 0 : BlockMs) + SlackMs; } }
+            public string Expect;
+            public string[][] Commands;
+            public int BudgetMs { get { return TimeoutMs + (Deadline == "default" ? BlockMs : 0) + SlackMs; } }
             public override string ToString() { return Name; }
         }
 
@@ -42,17 +50,21 @@ namespace SentinelRecovery.Tests
             {
                 if (line.Trim().Length == 0 || line.StartsWith("#", StringComparison.Ordinal)) continue;
                 var f = line.Split('\t');
-                if (f.Length != 6) throw new FormatException(path + ": six tab-separated fields in " + line);
-                if (f[1] != "per-call" && f[1] != "default") throw new FormatException(f[0] + ": deadline " + f[1]);
-                if (f[4] != "timeout" && f[4] != "nil") throw new FormatException(f[0] + ": expect " + f[4]);
+                if (f.Length != 8) throw new FormatException(path + ": eight tab-separated fields in " + line);
+                if (!new[] { "command", "pipeline", "transaction" }.Contains(f[1])) throw new FormatException(f[0] + ": kind " + f[1]);
+                if (!new[] { "per-call", "default", "cancel" }.Contains(f[2])) throw new FormatException(f[0] + ": deadline " + f[2]);
+                if (!new[] { "healthy", "paused" }.Contains(f[3])) throw new FormatException(f[0] + ": state " + f[3]);
+                if (!new[] { "timeout", "nil", "config", "cancelled" }.Contains(f[6])) throw new FormatException(f[0] + ": expect " + f[6]);
                 cases.Add(new Case
                 {
                     Name = f[0],
-                    PerCall = f[1] == "per-call",
-                    TimeoutMs = int.Parse(f[2], CultureInfo.InvariantCulture),
-                    BlockMs = int.Parse(f[3], CultureInfo.InvariantCulture),
-                    ExpectTimeout = f[4] == "timeout",
-                    Command = f[5].Split(' '),
+                    Kind = f[1],
+                    Deadline = f[2],
+                    Paused = f[3] == "paused",
+                    TimeoutMs = int.Parse(f[4], CultureInfo.InvariantCulture),
+                    BlockMs = int.Parse(f[5], CultureInfo.InvariantCulture),
+                    Expect = f[6],
+                    Commands = f[7].Split(new[] { " ; " }, StringSplitOptions.None).Select(c => c.Split(' ')).ToArray(),
                 });
             }
             if (cases.Count == 0) throw new FormatException(path + ": no cases");
@@ -66,7 +78,8 @@ namespace SentinelRecovery.Tests
         [TestFixtureSetUp]
         public void Up()
         {
-            _topo = new TopologyProcess();
+            // A down-after far longer than any case: a paused primary stays the primary (no failover).
+            _topo = new TopologyProcess("--replicas", "1", "--down-after", "60000");
             _observer = Connect(_topo.Url, 5000);
         }
 
@@ -91,30 +104,76 @@ namespace SentinelRecovery.Tests
             return long.Parse(line.Substring("blocked_clients:".Length).Trim(), CultureInfo.InvariantCulture);
         }
 
+        /// <summary>The case's call; a pipeline's or transaction's replies become a non-null placeholder.</summary>
+        private static async Task<RedisReply> Call(SentinelClient client, Case c, object[][] commands, CancellationToken token)
+        {
+            TimeSpan? own = c.Deadline == "per-call" ? TimeSpan.FromMilliseconds(c.TimeoutMs) : (TimeSpan?)null;
+            switch (c.Kind)
+            {
+                case "command":
+                    if (own.HasValue) return await client.ExecuteAsync(own.Value, token, commands[0]).ConfigureAwait(false);
+                    return await client.ExecuteAsync(token, commands[0]).ConfigureAwait(false);
+                case "pipeline":
+                    await client.PipelineAsync(commands, own, token).ConfigureAwait(false);
+                    return null;
+                default:
+                    await client.TransactionAsync(commands, null, token).ConfigureAwait(false);
+                    return null;
+            }
+        }
+
         [Test, TestCaseSource("Cases")]
         public void EndsByItsDeadlineAndLeavesNothingBlocked(Case c)
         {
-            using (var client = Connect(_topo.Url, c.PerCall ? LongDefaultMs : c.TimeoutMs))
+            if (c.Kind == "transaction" && c.Deadline == "per-call")
+                Assert.Ignore(c.Name + ": TransactionAsync has no per-call deadline");
+            using (var client = Connect(_topo.Url, c.Deadline == "default" ? c.TimeoutMs : LongDefaultMs))
+            using (var cancel = new CancellationTokenSource())
             {
                 var before = BlockedClients();
                 var key = "deadline-case:" + c.Name + ":" + (_serial++).ToString(CultureInfo.InvariantCulture);
-                var args = c.Command.Select(a => (object)a.Replace("{key}", key)).ToArray();
-                var clock = Stopwatch.StartNew();
-                var task = c.PerCall ? client.ExecuteAsync(TimeSpan.FromMilliseconds(c.TimeoutMs), args) : client.ExecuteAsync(args);
-                Exception error = null;
-                RedisReply reply = null;
-                try { reply = Wait.Within(task, c.BudgetMs + 5000, c.Name).GetAwaiter().GetResult(); }
-                catch (Exception e) { error = e; }
-                var took = clock.ElapsedMilliseconds;
-                Assert.LessOrEqual(took, c.BudgetMs, c.Name + ": ended after " + took + " ms");
-                if (c.ExpectTimeout)
-                    Assert.IsInstanceOf<SentinelTimeoutException>(error, c.Name + ": expected a timeout, got " + (error == null ? "a reply" : error.ToString()));
-                else
+                var commands = c.Commands.Select(cmd => cmd.Select(a => (object)a.Replace("{key}", key)).ToArray()).ToArray();
+                var stopped = false;
+                try
                 {
-                    Assert.IsNull(error, c.Name + ": " + error);
-                    Assert.IsTrue(reply.IsNull, c.Name + ": expected a nil reply");
+                    if (c.Paused)
+                    {
+                        _topo.Command("stop " + _topo.PrimaryPort.ToString(CultureInfo.InvariantCulture));
+                        stopped = true;
+                    }
+                    var clock = Stopwatch.StartNew();
+                    var task = Call(client, c, commands, cancel.Token);
+                    if (c.Deadline == "cancel") cancel.CancelAfter(c.TimeoutMs);
+                    Exception error = null;
+                    RedisReply reply = null;
+                    try { reply = Wait.Within(task, c.BudgetMs + 5000, c.Name).GetAwaiter().GetResult(); }
+                    catch (Exception e) { error = e; }
+                    var took = clock.ElapsedMilliseconds;
+                    if (stopped)
+                    {
+                        stopped = false;
+                        _topo.Command("cont " + _topo.PrimaryPort.ToString(CultureInfo.InvariantCulture));
+                    }
+                    Assert.LessOrEqual(took, c.BudgetMs, c.Name + ": ended after " + took + " ms");
+                    var got = error == null ? "a reply" : error.ToString();
+                    switch (c.Expect)
+                    {
+                        case "timeout": Assert.IsInstanceOf<SentinelTimeoutException>(error, c.Name + ": expected a timeout, got " + got); break;
+                        case "config": Assert.IsInstanceOf<ConfigException>(error, c.Name + ": expected a ConfigException, got " + got); break;
+                        case "cancelled": Assert.IsInstanceOf<OperationCanceledException>(error, c.Name + ": expected a cancellation, got " + got); break;
+                        default:
+                            Assert.IsNull(error, c.Name + ": " + error);
+                            Assert.IsTrue(reply.IsNull, c.Name + ": expected a nil reply");
+                            break;
+                    }
+                    if (c.Paused)
+                        Assert.AreEqual("PONG", Wait.Within(client.ExecuteAsync(TimeSpan.FromSeconds(10), "PING"), 15000, c.Name + ": PING after cont").GetAwaiter().GetResult().AsString());
+                    Wait.Until(() => BlockedClients() <= before, 5000, c.Name + ": the server still blocks a client");
                 }
-                Wait.Until(() => BlockedClients() <= before, 5000, c.Name + ": the server still blocks a client");
+                finally
+                {
+                    if (stopped) _topo.Command("cont " + _topo.PrimaryPort.ToString(CultureInfo.InvariantCulture));
+                }
             }
         }
     }

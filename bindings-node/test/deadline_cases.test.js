@@ -1,7 +1,11 @@
 'use strict'
-// The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads): each
-// call ends by its deadline with the expected outcome, and afterwards no client is left blocked
-// on the server (a timed-out blocking command's connection was closed).
+// The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads; its
+// header describes the columns): each call ends by its deadline with the expected outcome, and
+// afterwards no client is left blocked on the server (a timed-out blocking command's connection
+// was closed). Commands through `execute`, pipelines through `pipeline` (options.timeoutMs is the
+// whole pipeline's deadline), transactions through `transaction` (no per-call deadline),
+// cancellation through an AbortSignal. "paused" cases stop the primary on a topology whose
+// down-after (60 s) is far longer than the case, then continue it and check the client works.
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
@@ -13,7 +17,7 @@ const { startTopology, waitFor } = require('./helpers')
 const CASES_FILE = path.resolve(__dirname, '../../tests/cases/deadlines.tsv')
 /** What a call may take beyond its deadline (scheduling on a busy 2-core machine). */
 const SLACK_MS = 1000
-/** The client default of a per-call case: long, so only the call's own timeout can end it. */
+/** The client default of a per-call or cancel case: long, so only the call's own timeout (or the abort) can end it. */
 const LONG_DEFAULT_MS = 30000
 
 function loadCases() {
@@ -23,17 +27,28 @@ function loadCases() {
     .filter((l) => l.trim() !== '' && !l.startsWith('#'))
     .map((line) => {
       const f = line.split('\t')
-      assert.equal(f.length, 6, `${CASES_FILE}: six tab-separated fields in ${JSON.stringify(line)}`)
-      const [name, deadline, timeoutMs, blockMs, expect, command] = f
-      assert.ok(['per-call', 'default'].includes(deadline), `${name}: deadline ${deadline}`)
-      assert.ok(['timeout', 'nil'].includes(expect), `${name}: expect ${expect}`)
-      return { name, perCall: deadline === 'per-call', timeoutMs: Number(timeoutMs), blockMs: Number(blockMs), expect, command: command.split(' ') }
+      assert.equal(f.length, 8, `${CASES_FILE}: eight tab-separated fields in ${JSON.stringify(line)}`)
+      const [name, kind, deadline, state, timeoutMs, blockMs, expect, command] = f
+      assert.ok(['command', 'pipeline', 'transaction'].includes(kind), `${name}: kind ${kind}`)
+      assert.ok(['per-call', 'default', 'cancel'].includes(deadline), `${name}: deadline ${deadline}`)
+      assert.ok(['healthy', 'paused'].includes(state), `${name}: state ${state}`)
+      assert.ok(['timeout', 'nil', 'config', 'cancelled'].includes(expect), `${name}: expect ${expect}`)
+      return {
+        name,
+        kind,
+        deadline,
+        paused: state === 'paused',
+        timeoutMs: Number(timeoutMs),
+        blockMs: Number(blockMs),
+        expect,
+        commands: command.split(' ; ').map((c) => c.split(' ')),
+      }
     })
   assert.ok(cases.length > 0, `${CASES_FILE}: no cases`)
   return cases
 }
 
-const budgetMs = (c) => c.timeoutMs + (c.perCall ? 0 : c.blockMs) + SLACK_MS
+const budgetMs = (c) => c.timeoutMs + (c.deadline === 'default' ? c.blockMs : 0) + SLACK_MS
 
 async function blockedClients(observer) {
   const info = String(await observer.execute(['INFO', 'clients']))
@@ -46,7 +61,8 @@ let topo
 let observer
 
 before(async () => {
-  topo = await startTopology()
+  // A down-after far longer than any case: a paused primary stays the primary (no failover).
+  topo = await startTopology(['--replicas', '1', '--down-after', '60000'])
   observer = await Client.connect(topo.url)
 })
 
@@ -55,32 +71,60 @@ after(async () => {
   if (topo) await topo.down()
 })
 
+/** The error code a case expects: the core's code, or 'ABORT_ERR' (the AbortError of an aborted call). */
+const CODES = { timeout: 'timeout', config: 'config', cancelled: 'ABORT_ERR' }
+
 let serial = 0
 for (const c of loadCases()) {
-  test(`deadline case ${c.name}`, async () => {
-    const defaultMs = c.perCall ? LONG_DEFAULT_MS : c.timeoutMs
+  const skip = c.kind === 'transaction' && c.deadline !== 'default' ? `${c.name}: Client.transaction has no per-call deadline or signal` : false
+  test(`deadline case ${c.name}`, { skip }, async () => {
+    const defaultMs = c.deadline === 'default' ? c.timeoutMs : LONG_DEFAULT_MS
     const client = await Client.connect(`${topo.url}?command_timeout_ms=${defaultMs}`)
+    const port = topo.info.primary.port
+    let stopped = false
     try {
       const blockedBefore = await blockedClients(observer)
       const key = `deadline-case:${c.name}:${process.pid}:${serial++}`
-      const args = c.command.map((a) => a.replaceAll('{key}', key))
+      const commands = c.commands.map((cmd) => cmd.map((a) => a.replaceAll('{key}', key)))
+      const abort = new AbortController()
+      const options = c.deadline === 'per-call' ? { timeoutMs: c.timeoutMs } : c.deadline === 'cancel' ? { signal: abort.signal } : undefined
+      if (c.paused) {
+        assert.ok((await topo.cmd(`stop ${port}`)).ok, `${c.name}: stop ${port}`)
+        stopped = true
+      }
       const start = Date.now()
       let outcome
+      let timer
       try {
-        outcome = await client.execute(args, c.perCall ? { timeoutMs: c.timeoutMs } : undefined)
+        const call =
+          c.kind === 'command'
+            ? client.execute(commands[0], options)
+            : c.kind === 'pipeline'
+              ? client.pipeline(commands, options)
+              : client.transaction(commands)
+        if (c.deadline === 'cancel') timer = setTimeout(() => abort.abort(), c.timeoutMs)
+        outcome = await call
       } catch (e) {
         outcome = e
+      } finally {
+        clearTimeout(timer)
       }
       const took = Date.now() - start
-      assert.ok(took <= budgetMs(c), `${c.name}: ended after ${took} ms (allowed ${budgetMs(c)} ms)`)
-      if (c.expect === 'timeout') {
-        assert.ok(outcome instanceof Error, `${c.name}: expected a timeout, got ${String(outcome)}`)
-        assert.equal(outcome.code, 'timeout', `${c.name}: ${outcome.message}`)
-      } else {
-        assert.equal(outcome, null, `${c.name}: expected a nil reply`)
+      if (stopped) {
+        stopped = false
+        assert.ok((await topo.cmd(`cont ${port}`)).ok, `${c.name}: cont ${port}`)
       }
+      assert.ok(took <= budgetMs(c), `${c.name}: ended after ${took} ms (allowed ${budgetMs(c)} ms)`)
+      if (c.expect === 'nil') {
+        assert.equal(outcome, null, `${c.name}: expected a nil reply`)
+      } else {
+        assert.ok(outcome instanceof Error, `${c.name}: expected ${c.expect}, got ${String(outcome)}`)
+        assert.equal(outcome.code, CODES[c.expect], `${c.name}: ${outcome.message}`)
+      }
+      if (c.paused) assert.equal(String(await client.execute(['PING'], { timeoutMs: 10000 })), 'PONG', `${c.name}: PING after cont`)
       await waitFor(async () => (await blockedClients(observer)) <= blockedBefore, 5000, `${c.name}: the server still blocks a client`)
     } finally {
+      if (stopped) await topo.cmd(`cont ${port}`)
       await client.close()
     }
   })

@@ -1,24 +1,29 @@
 """The shared deadline cases (tests/cases/deadlines.tsv, issue 30) through the asyncio and the
 blocking client: each call ends by its deadline with the expected outcome, and no client is
-left blocked on the server afterwards (its dedicated connection was closed)."""
+left blocked on the server afterwards (its dedicated connection was closed). The columns are
+described in the file's header."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import pathlib
+import signal
+import threading
 import time
 import uuid
-from typing import Any, Dict, List
+from typing import Any, Dict, Iterator, List
 
 import pytest
 
 import sentinel_recovery as sr
-from conftest import wait_until
+from conftest import Topology, wait_until
 
 CASES_FILE = pathlib.Path(__file__).resolve().parents[2] / "tests" / "cases" / "deadlines.tsv"
 #: What a call may take beyond its deadline (scheduling on a busy 2-core machine).
 SLACK_S = 1.0
-#: The client default of a "per-call" case: long, so only the call's own timeout can end it.
+#: The client default of a "per-call" or "cancel" case: long, so only the call's own timeout
+#: (or the cancel) can end it.
 LONG_DEFAULT_MS = 30000
 
 
@@ -27,17 +32,21 @@ def load_cases() -> List[Dict[str, Any]]:
     for line in CASES_FILE.read_text().splitlines():
         if not line.strip() or line.startswith("#"):
             continue
-        name, deadline, timeout_ms, block_ms, expect, command = line.split("\t")
-        assert deadline in ("per-call", "default"), f"{name}: deadline {deadline!r}"
-        assert expect in ("timeout", "nil"), f"{name}: expect {expect!r}"
+        name, kind, deadline, state, timeout_ms, block_ms, expect, command = line.split("\t")
+        assert kind in ("command", "pipeline", "transaction"), f"{name}: kind {kind!r}"
+        assert deadline in ("per-call", "default", "cancel"), f"{name}: deadline {deadline!r}"
+        assert state in ("healthy", "paused"), f"{name}: state {state!r}"
+        assert expect in ("timeout", "nil", "config", "cancelled"), f"{name}: expect {expect!r}"
         cases.append(
             {
                 "name": name,
+                "kind": kind,
                 "deadline": deadline,
+                "paused": state == "paused",
                 "timeout_ms": int(timeout_ms),
                 "block_ms": int(block_ms),
                 "expect": expect,
-                "command": command.split(" "),
+                "commands": [c.split(" ") for c in command.split(" ; ")],
             }
         )
     assert cases, f"no cases in {CASES_FILE}"
@@ -47,14 +56,28 @@ def load_cases() -> List[Dict[str, Any]]:
 CASES = load_cases()
 
 
+@pytest.fixture(scope="module")
+def topology() -> Iterator[Topology]:
+    """A down-after far longer than any case: a paused primary stays the primary (no failover)."""
+    t = Topology("--replicas", "1", "--down-after", "60000")
+    try:
+        yield t
+    finally:
+        t.close()
+
+
 def client_url(topology: Any, case: Dict[str, Any]) -> str:
     default = case["timeout_ms"] if case["deadline"] == "default" else LONG_DEFAULT_MS
     return f"{topology.url}?command_timeout_ms={default}"
 
 
-def args_of(case: Dict[str, Any]) -> List[str]:
+def commands_of(case: Dict[str, Any]) -> List[List[str]]:
     key = f"deadline-case:{case['name']}:{uuid.uuid4().hex}"
-    return [a.replace("{key}", key) for a in case["command"]]
+    return [[a.replace("{key}", key) for a in c] for c in case["commands"]]
+
+
+def own_timeout(case: Dict[str, Any]) -> Any:
+    return case["timeout_ms"] / 1000 if case["deadline"] == "per-call" else None
 
 
 def budget_s(case: Dict[str, Any]) -> float:
@@ -71,12 +94,30 @@ def blocked_clients(client: sr.BlockingClient) -> int:
     raise AssertionError(f"no blocked_clients in INFO clients: {text!r}")
 
 
-def check_outcome(case: Dict[str, Any], outcome: Any, took: float) -> None:
+EXPECTED = {"timeout": sr.TimeoutError, "config": sr.ConfigError, "cancelled": asyncio.CancelledError}
+
+
+def check_outcome(case: Dict[str, Any], outcome: Any, took: float, cancelled: type = asyncio.CancelledError) -> None:
     assert took <= budget_s(case), f"{case['name']}: ended after {took:.2f} s (allowed {budget_s(case):.2f} s)"
-    if case["expect"] == "timeout":
-        assert isinstance(outcome, sr.TimeoutError), f"{case['name']}: expected a TimeoutError, got {outcome!r}"
-    else:
+    if case["expect"] == "nil":
         assert outcome is None, f"{case['name']}: expected a nil reply, got {outcome!r}"
+    else:
+        want = cancelled if case["expect"] == "cancelled" else EXPECTED[case["expect"]]
+        assert isinstance(outcome, want), f"{case['name']}: expected {want.__name__}, got {outcome!r}"
+
+
+@contextlib.contextmanager
+def state(topology: Topology, case: Dict[str, Any]) -> Iterator[None]:
+    """Stops the primary for a "paused" case and continues it afterwards."""
+    if not case["paused"]:
+        yield
+        return
+    port = topology.primary_port
+    topology.cmd(f"stop {port}")
+    try:
+        yield
+    finally:
+        topology.cmd(f"cont {port}")
 
 
 def settle_server(observer: sr.BlockingClient, before: int, case: Dict[str, Any]) -> None:
@@ -85,31 +126,79 @@ def settle_server(observer: sr.BlockingClient, before: int, case: Dict[str, Any]
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_blocking_client_case(topology: Any, case: Dict[str, Any]) -> None:
+    """Cancel cases send SIGINT (Ctrl-C) to this, the main, thread: the blocking call wakes to run
+    Python's signal handlers and raises KeyboardInterrupt, which the test catches."""
+    if case["deadline"] == "cancel" and threading.current_thread() is not threading.main_thread():
+        pytest.skip(f"{case['name']}: SIGINT reaches the main thread only")
+    if case["kind"] == "transaction" and case["deadline"] == "per-call":
+        pytest.skip(f"{case['name']}: BlockingClient.transaction has no per-call deadline")
     with sr.BlockingClient.connect(topology.url) as observer, sr.BlockingClient.connect(client_url(topology, case)) as client:
         before = blocked_clients(observer)
-        timeout = case["timeout_ms"] / 1000 if case["deadline"] == "per-call" else None
-        start = time.monotonic()
-        try:
-            outcome: Any = client.execute(*args_of(case), timeout=timeout)
-        except sr.Error as e:
-            outcome = e
-        check_outcome(case, outcome, time.monotonic() - start)
+        commands = commands_of(case)
+        main = threading.main_thread().ident
+        assert main is not None
+        ctrl_c = threading.Timer(case["timeout_ms"] / 1000, signal.pthread_kill, (main, signal.SIGINT))
+        with state(topology, case):
+            start = time.monotonic()
+            try:
+                if case["deadline"] == "cancel":
+                    ctrl_c.start()
+                if case["kind"] == "command":
+                    outcome: Any = client.execute(*commands[0], timeout=own_timeout(case))
+                elif case["kind"] == "pipeline":
+                    outcome = client.pipeline(commands, timeout=own_timeout(case))
+                else:
+                    outcome = client.transaction(commands)
+            except (sr.Error, KeyboardInterrupt) as e:
+                outcome = e
+            took = time.monotonic() - start
+            try:
+                # A SIGINT that came after the call ended is caught here, not by pytest; the
+                # outcome stays what the call gave.
+                ctrl_c.cancel()
+                if ctrl_c.is_alive():
+                    ctrl_c.join()
+                time.sleep(0.01)
+            except KeyboardInterrupt:
+                pass
+        check_outcome(case, outcome, took, cancelled=KeyboardInterrupt)
+        if case["paused"]:
+            assert client.execute("PING", timeout=10) in (b"PONG", "PONG", True), f"{case['name']}: no PING after cont"
         settle_server(observer, before, case)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_asyncio_client_case(topology: Any, case: Dict[str, Any]) -> None:
+    if case["kind"] == "transaction" and case["deadline"] == "per-call":
+        pytest.skip(f"{case['name']}: Client.transaction has no per-call deadline")
+
     async def run() -> None:
         with sr.BlockingClient.connect(topology.url) as observer:
             before = blocked_clients(observer)
             async with sr.Client.connect(client_url(topology, case)) as client:
-                timeout = case["timeout_ms"] / 1000 if case["deadline"] == "per-call" else None
-                start = time.monotonic()
-                try:
-                    outcome: Any = await client.execute(*args_of(case), timeout=timeout)
-                except sr.Error as e:
-                    outcome = e
-                check_outcome(case, outcome, time.monotonic() - start)
+                commands = commands_of(case)
+
+                async def call() -> Any:
+                    if case["kind"] == "command":
+                        return await client.execute(*commands[0], timeout=own_timeout(case))
+                    if case["kind"] == "pipeline":
+                        return await client.pipeline(commands, timeout=own_timeout(case))
+                    return await client.transaction(commands)
+
+                with state(topology, case):
+                    start = time.monotonic()
+                    task = asyncio.ensure_future(call())
+                    if case["deadline"] == "cancel":
+                        await asyncio.sleep(case["timeout_ms"] / 1000)
+                        task.cancel()
+                    try:
+                        outcome: Any = await asyncio.wait_for(task, budget_s(case) + SLACK_S)
+                    except (sr.Error, asyncio.CancelledError) as e:
+                        outcome = e
+                    took = time.monotonic() - start
+                check_outcome(case, outcome, took)
+                if case["paused"]:
+                    assert await client.execute("PING", timeout=10) in (b"PONG", "PONG", True), f"{case['name']}: no PING after cont"
                 settle_server(observer, before, case)
 
     asyncio.run(run())

@@ -1,12 +1,19 @@
-/* The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads),
- * through sr_client_execute_blocking_with (a per-call timeout) and sr_client_execute_blocking
- * (the client's command_timeout_ms): each call ends by its deadline with the expected outcome,
- * and afterwards no client is left blocked on the server (INFO clients: blocked_clients back to
- * what it was), i.e. a timed-out blocking command's connection was closed.
+/* The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads; its
+ * header describes the columns). Commands run through sr_client_execute_blocking_with (a
+ * per-call timeout) and sr_client_execute_blocking (the client's command_timeout_ms), pipelines
+ * through sr_client_pipeline_blocking, transactions through sr_client_transaction_begin_blocking
+ * and sr_transaction_exec_blocking (no per-call deadline), cancel cases through
+ * sr_client_execute_with / sr_client_pipeline / sr_client_transaction_begin (whose cancel handle
+ * is the transaction's only one) and sr_operation_cancel. Each call ends by its deadline with the
+ * expected outcome, and afterwards no client is left blocked on the server (INFO clients:
+ * blocked_clients back to what it was), i.e. a timed-out blocking command's connection was
+ * closed; after a "paused" case (primary stopped, on a topology whose down-after is 60 s) the
+ * same client answers a PING once the primary is continued.
  *
  * Usage: test_deadline_cases /path/to/sr-topology   (SR_CASES_FILE is set at compile time)
  * Prints one line per case and a closing "N passed, N failed"; exits non-zero on any failure. */
 #define _GNU_SOURCE
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,10 +28,11 @@
 #error "compile with -DSR_CASES_FILE=\"/path/to/tests/cases/deadlines.tsv\""
 #endif
 #define SLACK_MS 1000          /* what a call may take beyond its deadline (busy 2-core machine) */
-#define LONG_DEFAULT_MS 30000 /* the client default of a per-call case */
+#define LONG_DEFAULT_MS 30000 /* the client default of a per-call or cancel case */
 #define MAX_ARGS 16
+#define MAX_COMMANDS 8
 
-static int passed, failed;
+static int passed, failed, skipped;
 
 static double now_ms(void) {
     struct timespec ts;
@@ -63,58 +71,169 @@ static long blocked_clients(sr_client_t *observer) {
     return n;
 }
 
-static void run_case(const char *url, sr_client_t *observer, char *line, int serial) {
-    char *fields[6];
+/* The completion of a cancelled call: its error code, once set. */
+typedef struct {
+    atomic_int done;
+    atomic_int code;
+} completion_t;
+
+static void complete(completion_t *c, const sr_error_t *error) {
+    atomic_store(&c->code, error ? sr_error_get_code(error) : SR_OK);
+    atomic_store(&c->done, 1);
+}
+
+static void on_reply(void *user_data, const sr_reply_t *reply, const sr_error_t *error) {
+    (void)reply;
+    complete(user_data, error);
+}
+
+static void on_results(void *user_data, const sr_results_t *results, const sr_error_t *error) {
+    (void)results;
+    complete(user_data, error);
+}
+
+static void on_transaction(void *user_data, sr_transaction_t *transaction, const sr_error_t *error) {
+    sr_transaction_free(transaction); /* owned by the callee; NULL when it failed */
+    complete(user_data, error);
+}
+
+typedef struct {
+    char *args[MAX_COMMANDS][MAX_ARGS];
+    sr_command_t commands[MAX_COMMANDS];
+    int n;
+} commands_t;
+
+/* Splits "A {key} ; B {key}" into commands, {key} replaced by `key`. */
+static void parse_commands(commands_t *out, char *text, const char *key) {
+    memset(out, 0, sizeof *out);
+    char *save_cmd = NULL;
+    for (char *cmd = strtok_r(text, ";", &save_cmd); cmd && out->n < MAX_COMMANDS; cmd = strtok_r(NULL, ";", &save_cmd)) {
+        int argc = 0;
+        char *save_arg = NULL;
+        for (char *a = strtok_r(cmd, " ", &save_arg); a && argc < MAX_ARGS; a = strtok_r(NULL, " ", &save_arg)) {
+            const char *hole = strstr(a, "{key}");
+            if (hole) {
+                size_t size = strlen(a) + strlen(key) + 1;
+                out->args[out->n][argc] = malloc(size);
+                snprintf(out->args[out->n][argc], size, "%.*s%s%s", (int)(hole - a), a, key, hole + strlen("{key}"));
+            } else {
+                out->args[out->n][argc] = strdup(a);
+            }
+            argc++;
+        }
+        out->commands[out->n].argc = (size_t)argc;
+        out->commands[out->n].argv = (const char *const *)out->args[out->n];
+        out->commands[out->n].argv_len = NULL;
+        out->n++;
+    }
+}
+
+static void free_commands(commands_t *c) {
+    for (int i = 0; i < c->n; i++)
+        for (size_t j = 0; j < c->commands[i].argc; j++) free(c->args[i][j]);
+}
+
+static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial) {
+    char *fields[8];
     int n = 0;
-    for (char *f = strtok(line, "\t"); f && n < 6; f = strtok(NULL, "\t")) fields[n++] = f;
-    if (n != 6) {
+    for (char *f = strtok(line, "\t"); f && n < 8; f = strtok(NULL, "\t")) fields[n++] = f;
+    if (n != 8) {
         printf("FAIL malformed case line (%d fields)\n", n);
         failed++;
         return;
     }
-    const char *name = fields[0];
-    int per_call = strcmp(fields[1], "per-call") == 0;
-    long timeout_ms = strtol(fields[2], NULL, 10);
-    long block_ms = strtol(fields[3], NULL, 10);
-    int expect_timeout = strcmp(fields[4], "timeout") == 0;
-    double budget = (double)timeout_ms + (per_call ? 0 : (double)block_ms) + SLACK_MS;
+    const char *name = fields[0], *kind = fields[1], *deadline = fields[2], *expect = fields[6];
+    int per_call = strcmp(deadline, "per-call") == 0;
+    int cancel = strcmp(deadline, "cancel") == 0;
+    int paused = strcmp(fields[3], "paused") == 0;
+    long timeout_ms = strtol(fields[4], NULL, 10);
+    long block_ms = strtol(fields[5], NULL, 10);
+    int deflt = !per_call && !cancel;
+    double budget = (double)timeout_ms + (deflt ? (double)block_ms : 0) + SLACK_MS;
 
     char key[128];
     snprintf(key, sizeof key, "deadline-case:%s:%d:%d", name, (int)getpid(), serial);
-    char *args[MAX_ARGS];
-    int argc = 0;
-    for (char *a = strtok(fields[5], " "); a && argc < MAX_ARGS; a = strtok(NULL, " ")) {
-        const char *hole = strstr(a, "{key}");
-        if (hole) {
-            size_t size = strlen(a) + strlen(key) + 1;
-            args[argc] = malloc(size);
-            snprintf(args[argc], size, "%.*s%s%s", (int)(hole - a), a, key, hole + strlen("{key}"));
-        } else {
-            args[argc] = strdup(a);
-        }
-        argc++;
-    }
+    commands_t cmds;
+    parse_commands(&cmds, fields[7], key);
 
-    sr_client_t *c = open_client(url, per_call ? LONG_DEFAULT_MS : timeout_ms);
+    sr_client_t *c = open_client(topo->url, deflt ? timeout_ms : LONG_DEFAULT_MS);
     long before = blocked_clients(observer);
     sr_reply_t *reply = NULL;
+    sr_results_t *results = NULL;
     sr_error_t *err = NULL;
+    sr_call_options_t opts;
+    memset(&opts, 0, sizeof opts);
+    if (per_call) opts.timeout_ms = (uint64_t)timeout_ms;
+    char control[64];
+    snprintf(control, sizeof control, "stop %d", topo->primary_port);
+    if (paused && topo_cmd(topo, control) != 0) {
+        printf("FAIL %s: %s: %s\n", name, control, topo->line);
+        failed++;
+        return;
+    }
+    /* A call that ignores its deadline fails the suite (SIGALRM) instead of hanging it. */
+    alarm((unsigned)(budget / 1000) + 30);
     double start = now_ms();
     int rc;
-    if (per_call) {
-        sr_call_options_t opts;
-        memset(&opts, 0, sizeof opts);
-        opts.timeout_ms = (uint64_t)timeout_ms;
-        rc = sr_client_execute_blocking_with(c, (size_t)argc, (const char *const *)args, NULL, &opts, &reply, &err);
+    const char *const *argv0 = cmds.commands[0].argv;
+    if (cancel) {
+        completion_t done = {0, 0};
+        sr_operation_t *op = NULL;
+        opts.operation = &op;
+        /* A transaction's cancel handle is its begin's (sr_transaction_exec() has none). */
+        if (strcmp(kind, "command") == 0)
+            rc = sr_client_execute_with(c, cmds.commands[0].argc, argv0, NULL, &opts, on_reply, &done);
+        else if (strcmp(kind, "pipeline") == 0)
+            rc = sr_client_pipeline(c, cmds.commands, (size_t)cmds.n, &opts, on_results, &done);
+        else
+            rc = sr_client_transaction_begin(c, &opts, on_transaction, &done);
+        if (rc == SR_OK) {
+            while (now_ms() - start < (double)timeout_ms) usleep(5000);
+            sr_operation_cancel(op);
+            while (!atomic_load(&done.done) && now_ms() - start < budget + SLACK_MS) usleep(1000);
+            rc = atomic_load(&done.done) ? atomic_load(&done.code) : -1000;
+        }
+        sr_operation_free(op);
+    } else if (strcmp(kind, "command") == 0) {
+        rc = per_call ? sr_client_execute_blocking_with(c, cmds.commands[0].argc, argv0, NULL, &opts, &reply, &err)
+                      : sr_client_execute_blocking(c, cmds.commands[0].argc, argv0, NULL, &reply, &err);
+    } else if (strcmp(kind, "pipeline") == 0) {
+        rc = sr_client_pipeline_blocking(c, cmds.commands, (size_t)cmds.n, &opts, &results, &err);
     } else {
-        rc = sr_client_execute_blocking(c, (size_t)argc, (const char *const *)args, NULL, &reply, &err);
+        sr_transaction_t *tx = NULL;
+        rc = sr_client_transaction_begin_blocking(c, &tx, &err);
+        if (rc == SR_OK) rc = sr_transaction_exec_blocking(tx, cmds.commands, (size_t)cmds.n, &results, &err);
+        sr_transaction_free(tx);
     }
     double took = now_ms() - start;
+    alarm(0);
+    snprintf(control, sizeof control, "cont %d", topo->primary_port);
+    if (paused && topo_cmd(topo, control) != 0) {
+        printf("FAIL %s: %s: %s\n", name, control, topo->line);
+        failed++;
+        return;
+    }
 
     const char *wrong = NULL;
+    int want = strcmp(expect, "timeout") == 0 ? SR_ERR_TIMEOUT
+               : strcmp(expect, "config") == 0 ? SR_ERR_CONFIG
+               /* sr_operation_cancel: "its callback is then called ... with SR_ERR_CLOSED" */
+               : strcmp(expect, "cancelled") == 0 ? SR_ERR_CLOSED
+                                                  : SR_OK;
     if (took > budget) wrong = "ended after its deadline + slack";
-    else if (expect_timeout && rc != SR_ERR_TIMEOUT) wrong = "expected SR_ERR_TIMEOUT";
-    else if (!expect_timeout && (rc != SR_OK || sr_reply_type(reply) != SR_REPLY_NIL)) wrong = "expected a nil reply";
+    else if (rc != want) wrong = "wrong outcome";
+    else if (want == SR_OK && (reply == NULL || sr_reply_type(reply) != SR_REPLY_NIL)) wrong = "expected a nil reply";
+    if (!wrong && paused) {
+        /* The same client works again once the primary is continued. */
+        const char *ping[] = {"PING"};
+        sr_call_options_t again;
+        memset(&again, 0, sizeof again);
+        again.timeout_ms = 10000;
+        sr_reply_t *pong = NULL;
+        if (sr_client_execute_blocking_with(c, 1, ping, NULL, &again, &pong, NULL) != SR_OK)
+            wrong = "no PING reply after the primary continued";
+        sr_reply_free(pong);
+    }
     if (!wrong) {
         /* Wait (bounded) for the server to unblock the timed-out command's connection. */
         double until = now_ms() + 5000;
@@ -123,16 +242,18 @@ static void run_case(const char *url, sr_client_t *observer, char *line, int ser
         if (blocked > before) wrong = "the server still blocks a client 5 s later";
     }
     if (wrong) {
-        printf("FAIL %s: %s (rc %d %s, %.0f ms, allowed %.0f ms)\n", name, wrong, rc, sr_error_code_name(rc), took, budget);
+        printf("FAIL %s: %s (rc %d %s, want %s, %.0f ms, allowed %.0f ms)\n", name, wrong, rc, sr_error_code_name(rc),
+               sr_error_code_name(want), took, budget);
         failed++;
     } else {
         printf("ok   %s (%.0f ms)\n", name, took);
         passed++;
     }
     sr_reply_free(reply);
+    sr_results_free(results);
     sr_error_free(err);
     sr_client_free(c);
-    for (int i = 0; i < argc; i++) free(args[i]);
+    free_commands(&cmds);
 }
 
 int main(int argc, char **argv) {
@@ -145,9 +266,10 @@ int main(int argc, char **argv) {
         perror(SR_CASES_FILE);
         return 2;
     }
-    (void)topo_cmd; /* no control commands: the topology stays as it starts */
+    /* A down-after far longer than any case: a paused primary stays the primary (no failover). */
+    const char *const options[] = {"--replicas", "1", "--down-after", "60000", NULL};
     topo_t topo;
-    if (topo_start(&topo, argv[1]) != 0) {
+    if (topo_start_with(&topo, argv[1], options) != 0) {
         fprintf(stderr, "sr-topology did not start\n");
         return 2;
     }
@@ -157,7 +279,7 @@ int main(int argc, char **argv) {
     while (fgets(line, sizeof line, cases)) {
         line[strcspn(line, "\r\n")] = '\0';
         if (line[0] == '\0' || line[0] == '#') continue;
-        run_case(topo.url, observer, line, serial++);
+        run_case(&topo, observer, line, serial++);
     }
     fclose(cases);
     if (serial == 0) {
@@ -166,6 +288,6 @@ int main(int argc, char **argv) {
     }
     sr_client_free(observer);
     topo_stop(&topo);
-    printf("%d passed, %d failed\n", passed, failed);
+    printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);
     return failed ? 1 : 0;
 }

@@ -50,7 +50,8 @@ static long topo_json_int(const char *json, const char *after, const char *key) 
     return strtol(p + strlen(pat), NULL, 10);
 }
 
-static int topo_start(topo_t *t, const char *bin) {
+/* topo_start() with extra `sr-topology up` options (`extra` NULL-terminated, or NULL). */
+static inline int topo_start_with(topo_t *t, const char *bin, const char *const *extra) {
     int to_child[2], from_child[2];
     memset(t, 0, sizeof *t);
     if (pipe(to_child) || pipe(from_child)) return -1;
@@ -64,7 +65,11 @@ static int topo_start(topo_t *t, const char *bin) {
         close(to_child[1]);
         close(from_child[0]);
         close(from_child[1]);
-        execl(bin, bin, "up", "--json", (char *)NULL);
+        const char *args[32] = {bin, "up", "--json"};
+        int n = 3;
+        for (; extra && *extra && n < 31; extra++) args[n++] = *extra;
+        args[n] = NULL;
+        execv(bin, (char *const *)args);
         fprintf(stderr, "topology: cannot run %s: %s\n", bin, strerror(errno));
         _exit(127);
     }
@@ -80,6 +85,8 @@ static int topo_start(topo_t *t, const char *bin) {
     t->primary_port = (int)topo_json_int(t->line, "\"primary\"", "port");
     return t->primary_port > 0 ? 0 : -1;
 }
+
+static inline int topo_start(topo_t *t, const char *bin) { return topo_start_with(t, bin, NULL); }
 
 /* Sends one control line and reads its one-line JSON answer into t->line; 0 if "ok":true. */
 static int topo_cmd(topo_t *t, const char *command) {

@@ -23,45 +23,79 @@ class TestClient < Minitest::Test
     end
   end
 
-  # The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads):
-  # each call ends by its deadline with the expected outcome, and afterwards no client is left
-  # blocked on the server (a timed-out blocking command's connection was closed).
+  # The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads; its
+  # header describes the columns): each call ends by its deadline with the expected outcome, and
+  # afterwards no client is left blocked on the server (a timed-out blocking command's connection
+  # was closed). Commands through #execute (timeout: per call), pipelines through #pipeline and
+  # transactions through #transaction (neither has a per-call deadline). "paused" cases stop the
+  # primary of a topology whose down-after (60 s) is far longer than the case, then continue it
+  # and check that the same client works again.
   def test_shared_deadline_cases
     file = ENV.fetch('SR_CASES_FILE', File.expand_path('../../../tests/cases/deadlines.tsv', __dir__))
     cases = File.readlines(file, chomp: true).reject { |l| l.strip.empty? || l.start_with?('#') }
     refute_empty cases, "no cases in #{file}"
-    SentinelRecovery::Client.open(SHARED.url) do |observer|
+    # A down-after far longer than any case: a paused primary stays the primary (no failover).
+    topo = TestTopology.new('--replicas', '1', '--down-after', '60000')
+    SentinelRecovery::Client.open(topo.url) do |observer|
       blocked = lambda do
         observer.execute('INFO', 'clients')[/^blocked_clients:(\d+)/, 1].to_i
       end
       cases.each_with_index do |line, serial|
-        name, deadline, timeout_ms, block_ms, expect, command = line.split("\t")
-        refute_nil command, "six tab-separated fields in #{line.inspect}"
+        name, kind, deadline, state, timeout_ms, block_ms, expect, command = line.split("\t")
+        refute_nil command, "eight tab-separated fields in #{line.inspect}"
         per_call = deadline == 'per-call'
+        if deadline == 'cancel'
+          puts "    skip #{name}: the Ruby client's calls have no cancellation"
+          next
+        end
+        if per_call && kind != 'command'
+          puts "    skip #{name}: Client##{kind} has no per-call deadline"
+          next
+        end
         budget = (timeout_ms.to_i + (per_call ? 0 : block_ms.to_i) + 1000) / 1000.0
         key = "deadline-case:#{name}:#{serial}"
-        args = command.split(' ').map { |a| a.gsub('{key}', key) }
-        SentinelRecovery::Client.open(SHARED.url, command_timeout_ms: per_call ? 30_000 : timeout_ms.to_i) do |c|
+        commands = command.split(' ; ').map { |c| c.split(' ').map { |a| a.gsub('{key}', key) } }
+        SentinelRecovery::Client.open(topo.url, command_timeout_ms: per_call ? 30_000 : timeout_ms.to_i) do |c|
           c.ready
           before = blocked.call
-          start = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-          outcome = begin
-            per_call ? c.execute(*args, timeout: timeout_ms.to_i / 1000.0) : c.execute(*args)
-          rescue SentinelRecovery::Error => e
-            e
-          end
-          took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - start
-          assert_operator took, :<=, budget, "#{name}: ended after #{took.round(3)} s"
-          if expect == 'timeout'
-            assert_kind_of SentinelRecovery::Error, outcome, "#{name}: expected a timeout"
-            assert_equal 'timeout', outcome.code, name
-          else
-            assert_nil outcome, "#{name}: expected a nil reply"
+          stopped = false
+          begin
+            if state == 'paused'
+              topo.cmd("stop #{topo.primary_port}")
+              stopped = true
+            end
+            start = Process.clock_gettime(Process::CLOCK_MONOTONIC)
+            outcome = begin
+              case kind
+              when 'command' then per_call ? c.execute(*commands[0], timeout: timeout_ms.to_i / 1000.0) : c.execute(*commands[0])
+              when 'pipeline' then c.pipeline(*commands)
+              else c.transaction(*commands)
+              end
+            rescue SentinelRecovery::Error => e
+              e
+            end
+            took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - start
+            if stopped
+              stopped = false
+              topo.cmd("cont #{topo.primary_port}")
+            end
+            assert_operator took, :<=, budget, "#{name}: ended after #{took.round(3)} s"
+            if expect == 'nil'
+              assert_nil outcome, "#{name}: expected a nil reply"
+            else
+              assert_kind_of SentinelRecovery::Error, outcome, "#{name}: expected #{expect}"
+              assert_equal expect, outcome.code, name
+            end
+            assert_equal 'PONG', c.execute('PING', timeout: 10), "#{name}: PING after cont" if state == 'paused'
+          ensure
+            topo.cmd("cont #{topo.primary_port}") if stopped
           end
           wait_until(5, "#{name}: no client blocked on the server") { blocked.call <= before }
         end
       end
     end
+  ensure
+    topo&.close
   end
 
   def test_pipeline_and_transaction

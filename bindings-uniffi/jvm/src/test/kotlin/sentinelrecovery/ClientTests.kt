@@ -247,48 +247,93 @@ private fun doctorOfAHealthyTopology() = runBlocking {
 }
 
 /**
- * The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads): each
- * call ends by its deadline with the expected outcome, and afterwards no client is left blocked
- * on the server (a timed-out blocking command's connection was closed).
+ * The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads; its
+ * header describes the columns): each call ends by its deadline with the expected outcome, and
+ * afterwards no client is left blocked on the server (a timed-out blocking command's connection
+ * was closed). Commands through `execute` (with `timeoutMs` per call), pipelines through
+ * `pipeline` and transactions through `transaction` (neither has a per-call deadline here), and
+ * cancellation by cancelling the calling coroutine. "paused" cases stop the primary of a topology
+ * whose down-after (60 s) is far longer than the case, then continue it and check that the same
+ * client works again.
  */
 private fun deadlineCases() = runBlocking {
     val file = java.io.File(System.getenv("SR_CASES_FILE") ?: "tests/cases/deadlines.tsv")
     val cases = file.readLines().filter { it.isNotBlank() && !it.startsWith("#") }
     expect(cases.isNotEmpty()) { "no cases in $file" }
-    SentinelClient.connect(shared.url, emptyMap()).use { observer ->
-        observer.ready()
-        fun blockedClients(): Long = runBlocking {
-            text(observer.execute("INFO", "clients")).lines()
-                .first { it.startsWith("blocked_clients:") }
-                .substringAfter(':').trim().toLong()
-        }
-        for ((serial, line) in cases.withIndex()) {
-            val f = line.split("\t")
-            expectEqual(6, f.size, "tab-separated fields of $line")
-            val name = f[0]
-            val perCall = f[1] == "per-call"
-            val timeoutMs = f[2].toLong()
-            val budget = timeoutMs + (if (perCall) 0 else f[3].toLong()) + 1000
-            val key = "deadline-case:$name:$serial"
-            val args = f[5].split(" ").map { it.replace("{key}", key).toByteArray() }
-            val defaultMs = if (perCall) 30000 else timeoutMs
-            SentinelClient.connect(shared.url, mapOf("command_timeout_ms" to defaultMs.toString())).use { c ->
-                c.ready()
-                val before = blockedClients()
-                val start = System.nanoTime()
-                val outcome: Any = try {
-                    if (perCall) c.execute(timeoutMs, args) else c.execute(args)
-                } catch (e: SentinelException) {
-                    e
+    // A down-after far longer than any case: a paused primary stays the primary (no failover).
+    TestTopology("--replicas", "1", "--down-after", "60000").use { topo ->
+        SentinelClient.connect(topo.url, emptyMap()).use { observer ->
+            observer.ready()
+            fun blockedClients(): Long = runBlocking {
+                text(observer.execute("INFO", "clients")).lines()
+                    .first { it.startsWith("blocked_clients:") }
+                    .substringAfter(':').trim().toLong()
+            }
+            for ((serial, line) in cases.withIndex()) {
+                val f = line.split("\t")
+                expectEqual(8, f.size, "tab-separated fields of $line")
+                val (name, kind, deadline, state) = f
+                val timeoutMs = f[4].toLong()
+                val expected = f[6]
+                val perCall = deadline == "per-call"
+                if (perCall && kind != "command") {
+                    println("    skip $name: SentinelClient.$kind has no per-call deadline")
+                    continue
                 }
-                val took = (System.nanoTime() - start) / 1_000_000
-                expect(took <= budget) { "$name: ended after $took ms (allowed $budget ms)" }
-                if (f[4] == "timeout") {
-                    expect(outcome is SentinelException.Timeout) { "$name: expected a timeout, got $outcome" }
-                } else {
-                    expectEqual<Any>(Reply.Nil, outcome, "$name: the reply")
+                val budget = timeoutMs + (if (deadline == "default") f[5].toLong() else 0) + 1000
+                val key = "deadline-case:$name:$serial"
+                val commands = f[7].split(" ; ").map { c -> c.split(" ").map { it.replace("{key}", key).toByteArray() } }
+                val defaultMs = if (deadline == "default") timeoutMs else 30000
+                SentinelClient.connect(topo.url, mapOf("command_timeout_ms" to defaultMs.toString())).use { c ->
+                    c.ready()
+                    val before = blockedClients()
+                    var stopped = false
+                    if (state == "paused") {
+                        topo.cmd("stop ${topo.primaryPort}")
+                        stopped = true
+                    }
+                    try {
+                        val start = System.nanoTime()
+                        val call = async(start = CoroutineStart.UNDISPATCHED) {
+                            try {
+                                when (kind) {
+                                    "command" -> if (perCall) c.execute(timeoutMs, commands[0]) else c.execute(commands[0])
+                                    "pipeline" -> c.pipeline(commands)
+                                    else -> c.transaction(commands)
+                                }
+                            } catch (e: SentinelException) {
+                                e
+                            }
+                        }
+                        val outcome: Any? = if (deadline == "cancel") {
+                            delay(timeoutMs)
+                            call.cancel()
+                            runCatching { call.await() }.exceptionOrNull()
+                        } else {
+                            call.await()
+                        }
+                        val took = (System.nanoTime() - start) / 1_000_000
+                        if (stopped) {
+                            stopped = false
+                            topo.cmd("cont ${topo.primaryPort}")
+                        }
+                        expect(took <= budget) { "$name: ended after $took ms (allowed $budget ms)" }
+                        when (expected) {
+                            "nil" -> expectEqual<Any?>(Reply.Nil, outcome, "$name: the reply")
+                            "cancelled" -> expect(outcome is kotlinx.coroutines.CancellationException) {
+                                "$name: expected a CancellationException, got $outcome"
+                            }
+                            else -> {
+                                expect(outcome is SentinelException) { "$name: expected $expected, got $outcome" }
+                                expectEqual(expected, (outcome as SentinelException).errorCode, "$name: error code")
+                            }
+                        }
+                        if (state == "paused") expectEqual<Any>(Reply.Simple("PONG"), c.execute(10000, listOf("PING".toByteArray())), "$name: PING after cont")
+                    } finally {
+                        if (stopped) runCatching { topo.cmd("cont ${topo.primaryPort}") }
+                    }
+                    waitUntil(5, "$name: no client blocked on the server") { blockedClients() <= before }
                 }
-                waitUntil(5, "$name: no client blocked on the server") { blockedClients() <= before }
             }
         }
     }
