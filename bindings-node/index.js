@@ -525,13 +525,11 @@ class Client extends EventEmitter {
     for (const key of Object.keys(options ?? {})) {
       if (key !== 'watch') throw new TypeError(`unknown transaction option '${key}' (expected watch)`)
     }
-    const tx = await this.beginTransaction()
-    try {
-      if (watch.length > 0) await tx.watch(...watch)
-      return await tx.exec(commands)
-    } finally {
-      tx.discard()
-    }
+    const checked = checkCommands(commands, 'transaction')
+    if (checked instanceof Error) throw checked
+    const keys = watch.length > 0 ? checkArgs(watch, 'watch') : []
+    if (keys instanceof Error) throw keys
+    return this._op((op) => this._native.transaction(op, checked, keys))
   }
 
   /**

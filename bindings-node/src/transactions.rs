@@ -121,6 +121,35 @@ impl NativeClient {
         });
     }
 
+    /// MULTI, `commands`, EXEC after `WATCH watch...` (when not empty), the whole composite in
+    /// the core (`Handle::transaction`); completes `id` with the replies (`null` when a watched
+    /// key changed).
+    #[napi(catch_unwind)]
+    pub fn transaction(
+        &self,
+        id: u32,
+        #[napi(ts_arg_type = "Array<Array<string | Uint8Array>>")] commands: Vec<Args>,
+        #[napi(ts_arg_type = "Array<string | Uint8Array>")] watch: Args,
+    ) {
+        self.starting(id, |start| {
+            let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(Args::to_vecs).collect();
+            let watch = watch.to_vecs();
+            self.handle.transaction(
+                &commands,
+                &watch,
+                start.done_with(
+                    |id, result: sentinel_recovery::Result<Option<Vec<Value>>>| {
+                        Item::Many(
+                            id,
+                            result.map(|r| r.map(|v| v.into_iter().map(Ok).collect())),
+                        )
+                    },
+                ),
+            );
+            Some(())
+        });
+    }
+
     /// Ends transaction `tx` without running anything. Idempotent.
     #[napi(catch_unwind)]
     pub fn transaction_discard(&self, tx: u32) {
