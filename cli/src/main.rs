@@ -133,7 +133,12 @@ mod tests {
         let e = parse(&["doctor", "u", "--watch", "x"])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("seconds in (0, 3600]"), "{e}");
+        assert!(e.contains("takes a number of seconds"), "{e}");
+        // Out of range: the rule every binding keeps for the doctor's watch.
+        let e = parse(&["doctor", "u", "--watch", "0"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("greater than 0 and at most 3600"), "{e}");
     }
 
     #[test]
