@@ -138,7 +138,11 @@ def test_blocking_client_case(topology: Any, case: Dict[str, Any]) -> None:
         main = threading.main_thread().ident
         assert main is not None
         ctrl_c = threading.Timer(case["timeout_ms"] / 1000, signal.pthread_kill, (main, signal.SIGINT))
-        with state(topology, case):
+        # Ctrl-C as a terminal delivers it: a process started in the background (make test from
+        # a script, CI) inherits SIGINT ignored, and Python then leaves it ignored.
+        previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+        with contextlib.ExitStack() as restore, state(topology, case):
+            restore.callback(signal.signal, signal.SIGINT, previous)
             start = time.monotonic()
             try:
                 if case["deadline"] == "cancel":
