@@ -36,14 +36,16 @@ impl Unit {
         }
     }
 
-    fn seconds(self, value: f64) -> f64 {
+    /// `value` (in this unit) in seconds.
+    pub(crate) fn seconds(self, value: f64) -> f64 {
         match self {
             Unit::Seconds => value,
             Unit::Milliseconds => value / 1000.0,
         }
     }
 
-    fn name(self) -> &'static str {
+    /// The unit's name, for messages.
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Unit::Seconds => "seconds",
             Unit::Milliseconds => "milliseconds",

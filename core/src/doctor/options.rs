@@ -45,17 +45,12 @@ impl Options {
     pub fn from_host(watch: Option<f64>, unit: Unit, pings: Option<f64>) -> Result<Options> {
         let mut options = Options::default();
         if let Some(value) = watch {
-            let seconds = match unit {
-                Unit::Seconds => value,
-                Unit::Milliseconds => value / 1000.0,
-            };
+            let seconds = unit.seconds(value);
             if !(seconds > 0.0 && seconds <= MAX_WATCH_SECONDS) {
-                let (name, max) = match unit {
-                    Unit::Seconds => ("seconds", MAX_WATCH_SECONDS),
-                    Unit::Milliseconds => ("milliseconds", MAX_WATCH_SECONDS * 1000.0),
-                };
                 return Err(Error::config(format!(
-                    "watch must be a number of {name} greater than 0 and at most {max}, not {value}"
+                    "watch must be a number of {} greater than 0 and at most {}, not {value}",
+                    unit.name(),
+                    MAX_WATCH_SECONDS / unit.seconds(1.0)
                 )));
             }
             options.watch = Some(Duration::from_secs_f64(seconds));
