@@ -158,6 +158,59 @@ def test_planned_failover_fences_sends_and_breaks_watch(fresh_topology) -> None:
     wait_until(lambda: idle._sock is None, 10, "the idle connection to the old primary closed")
 
 
+@pytest.mark.parametrize("how", ["failover", "kill9"])
+def test_a_subscriber_read_on_its_own_thread_follows_a_failover(fresh_topology, how: str) -> None:
+    """RQ's worker pattern: ``PubSub.run_in_thread`` reads on one thread while the main thread
+    sends (UN)SUBSCRIBE. Sent while a planned failover is demoting the primary, UNSUBSCRIBE goes
+    where the subscriptions are: moving it reconnected the socket under the reading thread, both
+    threads then connected and read each other's handshake, UNSUBSCRIBE failed after 5 s and the
+    healthy new primary was reported unusable (RQ's worker hung in teardown). The subscriber
+    moves when its socket breaks (Sentinel closes the demoted primary's subscribers; kill -9):
+    the reading thread reconnects through the core and subscribes again on the new primary."""
+    t = fresh_topology()
+    old = t.primary_port
+    sentinel = Sentinel(t.url)
+    r = sentinel.master_for(t.service, socket_timeout=5)
+    run = uuid.uuid4().hex[:8]
+    kept, dropped = f"py:rp:kept:{run}", f"py:rp:dropped:{run}"
+    received: list = []
+    errors: list = []
+    p = r.pubsub()
+    p.subscribe(**{kept: lambda m: received.append(m["data"]), dropped: lambda m: None})
+
+    def on_error(e: BaseException, pubsub, thread) -> None:
+        errors.append(e)
+        if not isinstance(e, redis.ConnectionError):
+            raise e
+
+    reader = p.run_in_thread(sleep_time=0.5, daemon=True, exception_handler=on_error)
+    try:
+        t.cmd("failover" if how == "failover" else f"kill9 {old}")
+        if how == "failover":
+            wait_until(lambda: not sentinel._core.is_routable("127.0.0.1", old, True), 30, "the core fencing the old primary")
+            p.unsubscribe(dropped)  # at once: before Sentinel converts the old primary
+        new = t.cmd(f"wait-primary-not {old} 30000", timeout=40)["port"]
+        with redis.Redis(port=new) as direct:
+            sent: list = []
+
+            def delivered() -> bool:
+                sent.append(f"m{len(sent)}".encode())
+                direct.publish(kept, sent[-1])
+                return bool(received)
+
+            wait_until(delivered, 30, "a message published on the new primary reaching the subscriber", interval=0.2)
+        assert set(received) <= set(sent), received
+        p.unsubscribe()  # after kill -9 only now: both threads reconnecting a broken socket at once is redis-py's own race
+    finally:
+        reader.stop(timeout=5)
+        p.close()
+    assert not reader.is_alive()
+    assert all(isinstance(e, redis.ConnectionError) for e in errors), errors
+    if how == "failover":
+        # Only Sentinel closing the demoted primary's subscribers, never the two threads' race.
+        assert all("closed by server" in str(e) for e in errors), [str(e) for e in errors]
+
+
 def test_a_reply_read_after_the_fence_began_is_an_error_not_a_success(fresh_topology) -> None:
     """The reply check alone: a SET sent to the primary before any fence, answered only after
     the failover began demoting it (the primary was paused past down-after, as in a stalled VM),

@@ -27,6 +27,11 @@ What is promised (redis-py 5 to 8, with the adapter's defaults):
   pass ``retry=`` / ``retry_on_error=``. With retries, a command whose connection broke after the
   send runs again on the new primary and may then run twice.
 
+* a subscriber connection (``PubSub``) stays where it subscribed: its subscription commands and
+  health-check PINGs are not moved at a failover and its messages are not distrusted (a message
+  published on the new primary still reaches a demoted one through replication); it moves when
+  its socket breaks, and redis-py subscribes again through the core.
+
 Not promised: a command already on the wire to a primary that is being demoted cannot be recalled
 (it may have run there, and the failover may discard it); the caller gets an error for it.
 """
@@ -48,7 +53,7 @@ from .. import Error as _CoreError
 from ._core import (
     MOVE,
     NAMES,
-    TRANSACTION_COMMANDS,
+    NOTED_COMMANDS,
     Core,
     Guard,
     command_name,
@@ -183,15 +188,15 @@ class _RoutedMixin:
 
     def send_command(self, *args: Any, **kwargs: Any) -> None:
         guard = self._guard
-        if not guard.handshaking:
-            try:
-                name = NAMES[args[0]]
-            except (KeyError, TypeError, IndexError):
-                name = remember_name(args)
-            if guard.verified != guard.epoch[0]:
-                self._fence_before_send((name,))
-            if name in TRANSACTION_COMMANDS:
-                guard.transaction.note((name,))
+        try:
+            name = NAMES[args[0]]
+        except (KeyError, TypeError, IndexError):
+            name = remember_name(args)
+        # The handshake is not fenced, but its re-subscriptions (PubSub.on_connect) are noted.
+        if guard.verified != guard.epoch[0] and not guard.handshaking:
+            self._fence_before_send((name,))
+        if name in NOTED_COMMANDS:
+            guard.note((name,))
         # redis-py's own send_command, so the common path adds no call of its own.
         self.send_packed_command(self._command_packer.pack(*args), check_health=kwargs.get("check_health", True))
 
@@ -203,7 +208,7 @@ class _RoutedMixin:
             names = tuple(command_name(c) for c in commands)
             if guard.verified != guard.epoch[0]:
                 self._fence_before_send(names)
-            guard.transaction.note(names)
+            guard.note(names)
         return super().pack_commands(commands)  # type: ignore[misc]
 
     def _fence_before_send(self, names: Tuple[str, ...]) -> None:

@@ -198,6 +198,14 @@ ENDING_COMMANDS = frozenset({"UNWATCH", "DISCARD", "RESET"})
 #: Commands that start or end server-side transaction state (what :class:`TransactionState` follows).
 TRANSACTION_COMMANDS = frozenset({"WATCH", "MULTI", "EXEC"}) | ENDING_COMMANDS
 
+#: Commands that make or end a subscriber connection. They write nothing a failover could
+#: discard, so they are sent where the connection's subscriptions are, never moved: moving means
+#: reconnecting, and redis-py's ``PubSub.run_in_thread`` (RQ's worker) reads the connection on
+#: another thread, which would then reconnect it too and read the other's handshake replies.
+SUBSCRIPTION_COMMANDS = frozenset({"SUBSCRIBE", "UNSUBSCRIBE", "PSUBSCRIBE", "PUNSUBSCRIBE", "SSUBSCRIBE", "SUNSUBSCRIBE"})
+#: Every command name whose sending changes what a :class:`Guard` follows.
+NOTED_COMMANDS = TRANSACTION_COMMANDS | SUBSCRIPTION_COMMANDS
+
 #: A verdict no counter value equals: the connection has not been allowed anywhere yet.
 UNVERIFIED = -1
 
@@ -241,7 +249,7 @@ class Guard:
     the question makes the next comparison ask again.
     """
 
-    __slots__ = ("core", "primary", "epoch", "verified", "transaction", "handshaking")
+    __slots__ = ("core", "primary", "epoch", "verified", "transaction", "subscribed", "handshaking")
 
     def __init__(self, core: Core, primary: bool) -> None:
         self.core = core
@@ -249,6 +257,8 @@ class Guard:
         self.epoch = core.epoch
         self.verified = UNVERIFIED
         self.transaction = TransactionState()
+        #: True once a subscription command was sent on this socket: its reads are messages.
+        self.subscribed = False
         #: True while the connection runs its own handshake (AUTH, HELLO, ROLE): not fenced.
         self.handshaking = False
 
@@ -267,6 +277,8 @@ class Guard:
         connection the core routes."""
         if self.routable(host, port):
             return None
+        if names and all(n in SUBSCRIPTION_COMMANDS or (n == "PING" and self.subscribed) for n in names):
+            return None  # see SUBSCRIPTION_COMMANDS; a subscriber's PING is its health check
         if self.transaction.active and not (names and all(n in ENDING_COMMANDS for n in names)):
             return RedisConnectionError(
                 f"{node_text(host, port)} is no longer the primary (a failover began): the WATCH/MULTI "
@@ -277,7 +289,11 @@ class Guard:
     def after_reply(self, host: str, port: int) -> Optional[Exception]:
         """Called when the counter moved, after a reply was read from ``host:port`` (primary
         connections only). Returns None to trust it; otherwise the shell closes the connection and
-        raises the returned exception (the reply may be a write the failover discards)."""
+        raises the returned exception (the reply may be a write the failover discards).
+        A subscriber's reads are trusted: messages and subscription replies acknowledge no write,
+        and a published message still reaches a demoted primary through replication."""
+        if self.subscribed:
+            return None
         seen = self.epoch[0]
         if self.core.is_fenced(host, port):
             return RedisConnectionError(
@@ -288,10 +304,18 @@ class Guard:
             self.verified = seen
         return None
 
+    def note(self, names: Tuple[str, ...]) -> None:
+        """Follows the commands about to be sent (transaction state, subscriptions)."""
+        self.transaction.note(names)
+        if not self.subscribed and any(n in SUBSCRIPTION_COMMANDS for n in names):
+            self.subscribed = True
+
     def forget(self) -> None:
-        """The socket closed: the server forgot WATCH and MULTI, and nothing is verified."""
+        """The socket closed: the server forgot WATCH, MULTI and subscriptions, and nothing is
+        verified."""
         self.verified = UNVERIFIED
         self.transaction.clear()
+        self.subscribed = False
 
 
 #: :meth:`Guard.before_send`'s answer for "close, then send through a connection the core routes".

@@ -31,7 +31,7 @@ from . import _route_error, _RETRY_PAUSE, _DEMOTED_UNBLOCKED
 from ._core import (
     MOVE,
     NAMES,
-    TRANSACTION_COMMANDS,
+    NOTED_COMMANDS,
     Core,
     Guard,
     command_name,
@@ -156,15 +156,15 @@ class _AsyncRoutedMixin:
 
     async def send_command(self, *args: Any, **kwargs: Any) -> None:
         guard = self._guard
-        if not guard.handshaking:
-            try:
-                name = NAMES[args[0]]
-            except (KeyError, TypeError, IndexError):
-                name = remember_name(args)
-            if guard.verified != guard.epoch[0]:
-                await self._fence_before_send((name,))
-            if name in TRANSACTION_COMMANDS:
-                guard.transaction.note((name,))
+        try:
+            name = NAMES[args[0]]
+        except (KeyError, TypeError, IndexError):
+            name = remember_name(args)
+        # The handshake is not fenced, but its re-subscriptions (PubSub.on_connect) are noted.
+        if guard.verified != guard.epoch[0] and not guard.handshaking:
+            await self._fence_before_send((name,))
+        if name in NOTED_COMMANDS:
+            guard.note((name,))
         # redis-py's own send_command, so the common path adds no call of its own.
         await self.send_packed_command(self.pack_command(*args), check_health=kwargs.get("check_health", True))
 
@@ -180,7 +180,7 @@ class _AsyncRoutedMixin:
         if names and not guard.handshaking:
             if guard.verified != guard.epoch[0]:
                 await self._fence_before_send(names)
-            guard.transaction.note(names)
+            guard.note(names)
         await super().send_packed_command(command, check_health)  # type: ignore[misc]
 
     async def _fence_before_send(self, names: Tuple[str, ...]) -> None:
