@@ -10,7 +10,7 @@
 //! waiting then wake the task at once. The runtime watches the socket itself only for room to
 //! write, which replies do not signal. The cost: one more descriptor per connection, and two
 //! `epoll_ctl` calls per reply read by its caller (cheaper than the wake-up they save; see
-//! bench/RESULTS.md).
+//! bench/history/sequential-latency.md).
 //!
 //! Elsewhere the runtime watches the socket for both, and pausing does nothing: the task is
 //! woken for a lent reply, finds the read side gone and sleeps again (see the `read` module).
