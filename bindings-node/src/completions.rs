@@ -72,7 +72,9 @@ impl Shared {
     /// Completes operation `id` now with `item`'s result (nothing was started on the core).
     pub(crate) fn complete(&self, item: Item) {
         // Refused only once the client is gone: nobody waits for it then.
-        let _ = self.mailbox.completion().complete(item);
+        if let Ok(completion) = self.mailbox.completion() {
+            let _ = completion.complete(item);
+        }
     }
 
     /// Runs `f` with the start of operation `id`, whose completion `f` hands to the core through
@@ -81,9 +83,14 @@ impl Shared {
     /// completion `f` left unused (a bug) completes with `internal` too, so no promise waits
     /// forever.
     pub(crate) fn starting<R>(&self, id: u32, f: impl FnOnce(&Start) -> Option<R>) -> Option<R> {
+        // Refused only once the client is gone (its mailbox closes when it is collected):
+        // nobody can be waiting for `id` then.
+        let Ok(token) = self.mailbox.completion() else {
+            return None;
+        };
         let start = Start {
             id,
-            token: Cell::new(Some(self.mailbox.completion())),
+            token: Cell::new(Some(token)),
         };
         let (result, error) = match std::panic::catch_unwind(AssertUnwindSafe(|| f(&start))) {
             Ok(result) => (result, None),

@@ -69,9 +69,12 @@ impl NativeSubscriber {
 
     /// Operation `id`'s completion, its value converted by `convert`.
     fn done<T: Send + 'static>(&self, id: u32, convert: fn(T) -> Value) -> Done<T> {
-        let token = self.shared.mailbox.completion();
+        // None only once the client was collected: nothing can be delivered then.
+        let token = self.shared.mailbox.completion().ok();
         Box::new(move |result| {
-            let _ = token.complete(Item::Completion(id, result.map(convert)));
+            if let Some(token) = token {
+                let _ = token.complete(Item::Completion(id, result.map(convert)));
+            }
         })
     }
 }

@@ -144,7 +144,9 @@ fn existing() -> Option<Arc<Dispatcher>> {
 pub(crate) fn push(job: Job) {
     if let Ok(d) = get() {
         // Refused only once the thread stopped at interpreter exit: nobody is left to take it.
-        let _ = d.mailbox.completion().complete(job);
+        if let Ok(completion) = d.mailbox.completion() {
+            let _ = completion.complete(job);
+        }
     }
 }
 

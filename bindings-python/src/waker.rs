@@ -119,7 +119,10 @@ pub(crate) fn complete<T: Send + 'static>(
     let Some(shared) = Python::attach(|py| for_loop(py, &event_loop)) else {
         return dispatch::complete(event_loop, future, wrap);
     };
-    let completion = shared.mailbox.completion();
+    let Ok(completion) = shared.mailbox.completion() else {
+        // The loop's reader is gone: the callback thread schedules it on the loop, if it can.
+        return dispatch::complete(event_loop, future, wrap);
+    };
     Ok(Box::new(move |result| {
         let pending = Pending {
             event_loop,

@@ -200,6 +200,12 @@ impl Error {
         Error::new(ErrorCode::Closed, "the client is closed")
     }
 
+    /// [`ErrorCode::Closed`] for a host mailbox that was closed: it accepts no operation, event
+    /// subscription or log sink any more (see `host::mailbox`).
+    pub fn mailbox_closed() -> Error {
+        Error::new(ErrorCode::Closed, "the mailbox is closed")
+    }
+
     /// [`ErrorCode::Closed`] for an operation its caller cancelled. Said once here so every
     /// language reports it the same way: a command already sent may have run, and is not retried.
     pub fn cancelled() -> Error {

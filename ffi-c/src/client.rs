@@ -200,11 +200,8 @@ pub unsafe extern "C" fn sr_client_wait_ready_into(
     start(|| {
         let (_, operation_out) = call_options(options);
         let h = acquire(client)?;
-        let m = acquire_mailbox(mailbox)?;
-        m.refuse_if_closed()?;
-        let operation = h
-            .handle
-            .accept(|handle| handle.ready(ready_into(&m, op_id)))?;
+        let done = ready_into(&*acquire_mailbox(mailbox)?, op_id)?;
+        let operation = h.handle.accept(|handle| handle.ready(done))?;
         give_operation(operation_out, operation);
         Ok::<(), sr_error_t>(())
     })
@@ -427,10 +424,10 @@ pub unsafe extern "C" fn sr_client_execute_into(
         let h = acquire(client)?;
         let m = acquire_mailbox(mailbox)?;
         let args = arguments(argc, argv, argv_len)?;
-        m.refuse_if_closed()?;
+        let done = reply_into(&m, op_id)?;
         let operation = h
             .handle
-            .accept(|handle| handle.execute(&args, timeout, reply_into(&m, op_id)))?;
+            .accept(|handle| handle.execute(&args, timeout, done))?;
         give_operation(operation_out, operation);
         Ok::<(), sr_error_t>(())
     })
@@ -456,10 +453,10 @@ pub unsafe extern "C" fn sr_client_pipeline_into(
         let h = acquire(client)?;
         let m = acquire_mailbox(mailbox)?;
         let cmds = command_list(commands, n)?;
-        m.refuse_if_closed()?;
+        let done = results_into(&m, op_id)?;
         let operation = h
             .handle
-            .accept(|handle| handle.pipeline(&cmds, timeout, results_into(&m, op_id)))?;
+            .accept(|handle| handle.pipeline(&cmds, timeout, done))?;
         give_operation(operation_out, operation);
         Ok::<(), sr_error_t>(())
     })
@@ -570,12 +567,12 @@ pub unsafe extern "C" fn sr_client_set_event_mailbox(
                     "an event callback can't install an event mailbox",
                 ));
             }
-            m.refuse_if_closed()?;
+            let handler = Box::new(events_into(&m)?);
             let mut installed = lock(&h.events);
             if let Some(old) = installed.take() {
                 old.remove();
             }
-            *installed = Some(handle.subscribe_events_from_start(Box::new(events_into(&m)))?);
+            *installed = Some(handle.subscribe_events_from_start(handler)?);
             Ok(())
         })?
     })

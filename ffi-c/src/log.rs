@@ -99,9 +99,7 @@ pub unsafe extern "C" fn sr_set_log_mailbox(
         let sink: Option<log::LogSink> = if mailbox.is_null() {
             None
         } else {
-            let m = acquire_mailbox(mailbox)?;
-            m.refuse_if_closed()?;
-            Some(Arc::new(logs_into(&m)))
+            Some(Arc::new(logs_into(&*acquire_mailbox(mailbox)?)?))
         };
         if log::set_log_sink(sink, min_level) {
             Ok(())

@@ -236,54 +236,65 @@ impl Item {
 
 /// The completion of sr_client_execute_into(): the reply or error queues as `op_id`'s
 /// completion.
-pub(crate) fn reply_into(mailbox: &MailboxBox, op_id: u64) -> Done<Value> {
-    let completion = mailbox.mailbox.completion();
-    Box::new(move |result: sr::Result<Value>| {
+pub(crate) fn reply_into(mailbox: &MailboxBox, op_id: u64) -> Result<Done<Value>, sr_error_t> {
+    let completion = mailbox.mailbox.completion()?;
+    Ok(Box::new(move |result: sr::Result<Value>| {
         // Refused only when the mailbox is closed: the completion is then discarded (see
         // sr_mailbox_t).
         let _ = completion.complete(Item::Reply {
             op_id,
             result: result.map_err(sr_error_t::from),
         });
-    })
+    }))
 }
 
 /// The completion of sr_client_pipeline_into(), as [`reply_into`].
-pub(crate) fn results_into(mailbox: &MailboxBox, op_id: u64) -> Done<Vec<sr::Result<Value>>> {
-    let completion = mailbox.mailbox.completion();
-    Box::new(move |result: sr::Result<Vec<sr::Result<Value>>>| {
-        let _ = completion.complete(Item::Results {
-            op_id,
-            result: result.map(results_of).map_err(sr_error_t::from),
-        });
-    })
+pub(crate) fn results_into(
+    mailbox: &MailboxBox,
+    op_id: u64,
+) -> Result<Done<Vec<sr::Result<Value>>>, sr_error_t> {
+    let completion = mailbox.mailbox.completion()?;
+    Ok(Box::new(
+        move |result: sr::Result<Vec<sr::Result<Value>>>| {
+            let _ = completion.complete(Item::Results {
+                op_id,
+                result: result.map(results_of).map_err(sr_error_t::from),
+            });
+        },
+    ))
 }
 
 /// The completion of sr_client_wait_ready_into(), as [`reply_into`].
-pub(crate) fn ready_into(mailbox: &MailboxBox, op_id: u64) -> Done<Topology> {
-    let completion = mailbox.mailbox.completion();
-    Box::new(move |result: sr::Result<Topology>| {
+pub(crate) fn ready_into(mailbox: &MailboxBox, op_id: u64) -> Result<Done<Topology>, sr_error_t> {
+    let completion = mailbox.mailbox.completion()?;
+    Ok(Box::new(move |result: sr::Result<Topology>| {
         let _ = completion.complete(Item::Ready {
             op_id,
             result: result.map_err(sr_error_t::from),
         });
-    })
+    }))
 }
 
 /// The event handler that queues a client's events in `mailbox` (dropped and counted beyond its
 /// bound; discarded once it is closed).
-pub(crate) fn events_into(mailbox: &MailboxBox) -> impl FnMut(&Event) + Send + 'static {
-    let mailbox = mailbox.mailbox.clone();
-    move |event: &Event| match mailbox.push(Item::Event(event.clone())) {
-        Pushed::Queued | Pushed::Dropped | Pushed::Closed(_) => {}
-    }
+pub(crate) fn events_into(
+    mailbox: &MailboxBox,
+) -> Result<impl FnMut(&Event) + Send + 'static, sr_error_t> {
+    let mailbox = mailbox.mailbox.sender()?;
+    Ok(
+        move |event: &Event| match mailbox.push(Item::Event(event.clone())) {
+            Pushed::Queued | Pushed::Dropped | Pushed::Closed(_) => {}
+        },
+    )
 }
 
 /// The log sink that queues core log records in `mailbox` (dropped and counted beyond its bound;
 /// discarded once it is closed).
-pub(crate) fn logs_into(mailbox: &MailboxBox) -> impl Fn(i32, &str, &str) + Send + Sync + 'static {
-    let mailbox = mailbox.mailbox.clone();
-    move |level: i32, target: &str, message: &str| {
+pub(crate) fn logs_into(
+    mailbox: &MailboxBox,
+) -> Result<impl Fn(i32, &str, &str) + Send + Sync + 'static, sr_error_t> {
+    let mailbox = mailbox.mailbox.sender()?;
+    Ok(move |level: i32, target: &str, message: &str| {
         let item = Item::Log {
             level,
             target: c_string(target),
@@ -292,7 +303,7 @@ pub(crate) fn logs_into(mailbox: &MailboxBox) -> impl Fn(i32, &str, &str) + Send
         match mailbox.push(item) {
             Pushed::Queued | Pushed::Dropped | Pushed::Closed(_) => {}
         }
-    }
+    })
 }
 
 /// The mailbox behind `mailbox` for the duration of a call.
@@ -303,16 +314,6 @@ pub(crate) unsafe fn acquire_mailbox(
     mailbox: *const sr_mailbox_t,
 ) -> Result<std::sync::Arc<MailboxBox>, sr_error_t> {
     clone_arc(mailbox).ok_or_else(|| sr_error_t::invalid("mailbox is NULL"))
-}
-
-impl MailboxBox {
-    /// Whether sr_mailbox_close() was called: calls into it are then not accepted.
-    pub(crate) fn refuse_if_closed(&self) -> Result<(), sr_error_t> {
-        if self.mailbox.is_closed() {
-            return Err(sr_error_t::new(SR_ERR_CLOSED, "the mailbox is closed"));
-        }
-        Ok(())
-    }
 }
 
 /// Creates a mailbox holding at most `bound` events and log records (0 is taken as 1;
@@ -371,7 +372,10 @@ pub unsafe extern "C" fn sr_mailbox_drain(
     start(|| {
         let m = acquire_mailbox(mailbox)?;
         let deliver = deliver.ok_or_else(|| sr_error_t::invalid("deliver is NULL"))?;
-        m.refuse_if_closed()?;
+        if m.mailbox.is_closed() {
+            // Not an acceptance check: the answer SR_ERR_CLOSED tells the host to stop draining.
+            return Err(sr_error_t::from(sr::Error::mailbox_closed()));
+        }
         let count = m.mailbox.drain(|delivery| match delivery {
             // SAFETY: the host promised a valid callback; the delivery lives until it returns.
             Delivery::Item(item) => item.lend(|d| unsafe { deliver(user_data, d) }),

@@ -26,6 +26,9 @@
 //!   by construction. Each queued completion leaves the mailbox once: delivered by a drain, or
 //!   handed back by [`Mailbox::close`]; a completion refused after close is handed back to its
 //!   pusher.
+//! - **Acceptance.** A closed mailbox accepts nothing new: [`Mailbox::completion`] and
+//!   [`Mailbox::sender`] refuse with `closed`, so a binding never checks `is_closed` before
+//!   starting an operation or installing a subscription on it.
 //! - **Close barrier.** Once [`Mailbox::close`] has returned, nothing more is delivered and the
 //!   wake-up is never called again. A drain running on another thread finishes the item it is
 //!   delivering first (close waits for it); called from inside a drain's delivery, close returns at
@@ -38,6 +41,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use crate::error::Error;
 use crate::sync::Locked;
 
 thread_local! {
@@ -228,11 +232,30 @@ impl<T> Mailbox<T> {
     }
 
     /// The right to queue one completion. Take it when the operation starts and move it into the
-    /// operation's completion callback (a `FnOnce` the host layer calls exactly once).
-    pub fn completion(&self) -> Completion<T> {
-        Completion {
+    /// operation's completion callback (a `FnOnce` the host layer calls exactly once). Refused
+    /// with [`Error::mailbox_closed`] once [`Mailbox::close`] was called: an operation whose
+    /// completion would go to a closed mailbox is not accepted, so nobody waits for one that
+    /// could never be delivered. (A mailbox closed after this is the close barrier's case: the
+    /// completion is refused and handed back to its pusher.)
+    pub fn completion(&self) -> Result<Completion<T>, Error> {
+        self.accepting()?;
+        Ok(Completion {
             inner: self.inner.clone(),
+        })
+    }
+
+    /// A handle that pushes into this mailbox, for an event subscription or a log sink; refused
+    /// as [`Mailbox::completion`] once the mailbox is closed, so neither is installed on it.
+    pub fn sender(&self) -> Result<Mailbox<T>, Error> {
+        self.accepting()?;
+        Ok(self.clone())
+    }
+
+    fn accepting(&self) -> Result<(), Error> {
+        if self.is_closed() {
+            return Err(Error::mailbox_closed());
         }
+        Ok(())
     }
 
     /// Delivers everything queued, in order, to `deliver` on the calling thread (the host's),
@@ -427,9 +450,9 @@ mod tests {
     fn delivers_in_push_order_completions_and_others_alike() {
         let (m, _) = counted(16);
         assert_eq!(m.push(1), Pushed::Queued);
-        m.completion().complete(2).unwrap();
+        m.completion().unwrap().complete(2).unwrap();
         assert_eq!(m.push(3), Pushed::Queued);
-        m.completion().complete(4).unwrap();
+        m.completion().unwrap().complete(4).unwrap();
         let got = drained(&m);
         assert_eq!(
             got,
@@ -450,7 +473,7 @@ mod tests {
         for i in 0..5 {
             let _ = m.push(i);
         }
-        m.completion().complete(9).unwrap();
+        m.completion().unwrap().complete(9).unwrap();
         assert_eq!(wakes.load(Ordering::SeqCst), 1, "a burst costs one wake-up");
         assert_eq!(drained(&m).len(), 6);
         // Pushes made while a drain delivers are delivered by it, without a wake-up.
@@ -461,7 +484,7 @@ mod tests {
         m.drain(|d| {
             if d == Delivery::Item(10) {
                 let _ = pusher.push(11);
-                pusher.completion().complete(12).unwrap();
+                pusher.completion().unwrap().complete(12).unwrap();
             }
             got.push(d);
         });
@@ -487,7 +510,7 @@ mod tests {
         assert_eq!(m.push(4), Pushed::Dropped);
         // Completions are never refused, however full the mailbox is.
         for c in 100..110 {
-            m.completion().complete(c).unwrap();
+            m.completion().unwrap().complete(c).unwrap();
         }
         assert_eq!(m.push(5), Pushed::Dropped);
         assert_eq!(m.dropped(), 3);
@@ -507,10 +530,10 @@ mod tests {
     fn close_hands_back_queued_completions_and_refuses_later_pushes() {
         let (m, wakes) = counted(4);
         let _ = m.push(1);
-        m.completion().complete(2).unwrap();
+        m.completion().unwrap().complete(2).unwrap();
         let _ = m.push(3);
-        m.completion().complete(4).unwrap();
-        let early = m.completion();
+        m.completion().unwrap().complete(4).unwrap();
+        let early = m.completion().unwrap();
         assert_eq!(m.close(), vec![2, 4]);
         assert!(m.is_closed());
         assert_eq!(
@@ -521,7 +544,14 @@ mod tests {
         let wakes_at_close = wakes.load(Ordering::SeqCst);
         assert_eq!(m.push(5), Pushed::Closed(5));
         assert_eq!(early.complete(6), Err(6));
-        assert_eq!(m.completion().complete(7), Err(7));
+        // Taken after close: the operation is not accepted at all.
+        let refused = m
+            .completion()
+            .err()
+            .expect("a closed mailbox accepts no operation");
+        assert_eq!(refused.code(), crate::ErrorCode::Closed);
+        assert_eq!(refused.message(), "the mailbox is closed");
+        assert!(m.sender().is_err(), "nor an event subscription or log sink");
         assert_eq!(m.drain(|_| panic!("closed")), 0);
         assert_eq!(wakes.load(Ordering::SeqCst), wakes_at_close);
     }
@@ -532,7 +562,7 @@ mod tests {
         for i in 0..3 {
             let _ = m.push(i);
         }
-        m.completion().complete(3).unwrap();
+        m.completion().unwrap().complete(3).unwrap();
         let (entered_tx, entered_rx) = mpsc::channel();
         let (release_tx, release_rx) = mpsc::channel::<()>();
         let drainer = m.clone();
@@ -567,9 +597,9 @@ mod tests {
     fn close_from_inside_a_delivery_returns_at_once_and_stops_the_drain() {
         let (m, _) = counted(16);
         let _ = m.push(1);
-        m.completion().complete(2).unwrap();
+        m.completion().unwrap().complete(2).unwrap();
         let _ = m.push(3);
-        m.completion().complete(4).unwrap();
+        m.completion().unwrap().complete(4).unwrap();
         let closer = m.clone();
         let mut got = Vec::new();
         let mut handed_back = Vec::new();
@@ -616,7 +646,7 @@ mod tests {
                 std::thread::spawn(move || {
                     for i in 0..EACH {
                         if i % 2 == 0 {
-                            m.completion().complete((p, i, true)).unwrap();
+                            m.completion().unwrap().complete((p, i, true)).unwrap();
                         } else {
                             let _ = m.push((p, i, false));
                         }
@@ -679,7 +709,7 @@ mod tests {
         let (r, n) = m.drain_after(
             || {
                 let _ = pusher.push(1);
-                pusher.completion().complete(2).unwrap();
+                pusher.completion().unwrap().complete(2).unwrap();
                 "read"
             },
             |d| got.push(d),
@@ -696,7 +726,7 @@ mod tests {
         assert_eq!(wakes.load(Ordering::SeqCst), 1);
         // A wake-up already under way delivers what `f` pushes: nothing is delivered here.
         let (_, n) = m.drain_after(
-            || pusher.completion().complete(4).unwrap(),
+            || pusher.completion().unwrap().complete(4).unwrap(),
             |_| panic!("the scheduled wake-up delivers"),
         );
         assert_eq!(n, 0);
