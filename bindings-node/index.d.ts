@@ -462,9 +462,10 @@ export declare class Client extends EventEmitter {
    * MULTI ... EXEC on a dedicated connection to the primary, after `WATCH ...watch` when given:
    * one reply per command (a command failing inside EXEC is an error object in its place), or
    * `null` when a watched key changed (nothing ran). Rejects with ConnectionLostError ("nothing
-   * was applied") when the primary changed meanwhile.
+   * was applied") when the primary changed meanwhile. `signal` cancels it (AbortError; an EXEC
+   * already sent may have run, nothing is retried).
    */
-  transaction(commands: Arg[][], options?: { watch?: Arg[] }): Promise<Reply[] | null>
+  transaction(commands: Arg[][], options?: { watch?: Arg[]; signal?: AbortSignal }): Promise<Reply[] | null>
   /** Begins a transaction (to read watched keys before EXEC); see `Transaction`. */
   beginTransaction(): Promise<Transaction>
   /** `await using client = await Client.connect(url)` closes it at the end of the scope. */

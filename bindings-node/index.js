@@ -514,8 +514,10 @@ class Client extends EventEmitter {
    * failed inside EXEC is an error object in its place), or `null` when a watched key changed
    * (nothing ran). Rejects with ConnectionLostError ("nothing was applied") when the primary
    * changed meanwhile. To read watched keys before EXEC, use `beginTransaction()`.
+   * `options.signal` (an AbortSignal) cancels it: the promise rejects with AbortError and the
+   * dedicated connection is closed (an EXEC already sent may have run; nothing is retried).
    * @param {Array<Array<string|Buffer|Uint8Array|number|bigint>>} commands
-   * @param {{watch?: Array<string|Buffer|Uint8Array>}} [options]
+   * @param {{watch?: Array<string|Buffer|Uint8Array>, signal?: AbortSignal}} [options]
    */
   async transaction(commands, options = undefined) {
     const watch = options?.watch ?? []
@@ -523,13 +525,18 @@ class Client extends EventEmitter {
       throw new TypeError('transaction options must be an object')
     }
     for (const key of Object.keys(options ?? {})) {
-      if (key !== 'watch') throw new TypeError(`unknown transaction option '${key}' (expected watch)`)
+      if (key !== 'watch' && key !== 'signal') {
+        throw new TypeError(`unknown transaction option '${key}' (expected watch, signal)`)
+      }
     }
+    const signal = options?.signal ?? undefined
+    if (signal !== undefined && !isAbortSignal(signal)) throw new TypeError('signal must be an AbortSignal')
     const checked = checkCommands(commands, 'transaction')
     if (checked instanceof Error) throw checked
     const keys = watch.length > 0 ? checkArgs(watch, 'watch') : []
     if (keys instanceof Error) throw keys
-    return this._op((op) => this._native.transaction(op, checked, keys))
+    if (signal !== undefined && signal.aborted) throw abortError(signal)
+    return this._op((op) => this._native.transaction(op, checked, keys, signal !== undefined), signal)
   }
 
   /**

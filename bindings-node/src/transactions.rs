@@ -13,6 +13,7 @@ use sentinel_recovery::{Error as SrError, Value};
 use crate::args::Args;
 use crate::client::NativeClient;
 use crate::completions::Item;
+use crate::operation::NativeOperation;
 
 fn ended() -> SrError {
     SrError::config("the transaction has ended (after exec, discard, or close)")
@@ -123,18 +124,19 @@ impl NativeClient {
 
     /// MULTI, `commands`, EXEC after `WATCH watch...` (when not empty), the whole composite in
     /// the core (`Handle::transaction`); completes `id` with the replies (`null` when a watched
-    /// key changed).
+    /// key changed). With `cancellable`, returns the operation (an AbortSignal cancels it).
     #[napi(catch_unwind)]
     pub fn transaction(
         &self,
         id: u32,
         #[napi(ts_arg_type = "Array<Array<string | Uint8Array>>")] commands: Vec<Args>,
         #[napi(ts_arg_type = "Array<string | Uint8Array>")] watch: Args,
-    ) {
+        cancellable: bool,
+    ) -> Option<NativeOperation> {
         self.starting(id, |start| {
             let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(Args::to_vecs).collect();
             let watch = watch.to_vecs();
-            self.handle.transaction(
+            let operation = self.handle.transaction(
                 &commands,
                 &watch,
                 start.done_with(
@@ -146,8 +148,8 @@ impl NativeClient {
                     },
                 ),
             );
-            Some(())
-        });
+            cancellable.then_some(NativeOperation { operation })
+        })
     }
 
     /// Ends transaction `tx` without running anything. Idempotent.

@@ -146,3 +146,36 @@ test('options are checked: unknown keys, bad timeoutMs and a non-signal are refu
     await c.close()
   }
 })
+
+test('signal: a transaction waiting for a primary is aborted at once; a bad signal or an aborted one sends nothing', async () => {
+  const c = await unreachable()
+  try {
+    const ac = new AbortController()
+    const p = c.transaction([['INCR', 'options:tx']], { watch: ['options:tx'], signal: ac.signal })
+    await new Promise((r) => setTimeout(r, 50))
+    const reason = new Error('request cancelled')
+    const started = Date.now()
+    ac.abort(reason)
+    await assert.rejects(withDeadline(p, 2000, 'aborted transaction'), isAbort(reason))
+    assert.ok(Date.now() - started < 1000)
+    assert.equal(getEventListeners(ac.signal, 'abort').length, 0, 'listener removed')
+    await assert.rejects(c.transaction([['INCR', 'options:tx']], { signal: {} }), TypeError)
+    await assert.rejects(c.transaction([['INCR', 'options:tx']], { signl: ac.signal }), /expected watch, signal/)
+    await assert.rejects(c.transaction([['INCR', 'options:tx']], { signal: ac.signal }), isAbort(reason))
+  } finally {
+    await c.close()
+  }
+  const live = await Client.connect(topo.url, { decodeResponses: true })
+  try {
+    await live.execute(['DEL', 'options:tx'])
+    const done = new AbortController()
+    assert.deepEqual(await live.transaction([['INCR', 'options:tx'], ['INCR', 'options:tx']], { signal: done.signal }), [1, 2])
+    assert.equal(getEventListeners(done.signal, 'abort').length, 0, 'a settled transaction drops its listener')
+    const aborted = new AbortController()
+    aborted.abort('stop')
+    await assert.rejects(live.transaction([['INCR', 'options:tx']], { signal: aborted.signal }), isAbort('stop'))
+    assert.equal(await live.execute(['GET', 'options:tx']), '2', 'nothing sent for the aborted one')
+  } finally {
+    await live.close()
+  }
+})
