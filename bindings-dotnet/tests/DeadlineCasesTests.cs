@@ -43,14 +43,9 @@ namespace SentinelRecovery.Tests
 
         public static IEnumerable<Case> Cases()
         {
-            var path = Environment.GetEnvironmentVariable("SR_CASES_FILE");
-            if (string.IsNullOrEmpty(path)) throw new InvalidOperationException("SR_CASES_FILE is not set (scripts/test.sh sets it)");
             var cases = new List<Case>();
-            foreach (var line in File.ReadAllLines(path))
+            foreach (var f in SharedCases.Rows("SR_CASES_FILE", 8, 18))
             {
-                if (line.Trim().Length == 0 || line.StartsWith("#", StringComparison.Ordinal)) continue;
-                var f = line.Split('\t');
-                if (f.Length != 8) throw new FormatException(path + ": eight tab-separated fields in " + line);
                 if (!new[] { "command", "pipeline", "transaction" }.Contains(f[1])) throw new FormatException(f[0] + ": kind " + f[1]);
                 if (!new[] { "per-call", "default", "cancel" }.Contains(f[2])) throw new FormatException(f[0] + ": deadline " + f[2]);
                 if (!new[] { "healthy", "paused" }.Contains(f[3])) throw new FormatException(f[0] + ": state " + f[3]);
@@ -67,7 +62,6 @@ namespace SentinelRecovery.Tests
                     Commands = f[7].Split(new[] { " ; " }, StringSplitOptions.None).Select(c => c.Split(' ')).ToArray(),
                 });
             }
-            if (cases.Count == 0) throw new FormatException(path + ": no cases");
             return cases;
         }
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import pathlib
 import signal
 import threading
 import time
@@ -17,9 +16,8 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 import sentinel_recovery as sr
-from conftest import Topology, wait_until
+from conftest import Topology, case_rows, wait_until
 
-CASES_FILE = pathlib.Path(__file__).resolve().parents[2] / "tests" / "cases" / "deadlines.tsv"
 #: What a call may take beyond its deadline (scheduling on a busy 2-core machine).
 SLACK_S = 1.0
 #: The client default of a "per-call" or "cancel" case: long, so only the call's own timeout
@@ -29,10 +27,7 @@ LONG_DEFAULT_MS = 30000
 
 def load_cases() -> List[Dict[str, Any]]:
     cases = []
-    for line in CASES_FILE.read_text().splitlines():
-        if not line.strip() or line.startswith("#"):
-            continue
-        name, kind, deadline, state, timeout_ms, block_ms, expect, command = line.split("\t")
+    for name, kind, deadline, state, timeout_ms, block_ms, expect, command in case_rows("deadlines.tsv", 8, 18):
         assert kind in ("command", "pipeline", "transaction"), f"{name}: kind {kind!r}"
         assert deadline in ("per-call", "default", "cancel"), f"{name}: deadline {deadline!r}"
         assert state in ("healthy", "paused"), f"{name}: state {state!r}"
@@ -49,7 +44,6 @@ def load_cases() -> List[Dict[str, Any]]:
                 "commands": [c.split(" ") for c in command.split(" ; ")],
             }
         )
-    assert cases, f"no cases in {CASES_FILE}"
     return cases
 
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "sentinel_recovery.h"
+#include "cases.h"
 #include "topology.h"
 
 #ifndef SR_CASES_FILE
@@ -256,14 +257,20 @@ static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial
     free_commands(&cmds);
 }
 
+typedef struct {
+    topo_t *topo;
+    sr_client_t *observer;
+    int serial;
+} cases_run_t;
+
+static void run_line(void *ctx, char *line) {
+    cases_run_t *run = ctx;
+    run_case(run->topo, run->observer, line, run->serial++);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: %s /path/to/sr-topology\n", argv[0]);
-        return 2;
-    }
-    FILE *cases = fopen(SR_CASES_FILE, "r");
-    if (!cases) {
-        perror(SR_CASES_FILE);
         return 2;
     }
     /* A down-after far longer than any case: a paused primary stays the primary (no failover). */
@@ -274,16 +281,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     sr_client_t *observer = open_client(topo.url, 5000);
-    char line[1024];
-    int serial = 0;
-    while (fgets(line, sizeof line, cases)) {
-        line[strcspn(line, "\r\n")] = '\0';
-        if (line[0] == '\0' || line[0] == '#') continue;
-        run_case(&topo, observer, line, serial++);
-    }
-    fclose(cases);
-    if (serial == 0) {
-        printf("FAIL no cases in %s\n", SR_CASES_FILE);
+    cases_run_t run = {&topo, observer, 0};
+    int n = for_each_case(SR_CASES_FILE, run_line, &run);
+    if (n < 18) {
+        printf("FAIL %d cases in %s\n", n, SR_CASES_FILE);
         failed++;
     }
     sr_client_free(observer);

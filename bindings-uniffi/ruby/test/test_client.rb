@@ -31,18 +31,14 @@ class TestClient < Minitest::Test
   # primary of a topology whose down-after (60 s) is far longer than the case, then continue it
   # and check that the same client works again.
   def test_shared_deadline_cases
-    file = ENV.fetch('SR_CASES_FILE', File.expand_path('../../../tests/cases/deadlines.tsv', __dir__))
-    cases = File.readlines(file, chomp: true).reject { |l| l.strip.empty? || l.start_with?('#') }
-    refute_empty cases, "no cases in #{file}"
+    cases = case_rows('deadlines.tsv', 8, 18)
     # A down-after far longer than any case: a paused primary stays the primary (no failover).
     topo = TestTopology.new('--replicas', '1', '--down-after', '60000')
     SentinelRecovery::Client.open(topo.url) do |observer|
       blocked = lambda do
         observer.execute('INFO', 'clients')[/^blocked_clients:(\d+)/, 1].to_i
       end
-      cases.each_with_index do |line, serial|
-        name, kind, deadline, state, timeout_ms, block_ms, expect, command = line.split("\t")
-        refute_nil command, "eight tab-separated fields in #{line.inspect}"
+      cases.each_with_index do |(name, kind, deadline, state, timeout_ms, block_ms, expect, command), serial|
         per_call = deadline == 'per-call'
         if deadline == 'cancel'
           puts "    skip #{name}: the Ruby client's calls have no cancellation"

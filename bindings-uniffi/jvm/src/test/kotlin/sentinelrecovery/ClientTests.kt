@@ -247,6 +247,19 @@ private fun doctorOfAHealthyTopology() = runBlocking {
 }
 
 /**
+ * The rows of a shared cases file (tests/cases/[name], which every binding's suite reads; the
+ * suite runs from the repository root): its lines that are neither blank nor comments, split at
+ * tabs, each with [fields] fields, and at least [atLeast] of them.
+ */
+private fun caseRows(name: String, fields: Int, atLeast: Int): List<List<String>> {
+    val file = java.io.File("tests/cases/$name")
+    val rows = file.readLines().filter { it.isNotBlank() && !it.startsWith("#") }.map { it.split("\t") }
+    for (row in rows) expectEqual(fields, row.size, "$file: tab-separated fields of $row")
+    expect(rows.size >= atLeast) { "$file: ${rows.size} cases" }
+    return rows
+}
+
+/**
  * The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads; its
  * header describes the columns): each call ends by its deadline with the expected outcome, and
  * afterwards no client is left blocked on the server (a timed-out blocking command's connection
@@ -257,9 +270,7 @@ private fun doctorOfAHealthyTopology() = runBlocking {
  * client works again.
  */
 private fun deadlineCases() = runBlocking {
-    val file = java.io.File(System.getenv("SR_CASES_FILE") ?: "tests/cases/deadlines.tsv")
-    val cases = file.readLines().filter { it.isNotBlank() && !it.startsWith("#") }
-    expect(cases.isNotEmpty()) { "no cases in $file" }
+    val cases = caseRows("deadlines.tsv", 8, 18)
     // A down-after far longer than any case: a paused primary stays the primary (no failover).
     TestTopology("--replicas", "1", "--down-after", "60000").use { topo ->
         SentinelClient.connect(topo.url, emptyMap()).use { observer ->
@@ -269,9 +280,7 @@ private fun deadlineCases() = runBlocking {
                     .first { it.startsWith("blocked_clients:") }
                     .substringAfter(':').trim().toLong()
             }
-            for ((serial, line) in cases.withIndex()) {
-                val f = line.split("\t")
-                expectEqual(8, f.size, "tab-separated fields of $line")
+            for ((serial, f) in cases.withIndex()) {
                 val (name, kind, deadline, state) = f
                 val timeoutMs = f[4].toLong()
                 val expected = f[6]
@@ -347,14 +356,10 @@ private fun deadlineCases() = runBlocking {
  * hold fractions, NaN or inf: those cases are skipped, saying so.
  */
 private fun timeoutCases() = runBlocking {
-    val file = java.io.File(System.getenv("SR_TIMEOUT_CASES_FILE") ?: "tests/cases/timeouts.tsv")
-    val cases = file.readLines().filter { it.isNotBlank() && !it.startsWith("#") }
-    expect(cases.size >= 8) { "${cases.size} cases in $file" }
+    val cases = caseRows("timeouts.tsv", 3, 8)
     SentinelClient.connect(shared.url, emptyMap()).use { c ->
         c.ready()
-        for (line in cases) {
-            val f = line.split("\t")
-            expectEqual(3, f.size, "tab-separated fields of $line")
+        for (f in cases) {
             val ms = if (f[0] == "inf") Double.POSITIVE_INFINITY else f[0].toDouble()
             if (ms.isNaN() || ms.isInfinite() || ms != Math.floor(ms)) {
                 println("    skip ${f[0]}: a Long timeoutMs cannot hold it (${f[2]})")
