@@ -26,6 +26,8 @@ namespace SentinelRecovery.Tests
         private const int SlackMs = 1000;
         /// <summary>The client default of a per-call or cancel case: long, so only the call's own timeout (or the cancel) can end it.</summary>
         private const int LongDefaultMs = 30000;
+        /// <summary>The client of a "no-primary" case: its only sentinel is a loopback port nobody listens on.</summary>
+        private const string NoPrimaryUrl = "redis+sentinel://127.0.0.1:1/mymaster";
 
         public sealed class Case
         {
@@ -33,6 +35,7 @@ namespace SentinelRecovery.Tests
             public string Kind;
             public string Deadline;
             public bool Paused;
+            public bool NoPrimary;
             public int TimeoutMs;
             public int BlockMs;
             public string Expect;
@@ -48,7 +51,7 @@ namespace SentinelRecovery.Tests
             {
                 if (!new[] { "command", "pipeline", "transaction" }.Contains(f[1])) throw new FormatException(f[0] + ": kind " + f[1]);
                 if (!new[] { "per-call", "default", "cancel" }.Contains(f[2])) throw new FormatException(f[0] + ": deadline " + f[2]);
-                if (!new[] { "healthy", "paused" }.Contains(f[3])) throw new FormatException(f[0] + ": state " + f[3]);
+                if (!new[] { "healthy", "paused", "no-primary" }.Contains(f[3])) throw new FormatException(f[0] + ": state " + f[3]);
                 if (!new[] { "timeout", "nil", "config", "cancelled" }.Contains(f[6])) throw new FormatException(f[0] + ": expect " + f[6]);
                 cases.Add(new Case
                 {
@@ -56,6 +59,7 @@ namespace SentinelRecovery.Tests
                     Kind = f[1],
                     Deadline = f[2],
                     Paused = f[3] == "paused",
+                    NoPrimary = f[3] == "no-primary",
                     TimeoutMs = int.Parse(f[4], CultureInfo.InvariantCulture),
                     BlockMs = int.Parse(f[5], CultureInfo.InvariantCulture),
                     Expect = f[6],
@@ -90,6 +94,15 @@ namespace SentinelRecovery.Tests
             return Wait.Within(SentinelClient.ConnectAsync(url, options), 30000, "connect").GetAwaiter().GetResult();
         }
 
+        /// <summary>The case's client; a no-primary one is opened without waiting (connecting would fail, as none is found).</summary>
+        private SentinelClient Client(Case c)
+        {
+            var defaultMs = c.Deadline == "default" ? c.TimeoutMs : LongDefaultMs;
+            if (!c.NoPrimary) return Connect(_topo.Url, defaultMs);
+            var options = new Dictionary<string, string> { { "command_timeout_ms", defaultMs.ToString(CultureInfo.InvariantCulture) } };
+            return SentinelClient.Open(NoPrimaryUrl, options);
+        }
+
         private long BlockedClients()
         {
             var info = _observer.Execute("INFO", "clients").AsString();
@@ -121,7 +134,7 @@ namespace SentinelRecovery.Tests
         {
             if (c.Kind == "transaction" && c.Deadline == "per-call")
                 Assert.Ignore(c.Name + ": TransactionAsync has no per-call deadline");
-            using (var client = Connect(_topo.Url, c.Deadline == "default" ? c.TimeoutMs : LongDefaultMs))
+            using (var client = Client(c))
             using (var cancel = new CancellationTokenSource())
             {
                 var before = BlockedClients();

@@ -16,19 +16,22 @@ const { caseRows, startTopology, waitFor } = require('./helpers')
 const SLACK_MS = 1000
 /** The client default of a per-call or cancel case: long, so only the call's own timeout (or the abort) can end it. */
 const LONG_DEFAULT_MS = 30000
+/** The client of a "no-primary" case: its only sentinel is a loopback port nobody listens on. */
+const NO_PRIMARY_URL = 'redis+sentinel://127.0.0.1:1/mymaster'
 
 function loadCases() {
   const cases = caseRows('deadlines.tsv', 8, 18)
     .map(([name, kind, deadline, state, timeoutMs, blockMs, expect, command]) => {
       assert.ok(['command', 'pipeline', 'transaction'].includes(kind), `${name}: kind ${kind}`)
       assert.ok(['per-call', 'default', 'cancel'].includes(deadline), `${name}: deadline ${deadline}`)
-      assert.ok(['healthy', 'paused'].includes(state), `${name}: state ${state}`)
+      assert.ok(['healthy', 'paused', 'no-primary'].includes(state), `${name}: state ${state}`)
       assert.ok(['timeout', 'nil', 'config', 'cancelled'].includes(expect), `${name}: expect ${expect}`)
       return {
         name,
         kind,
         deadline,
         paused: state === 'paused',
+        noPrimary: state === 'no-primary',
         timeoutMs: Number(timeoutMs),
         blockMs: Number(blockMs),
         expect,
@@ -69,7 +72,10 @@ for (const c of loadCases()) {
   const skip = c.kind === 'transaction' && c.deadline === 'per-call' ? `${c.name}: Client.transaction has no per-call deadline` : false
   test(`deadline case ${c.name}`, { skip }, async () => {
     const defaultMs = c.deadline === 'default' ? c.timeoutMs : LONG_DEFAULT_MS
-    const client = await Client.connect(`${topo.url}?command_timeout_ms=${defaultMs}`)
+    // A no-primary client is opened without waiting: connecting would fail, as none is found.
+    const client = c.noPrimary
+      ? Client.open(`${NO_PRIMARY_URL}?command_timeout_ms=${defaultMs}`)
+      : await Client.connect(`${topo.url}?command_timeout_ms=${defaultMs}`)
     const port = topo.info.primary.port
     let stopped = false
     try {

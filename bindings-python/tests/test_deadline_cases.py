@@ -23,6 +23,8 @@ SLACK_S = 1.0
 #: The client default of a "per-call" or "cancel" case: long, so only the call's own timeout
 #: (or the cancel) can end it.
 LONG_DEFAULT_MS = 30000
+#: The client of a "no-primary" case: its only sentinel is a loopback port nobody listens on.
+NO_PRIMARY_URL = "redis+sentinel://127.0.0.1:1/mymaster"
 
 
 def load_cases() -> List[Dict[str, Any]]:
@@ -30,7 +32,7 @@ def load_cases() -> List[Dict[str, Any]]:
     for name, kind, deadline, state, timeout_ms, block_ms, expect, command in case_rows("deadlines.tsv", 8, 18):
         assert kind in ("command", "pipeline", "transaction"), f"{name}: kind {kind!r}"
         assert deadline in ("per-call", "default", "cancel"), f"{name}: deadline {deadline!r}"
-        assert state in ("healthy", "paused"), f"{name}: state {state!r}"
+        assert state in ("healthy", "paused", "no-primary"), f"{name}: state {state!r}"
         assert expect in ("timeout", "nil", "config", "cancelled"), f"{name}: expect {expect!r}"
         cases.append(
             {
@@ -38,6 +40,7 @@ def load_cases() -> List[Dict[str, Any]]:
                 "kind": kind,
                 "deadline": deadline,
                 "paused": state == "paused",
+                "no_primary": state == "no-primary",
                 "timeout_ms": int(timeout_ms),
                 "block_ms": int(block_ms),
                 "expect": expect,
@@ -61,7 +64,10 @@ def topology() -> Iterator[Topology]:
 
 
 def client_url(topology: Any, case: Dict[str, Any]) -> str:
+    """The case's client: the topology's, or for "no-primary" one whose only sentinel refuses."""
     default = case["timeout_ms"] if case["deadline"] == "default" else LONG_DEFAULT_MS
+    if case["no_primary"]:
+        return f"{NO_PRIMARY_URL}?command_timeout_ms={default}"
     return f"{topology.url}?command_timeout_ms={default}"
 
 
@@ -126,7 +132,10 @@ def test_blocking_client_case(topology: Any, case: Dict[str, Any]) -> None:
         pytest.skip(f"{case['name']}: SIGINT reaches the main thread only")
     if case["kind"] == "transaction" and case["deadline"] == "per-call":
         pytest.skip(f"{case['name']}: BlockingClient.transaction has no per-call deadline")
-    with sr.BlockingClient.connect(topology.url) as observer, sr.BlockingClient.connect(client_url(topology, case)) as client:
+    url = client_url(topology, case)
+    # A no-primary client is opened without waiting: connecting would fail, as none is found.
+    opened = sr.BlockingClient.open(url) if case["no_primary"] else sr.BlockingClient.connect(url)
+    with sr.BlockingClient.connect(topology.url) as observer, opened as client:
         before = blocked_clients(observer)
         commands = commands_of(case)
         main = threading.main_thread().ident
@@ -173,7 +182,9 @@ def test_asyncio_client_case(topology: Any, case: Dict[str, Any]) -> None:
     async def run() -> None:
         with sr.BlockingClient.connect(topology.url) as observer:
             before = blocked_clients(observer)
-            async with sr.Client.connect(client_url(topology, case)) as client:
+            url = client_url(topology, case)
+            opened = sr.Client.open(url) if case["no_primary"] else sr.Client.connect(url)
+            async with opened as client:
                 commands = commands_of(case)
 
                 async def call() -> Any:

@@ -41,13 +41,17 @@ static double now_ms(void) {
     return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static sr_client_t *open_client(const char *url, long default_ms) {
+/* The client of a "no-primary" case: its only sentinel is a loopback port nobody listens on. */
+#define NO_PRIMARY_URL "redis+sentinel://127.0.0.1:1/mymaster"
+
+/* A client of `url`; with `ready`, once it found the primary (a no-primary client never does). */
+static sr_client_t *open_client(const char *url, long default_ms, int ready) {
     char value[32];
     snprintf(value, sizeof value, "%ld", default_ms);
     sr_option_t opt = {"command_timeout_ms", value};
     sr_client_t *c = NULL;
     sr_error_t *err = NULL;
-    if (sr_client_open(url, &opt, 1, &c, &err) != SR_OK || sr_client_wait_ready(c, NULL, &err) != SR_OK) {
+    if (sr_client_open(url, &opt, 1, &c, &err) != SR_OK || (ready && sr_client_wait_ready(c, NULL, &err) != SR_OK)) {
         fprintf(stderr, "open %s: %s\n", url, err ? sr_error_get_message(err) : "?");
         exit(2);
     }
@@ -147,6 +151,7 @@ static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial
     int per_call = strcmp(deadline, "per-call") == 0;
     int cancel = strcmp(deadline, "cancel") == 0;
     int paused = strcmp(fields[3], "paused") == 0;
+    int no_primary = strcmp(fields[3], "no-primary") == 0;
     long timeout_ms = strtol(fields[4], NULL, 10);
     long block_ms = strtol(fields[5], NULL, 10);
     int deflt = !per_call && !cancel;
@@ -157,7 +162,7 @@ static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial
     commands_t cmds;
     parse_commands(&cmds, fields[7], key);
 
-    sr_client_t *c = open_client(topo->url, deflt ? timeout_ms : LONG_DEFAULT_MS);
+    sr_client_t *c = open_client(no_primary ? NO_PRIMARY_URL : topo->url, deflt ? timeout_ms : LONG_DEFAULT_MS, !no_primary);
     long before = blocked_clients(observer);
     sr_reply_t *reply = NULL;
     sr_results_t *results = NULL;
@@ -280,7 +285,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "sr-topology did not start\n");
         return 2;
     }
-    sr_client_t *observer = open_client(topo.url, 5000);
+    sr_client_t *observer = open_client(topo.url, 5000, 1);
     cases_run_t run = {&topo, observer, 0};
     int n = for_each_case(SR_CASES_FILE, run_line, &run);
     if (n < 18) {

@@ -293,8 +293,10 @@ private fun deadlineCases() = runBlocking {
                 val key = "deadline-case:$name:$serial"
                 val commands = f[7].split(" ; ").map { c -> c.split(" ").map { it.replace("{key}", key).toByteArray() } }
                 val defaultMs = if (deadline == "default") timeoutMs else 30000
-                SentinelClient.connect(topo.url, mapOf("command_timeout_ms" to defaultMs.toString())).use { c ->
-                    c.ready()
+                // A no-primary client's only sentinel is a loopback port nobody listens on.
+                val url = if (state == "no-primary") "redis+sentinel://127.0.0.1:1/mymaster" else topo.url
+                SentinelClient.connect(url, mapOf("command_timeout_ms" to defaultMs.toString())).use { c ->
+                    if (state != "no-primary") c.ready()
                     val before = blockedClients()
                     var stopped = false
                     if (state == "paused") {
