@@ -234,45 +234,46 @@ impl Item {
     }
 }
 
-/// The completion of sr_client_execute_into(): the reply or error queues as `op_id`'s
-/// completion.
-pub(crate) fn reply_into(mailbox: &MailboxBox, op_id: u64) -> Result<Done<Value>, sr_error_t> {
+/// The completion of an `*_into` call: `item` makes what queues as `op_id`'s completion from
+/// the operation's result. Refused with SR_ERR_CLOSED when the mailbox is already closed (the
+/// call is then not accepted); a completion the mailbox refuses later, because it closed
+/// meanwhile, is discarded (see sr_mailbox_t).
+fn completion_into<T: 'static>(
+    mailbox: &MailboxBox,
+    op_id: u64,
+    item: fn(u64, sr::Result<T>) -> Item,
+) -> Result<Done<T>, sr_error_t> {
     let completion = mailbox.mailbox.completion()?;
-    Ok(Box::new(move |result: sr::Result<Value>| {
-        // Refused only when the mailbox is closed: the completion is then discarded (see
-        // sr_mailbox_t).
-        let _ = completion.complete(Item::Reply {
-            op_id,
-            result: result.map_err(sr_error_t::from),
-        });
+    Ok(Box::new(move |result: sr::Result<T>| {
+        let _ = completion.complete(item(op_id, result));
     }))
 }
 
-/// The completion of sr_client_pipeline_into(), as [`reply_into`].
+/// The completion of sr_client_execute_into(): the reply or error.
+pub(crate) fn reply_into(mailbox: &MailboxBox, op_id: u64) -> Result<Done<Value>, sr_error_t> {
+    completion_into(mailbox, op_id, |op_id, result| Item::Reply {
+        op_id,
+        result: result.map_err(sr_error_t::from),
+    })
+}
+
+/// The completion of sr_client_pipeline_into(): one result per command, or the error.
 pub(crate) fn results_into(
     mailbox: &MailboxBox,
     op_id: u64,
 ) -> Result<Done<Vec<sr::Result<Value>>>, sr_error_t> {
-    let completion = mailbox.mailbox.completion()?;
-    Ok(Box::new(
-        move |result: sr::Result<Vec<sr::Result<Value>>>| {
-            let _ = completion.complete(Item::Results {
-                op_id,
-                result: result.map(results_of).map_err(sr_error_t::from),
-            });
-        },
-    ))
+    completion_into(mailbox, op_id, |op_id, result| Item::Results {
+        op_id,
+        result: result.map(results_of).map_err(sr_error_t::from),
+    })
 }
 
-/// The completion of sr_client_wait_ready_into(), as [`reply_into`].
+/// The completion of sr_client_wait_ready_into(): the topology, or the error.
 pub(crate) fn ready_into(mailbox: &MailboxBox, op_id: u64) -> Result<Done<Topology>, sr_error_t> {
-    let completion = mailbox.mailbox.completion()?;
-    Ok(Box::new(move |result: sr::Result<Topology>| {
-        let _ = completion.complete(Item::Ready {
-            op_id,
-            result: result.map_err(sr_error_t::from),
-        });
-    }))
+    completion_into(mailbox, op_id, |op_id, result| Item::Ready {
+        op_id,
+        result: result.map_err(sr_error_t::from),
+    })
 }
 
 /// The event handler that queues a client's events in `mailbox` (dropped and counted beyond its
