@@ -14,6 +14,7 @@
 
 #include "sentinel_recovery.h"
 #include "check.h"
+#include "suite.h"
 #include "topology.h"
 
 static topo_t topo;
@@ -214,11 +215,6 @@ static void test_a_mapped_topology_is_followed_through_a_kill9_failover(void) {
     sr_client_free(c);
 }
 
-typedef struct {
-    const char *name;
-    void (*fn)(void);
-} test_t;
-
 int main(int argc, char **argv) {
     static const test_t offline[] = {
         {"doctor_refuses_bad_input_before_starting", test_doctor_refuses_bad_input_before_starting},
@@ -231,32 +227,5 @@ int main(int argc, char **argv) {
         {"a_mapped_topology_is_followed_through_a_kill9_failover",
          test_a_mapped_topology_is_followed_through_a_kill9_failover},
     };
-    int passed = 0, failed = 0;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s /path/to/sr-topology\n", argv[0]);
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof offline / sizeof *offline; i++) {
-        failures_in_test = 0;
-        offline[i].fn();
-        printf("%s %s\n", failures_in_test ? "FAIL" : "ok  ", offline[i].name);
-        failures_in_test ? failed++ : passed++;
-    }
-    if (topo_start(&topo, argv[1]) != 0) {
-        fprintf(stderr, "could not start the topology\n");
-        topo_stop(&topo);
-        return 1;
-    }
-    printf("topology up: %s\n", topo.url);
-    for (size_t i = 0; i < sizeof live / sizeof *live; i++) {
-        failures_in_test = 0;
-        live[i].fn();
-        printf("%s %s\n", failures_in_test ? "FAIL" : "ok  ", live[i].name);
-        failures_in_test ? failed++ : passed++;
-    }
-    topo_stop(&topo);
-    sr_runtime_shutdown(5000);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return RUN_SUITE(argc, argv, &topo, offline, live);
 }

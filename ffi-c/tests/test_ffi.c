@@ -13,6 +13,7 @@
 
 #include "sentinel_recovery.h"
 #include "check.h"
+#include "suite.h"
 #include "topology.h"
 
 /* The test hook of a library built with the `test-hooks` feature (run.sh builds it so); not in
@@ -763,11 +764,6 @@ static void test_close_racing_with_a_kill9_failover(void) {
     }
 }
 
-typedef struct {
-    const char *name;
-    void (*fn)(void);
-} test_t;
-
 int main(int argc, char **argv) {
     static const test_t offline[] = {
         {"version_and_error_texts", test_version_and_error_texts},
@@ -787,40 +783,13 @@ int main(int argc, char **argv) {
         {"events_across_a_kill9_failover", test_events_across_a_kill9_failover},
         {"close_racing_with_a_kill9_failover", test_close_racing_with_a_kill9_failover},
     };
-    int passed = 0, failed = 0;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s /path/to/sr-topology\n", argv[0]);
-        return 2;
-    }
     /* Before any client: the runtime's worker count can be chosen. */
     if (sr_runtime_set_worker_threads(2, NULL) != SR_OK) {
         fprintf(stderr, "sr_runtime_set_worker_threads failed\n");
         return 1;
     }
-    for (size_t i = 0; i < sizeof offline / sizeof *offline; i++) {
-        failures_in_test = 0;
-        offline[i].fn();
-        printf("%s %s\n", failures_in_test ? "FAIL" : "ok  ", offline[i].name);
-        failures_in_test ? failed++ : passed++;
-    }
-    if (topo_start(&topo, argv[1]) != 0) {
-        fprintf(stderr, "could not start the topology\n");
-        topo_stop(&topo);
-        return 1;
-    }
-    printf("topology up: %s\n", topo.url);
-    for (size_t i = 0; i < sizeof live / sizeof *live; i++) {
-        failures_in_test = 0;
-        long start = now_ms();
-        live[i].fn();
-        printf("%s %s (%ld ms)\n", failures_in_test ? "FAIL" : "ok  ", live[i].name,
-               now_ms() - start);
-        failures_in_test ? failed++ : passed++;
-    }
-    topo_stop(&topo);
+    int rc = RUN_SUITE(argc, argv, &topo, offline, live);
     /* Stop the core's threads so leak checkers see a quiet process. */
     sr_runtime_shutdown(5000);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return rc;
 }

@@ -19,6 +19,7 @@
 
 #include "sentinel_recovery.h"
 #include "check.h"
+#include "suite.h"
 #include "topology.h"
 
 #define N 200
@@ -417,11 +418,6 @@ static void test_log_records_go_to_a_mailbox(void) {
     box_destroy(&b);
 }
 
-typedef struct {
-    const char *name;
-    void (*fn)(void);
-} test_t;
-
 int main(int argc, char **argv) {
     static const test_t offline[] = {
         {"null_arguments", test_null_arguments},
@@ -436,34 +432,6 @@ int main(int argc, char **argv) {
          test_ready_then_events_starting_with_the_current_primary},
         {"log_records_go_to_a_mailbox", test_log_records_go_to_a_mailbox},
     };
-    int passed = 0, failed = 0;
     (void)topo_cmd; /* this suite needs no fault of the topology */
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    if (argc < 2) {
-        fprintf(stderr, "usage: %s /path/to/sr-topology\n", argv[0]);
-        return 2;
-    }
-    for (size_t i = 0; i < sizeof offline / sizeof *offline; i++) {
-        failures_in_test = 0;
-        offline[i].fn();
-        printf("%s %s\n", failures_in_test ? "FAIL" : "ok  ", offline[i].name);
-        failures_in_test ? failed++ : passed++;
-    }
-    if (topo_start(&topo, argv[1]) != 0) {
-        fprintf(stderr, "could not start the topology\n");
-        topo_stop(&topo);
-        return 1;
-    }
-    printf("topology up: %s\n", topo.url);
-    for (size_t i = 0; i < sizeof live / sizeof *live; i++) {
-        failures_in_test = 0;
-        long start = now_ms();
-        live[i].fn();
-        printf("%s %s (%ld ms)\n", failures_in_test ? "FAIL" : "ok  ", live[i].name,
-               now_ms() - start);
-        failures_in_test ? failed++ : passed++;
-    }
-    topo_stop(&topo);
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return RUN_SUITE(argc, argv, &topo, offline, live);
 }
