@@ -28,9 +28,11 @@ What is promised (redis-py 5 to 8, with the adapter's defaults):
   send runs again on the new primary and may then run twice.
 
 * a subscriber connection (``PubSub``) stays where it subscribed: its subscription commands and
-  health-check PINGs are not moved at a failover and its messages are not distrusted (a message
-  published on the new primary still reaches a demoted one through replication); it moves when
-  its socket breaks, and redis-py subscribes again through the core.
+  health-check PINGs are not moved at a failover and its messages are not distrusted (they
+  acknowledge no write); it moves when its socket breaks, and redis-py subscribes again through
+  the core. Sentinel closes a demoted primary's subscribers when it reconfigures that node, so
+  after a failover a subscriber misses what is published on the new primary until then (seconds
+  after a planned failover); pub/sub is at-most-once.
 
 Not promised: a command already on the wire to a primary that is being demoted cannot be recalled
 (it may have run there, and the failover may discard it); the caller gets an error for it.

@@ -290,8 +290,7 @@ class Guard:
         """Called when the counter moved, after a reply was read from ``host:port`` (primary
         connections only). Returns None to trust it; otherwise the shell closes the connection and
         raises the returned exception (the reply may be a write the failover discards).
-        A subscriber's reads are trusted: messages and subscription replies acknowledge no write,
-        and a published message still reaches a demoted primary through replication."""
+        A subscriber's reads are trusted: messages and subscription replies acknowledge no write."""
         if self.subscribed:
             return None
         seen = self.epoch[0]
