@@ -158,15 +158,16 @@ def test_planned_failover_fences_sends_and_breaks_watch(fresh_topology) -> None:
     wait_until(lambda: idle._sock is None, 10, "the idle connection to the old primary closed")
 
 
-@pytest.mark.parametrize("how", ["failover", "kill9"])
+@pytest.mark.parametrize("how", ["failover", "kill9", "pause"])
 def test_a_subscriber_read_on_its_own_thread_follows_a_failover(fresh_topology, how: str) -> None:
     """RQ's worker pattern: ``PubSub.run_in_thread`` reads on one thread while the main thread
     sends (UN)SUBSCRIBE. Sent while a planned failover is demoting the primary, UNSUBSCRIBE goes
     where the subscriptions are: moving it reconnected the socket under the reading thread, both
     threads then connected and read each other's handshake, UNSUBSCRIBE failed after 5 s and the
     healthy new primary was reported unusable (RQ's worker hung in teardown). The subscriber
-    moves when its socket breaks (Sentinel closes the demoted primary's subscribers; kill -9):
-    the reading thread reconnects through the core and subscribes again on the new primary."""
+    moves when its stream ends: the pool shuts its socket down at the core's events, and the
+    reading thread reconnects through the core and subscribes again on the new primary. With the
+    old primary paused (a stalled VM, a partition) nothing else would ever end that stream."""
     t = fresh_topology()
     old = t.primary_port
     sentinel = Sentinel(t.url)
@@ -185,7 +186,7 @@ def test_a_subscriber_read_on_its_own_thread_follows_a_failover(fresh_topology, 
 
     reader = p.run_in_thread(sleep_time=0.5, daemon=True, exception_handler=on_error)
     try:
-        t.cmd("failover" if how == "failover" else f"kill9 {old}")
+        t.cmd({"failover": "failover", "kill9": f"kill9 {old}", "pause": f"stop {old}"}[how])
         if how == "failover":
             wait_until(lambda: not sentinel._core.is_routable("127.0.0.1", old, True), 30, "the core fencing the old primary")
             p.unsubscribe(dropped)  # at once: before Sentinel converts the old primary
@@ -204,10 +205,13 @@ def test_a_subscriber_read_on_its_own_thread_follows_a_failover(fresh_topology, 
     finally:
         reader.stop(timeout=5)
         p.close()
+        if how == "pause":
+            t.cmd(f"cont {old}")
     assert not reader.is_alive()
     assert all(isinstance(e, redis.ConnectionError) for e in errors), errors
-    if how == "failover":
-        # Only Sentinel closing the demoted primary's subscribers, never the two threads' race.
+    if how != "kill9":
+        # Only the end of the stream (the pool's shutdown, or Sentinel closing the demoted
+        # primary's subscribers), never the two threads' race.
         assert all("closed by server" in str(e) for e in errors), [str(e) for e in errors]
 
 

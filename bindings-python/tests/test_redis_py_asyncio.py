@@ -101,3 +101,54 @@ async def test_planned_failover_fences_sends_and_breaks_watch(fresh_topology) ->
         await pipe.execute()
     await single.aclose()
     await r.aclose()
+
+
+@pytest.mark.parametrize("how", ["failover", "pause"])
+async def test_a_subscriber_follows_a_failover(fresh_topology, how: str) -> None:
+    """A ``PubSub`` awaiting messages on the old primary: at the core's events the pool ends its
+    stream, the next ``get_message`` connects through the core and subscribes again, and what is
+    published on the new primary arrives. Paused (a stalled VM, a partition), the old primary
+    would never end that stream itself."""
+    t = fresh_topology()
+    old = t.primary_port
+    loop = asyncio.get_running_loop()
+    r = Sentinel(t.url).master_for(t.service, socket_timeout=5)
+    channel = f"py:rpa:sub:{uuid.uuid4().hex[:8]}"
+    p = r.pubsub()
+    await p.subscribe(channel)
+    assert (await p.get_message(timeout=5))["type"] == "subscribe"
+    errors: list = []
+    received: list = []
+
+    async def read() -> None:
+        while not received:
+            try:
+                m = await p.get_message(ignore_subscribe_messages=True, timeout=0.5)
+            except redis.ConnectionError as e:
+                errors.append(e)
+                continue
+            if m is not None:
+                received.append(m["data"])
+
+    reader = asyncio.create_task(read())
+    try:
+        await loop.run_in_executor(None, t.cmd, "failover" if how == "failover" else f"stop {old}")
+        answer = await loop.run_in_executor(None, t.cmd, f"wait-primary-not {old} 30000", 40)
+        direct = redis.asyncio.Redis(port=answer["port"])
+        sent: list = []
+
+        deadline = loop.time() + 30
+        while not reader.done():
+            assert loop.time() < deadline, "no message published on the new primary reached the subscriber"
+            sent.append(f"m{len(sent)}".encode())
+            await direct.publish(channel, sent[-1])
+            await asyncio.wait([reader], timeout=0.2)
+        await direct.aclose()
+        assert set(received) <= set(sent), received
+        assert all(isinstance(e, redis.ConnectionError) for e in errors), errors
+    finally:
+        reader.cancel()
+        await p.aclose()
+        await r.aclose()
+        if how == "pause":
+            await loop.run_in_executor(None, t.cmd, f"cont {old}")

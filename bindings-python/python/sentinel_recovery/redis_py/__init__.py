@@ -27,12 +27,14 @@ What is promised (redis-py 5 to 8, with the adapter's defaults):
   pass ``retry=`` / ``retry_on_error=``. With retries, a command whose connection broke after the
   send runs again on the new primary and may then run twice.
 
-* a subscriber connection (``PubSub``) stays where it subscribed: its subscription commands and
-  health-check PINGs are not moved at a failover and its messages are not distrusted (they
-  acknowledge no write); it moves when its socket breaks, and redis-py subscribes again through
-  the core. Sentinel closes a demoted primary's subscribers when it reconfigures that node, so
-  after a failover a subscriber misses what is published on the new primary until then (seconds
-  after a planned failover); pub/sub is at-most-once.
+* a subscriber connection (``PubSub``) is not moved under its reading thread: its subscription
+  commands and health-check PINGs are sent where the subscriptions are and its messages are not
+  distrusted (they acknowledge no write). At the core's ``primary_changed`` the pool shuts down
+  the socket of each subscriber on a node no longer routable (without closing it): the reading thread sees the end of the stream (``ConnectionError``, as when Sentinel
+  closes a demoted primary's subscribers or the node dies), and redis-py's next read connects
+  through the core and subscribes again on the new primary. Messages published meanwhile are
+  missed: pub/sub is at-most-once. A (UN)SUBSCRIBE another thread sends just then may fail with
+  ``ConnectionError``, as it may when Sentinel closes the subscriber.
 
 Not promised: a command already on the wire to a primary that is being demoted cannot be recalled
 (it may have run there, and the failover may discard it); the caller gets an error for it.
@@ -41,6 +43,7 @@ Not promised: a command already on the wire to a primary that is being demoted c
 from __future__ import annotations
 
 import os
+import socket
 import time
 from typing import Any, Dict, List, Optional, Tuple, Type
 
@@ -261,6 +264,17 @@ class _RoutedMixin:
         guard = self._guard
         return guard.verified == guard.epoch[0] or guard.routable(self.host, self.port)
 
+    def end_stream(self) -> None:
+        """Shuts the socket down both ways without closing it: the thread reading it (a PubSub's)
+        sees the end of the stream and redis-py reconnects, through the core, and subscribes
+        again. Not closed here, so a thread blocked on the descriptor can't read a reused one."""
+        sock = self._sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed by its own thread
+
     def repr_pieces(self) -> List[Tuple[str, Any]]:
         role = "primary" if self.sentinel_primary else "read"
         return [("service", self._core.service), ("route", role), ("host", self.host), ("port", self.port)]
@@ -288,8 +302,9 @@ class ConnectionPool(redis.ConnectionPool):
 
     Promises, beyond the connections' own: at the core's ``failover_started`` and
     ``primary_changed`` events the idle connections to a node no longer routable are closed at
-    once (under the pool's lock); a connection checked out is checked before its first send, and
-    one in use is closed when it is released. After ``fork()`` the child's pool starts empty (redis-py's pid
+    once (under the pool's lock), and at ``primary_changed`` the subscribers there have their
+    stream ended (see the module doc); a connection checked out is checked before its first send, and one in use is
+    closed when it is released. After ``fork()`` the child's pool starts empty (redis-py's pid
     check) and its connections route through the core in the child.
     """
 
@@ -332,14 +347,25 @@ class ConnectionPool(redis.ConnectionPool):
         primary = kwargs.pop("is_master", True)
         return cls(sentinel_url=url, sentinel_primary=bool(primary), **kwargs)
 
-    def on_topology_event(self) -> None:
-        """Closes idle connections to nodes no longer routable (called from the core's events)."""
+    def on_topology_event(self, kind: str) -> None:
+        """Closes idle connections to nodes no longer routable and, at ``primary_changed``, ends
+        the streams of subscribers there (called from the core's events)."""
         if self.pid != os.getpid():
             return  # a forked copy: the child's pool resets itself on first use
         with self._lock:
             for connection in list(self._available_connections):
                 if not connection.routable():
                     connection.disconnect()
+            if kind != "primary_changed":
+                return
+            subscribers = [c for c in self._in_use_connections if c._guard.subscribed and not c.routable()]
+        # A subscriber on a demoted (or unreachable) node would hear nothing published on the new
+        # primary until Sentinel closes it (seconds), or ever (a partition): end its stream now.
+        # Not at failover_started: its thread would then reconnect during the promotion, when
+        # the application's own (UN)SUBSCRIBE on the same connection is most likely, and two
+        # threads connecting one redis-py connection read each other's handshake.
+        for connection in subscribers:
+            connection.end_stream()
 
     def release(self, connection: Any) -> None:
         # A checked-out connection needs no check of its own: its first send is fenced.

@@ -74,19 +74,20 @@ class Core:
         self._lock = threading.Lock()
 
     def listen(self, pool: Any) -> None:
-        """``pool.on_topology_event()`` is called at ``primary_changed`` / ``failover_started``."""
+        """``pool.on_topology_event(kind)`` is called at ``primary_changed`` / ``failover_started``."""
         with self._lock:
             self._listeners.add(pool)
 
     def _on_event(self, event: Dict[str, Any]) -> None:
         # Runs on the binding's callback thread (never a core thread), one event at a time.
-        if event.get("kind") not in TOPOLOGY_EVENTS:
+        kind = event.get("kind")
+        if kind not in TOPOLOGY_EVENTS:
             return
         with self._lock:
             pools = list(self._listeners)
         for pool in pools:
             try:
-                pool.on_topology_event()
+                pool.on_topology_event(kind)
             except Exception:  # one broken pool must not starve the others
                 _LOGGER.exception("closing connections to a demoted primary failed")
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 import time
 from typing import Any, Dict, List, Optional, Tuple, Type
 
@@ -247,7 +248,7 @@ class ConnectionPool(redis.asyncio.ConnectionPool):
     """A ``redis.asyncio.ConnectionPool`` of :class:`SentinelRoutedConnection`
     (:meth:`from_url`, :meth:`Sentinel.master_for`). At ``failover_started`` / ``primary_changed``
     the idle connections to a node no longer routable are closed on the pool's event loop (under
-    the pool's lock); a checked-out connection is checked before its first send; an in-use one is
+    the pool's lock), and at ``primary_changed`` the subscribers there have their stream ended; a checked-out connection is checked before its first send; an in-use one is
     closed at release.
     """
 
@@ -285,22 +286,35 @@ class ConnectionPool(redis.asyncio.ConnectionPool):
         primary = kwargs.pop("is_master", True)
         return cls(sentinel_url=url, sentinel_primary=bool(primary), **kwargs)
 
-    def on_topology_event(self) -> None:
+    def on_topology_event(self, kind: str) -> None:
         """Schedules closing idle connections to nodes no longer routable on the pool's loop
         (called from the core's events, on another thread)."""
         loop = self._loop
         if loop is None or loop.is_closed() or self._pid != os.getpid():
             return
         try:
-            loop.call_soon_threadsafe(lambda: loop.create_task(self._close_unroutable_idle()))
+            loop.call_soon_threadsafe(lambda: loop.create_task(self._close_unroutable_idle(kind)))
         except RuntimeError:
             pass  # the loop closed meanwhile
 
-    async def _close_unroutable_idle(self) -> None:
+    async def _close_unroutable_idle(self, kind: str) -> None:
         async with self._lock:
             for connection in list(self._available_connections):
                 if not connection.routable():
                     await connection.disconnect()
+            if kind != "primary_changed":
+                return
+            # As the blocking pool's subscribers (see sentinel_recovery.redis_py): the reader
+            # awaiting the stream sees its end; on the loop's own thread, so the transport is ours.
+            for connection in list(self._in_use_connections):
+                if connection._guard.subscribed and not connection.routable():
+                    writer = getattr(connection, "_writer", None)
+                    sock = writer.transport.get_extra_info("socket") if writer is not None else None
+                    if sock is not None:
+                        try:
+                            sock.shutdown(socket.SHUT_RDWR)
+                        except OSError:
+                            pass  # already closed
 
     async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
         # The loop the pool's events close idle connections on; the connection itself is
