@@ -36,7 +36,8 @@ pub use proxy::{Affects, FaultProxy, LinkFaults};
 pub use resp::{Conn, Reply};
 pub use security::{AclSpec, AclUser, TlsFiles, TlsSpec};
 pub use topology::{
-    sentinel_url, start_stale_sentinel, Node, ServerKind, StaleSentinelSpec, Topology, TopologySpec,
+    sentinel_url, start_stale_sentinel, Node, ServerKind, StaleSentinelSpec, StalledFailover,
+    Topology, TopologySpec,
 };
 pub use wait::wait_until;
 

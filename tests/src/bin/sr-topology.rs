@@ -8,7 +8,9 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use sentinel_recovery_testkit::net::{Host, NetSpec, NetTopology};
-use sentinel_recovery_testkit::{LinkFaults, Node, ServerKind, Topology, TopologySpec};
+use sentinel_recovery_testkit::{
+    LinkFaults, Node, ServerKind, StalledFailover, Topology, TopologySpec,
+};
 use serde_json::{json, Value};
 
 const HELP: &str = "\
@@ -39,6 +41,9 @@ line ({\"ok\":true,...} or {\"ok\":false,\"error\":\"...\"}):
     primary                  the primary the sentinels report now
     wait-primary-not PORT [TIMEOUT_MS]   wait until all reachable sentinels report another primary
     failover                 SENTINEL FAILOVER
+    stall-failover           a failover that can't finish: pauses the replicas, SENTINEL FAILOVER,
+                             waits until one is selected, pauses the old primary; prints its port
+    release-failover PORT [TIMEOUT_MS]   continues them and waits for a primary other than PORT
     kill9 PORT | stop PORT | cont PORT | restart PORT    fault injection on the node on PORT
     add-sentinel             start one more sentinel, print it
     announce-replicas IP     replicas announce IP (data nodes also bind it; for address_map tests)
@@ -368,6 +373,30 @@ fn control_shared(t: &Topology, cmd: &str, words: &[&str]) -> Result<Option<Valu
         "failover" => {
             t.sentinel_failover().map_err(|e| e.to_string())?;
             json!({"ok": true})
+        }
+        "stall-failover" => {
+            let s = t.stall_failover().map_err(|e| e.to_string())?;
+            json!({"ok": true, "port": s.primary, "replicas": s.replicas})
+        }
+        "release-failover" => {
+            let p = node(t)?;
+            let ms: u64 = match words.get(2) {
+                Some(v) => v.parse().map_err(|_| format!("invalid TIMEOUT_MS {v:?}"))?,
+                None => 30_000,
+            };
+            let stalled = StalledFailover {
+                primary: p,
+                replicas: t
+                    .data_nodes()
+                    .iter()
+                    .map(|n| n.port())
+                    .filter(|&r| r != p)
+                    .collect(),
+            };
+            let (h, np) = t
+                .release_failover(&stalled, Duration::from_millis(ms))
+                .map_err(|e| e.to_string())?;
+            json!({"ok": true, "host": h, "port": np})
         }
         "kill9" | "stop" | "cont" | "restart" => {
             let p = node(t)?;

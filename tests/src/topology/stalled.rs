@@ -1,0 +1,143 @@
+//! A failover that is under way and can't finish, for the deadline cases "during a failover" in
+//! every language (`sr-topology`'s `stall-failover` / `release-failover`).
+//!
+//! Sentinel promotes a replica by sending it `REPLICAOF NO ONE` and waiting until it reports
+//! role master; a client that heard `+failover-state-send-slaveof-noone` stops writing to the
+//! old primary and waits for that promotion. Pausing every replica (SIGSTOP) just before
+//! `SENTINEL FAILOVER` keeps that wait going for as long as the test needs: the leader still
+//! selects one (its last answers are recent), the command reaches its socket buffer, and nothing
+//! answers. The old primary is paused too once a replica was selected, so a client that has not
+//! heard of the failover yet gets no answer either: "no reply before the deadline" holds whatever
+//! the client knew when the call started.
+
+use std::time::Duration;
+
+use super::node::{Node, POLL_TIMEOUT};
+use super::Topology;
+use crate::{wait_until, TestkitError};
+
+/// The nodes [`Topology::stall_failover`] paused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StalledFailover {
+    /// The primary before the failover (paused).
+    pub primary: u16,
+    /// Its replicas (paused): the leader promotes one of them.
+    pub replicas: Vec<u16>,
+}
+
+impl Topology {
+    /// Starts a failover that can't finish until [`Topology::release_failover`]: waits for
+    /// replication, pauses every replica of the current primary, asks for `SENTINEL FAILOVER`,
+    /// waits until a sentinel has selected the replica to promote, then pauses the old primary.
+    /// The topology's `failover-timeout` must outlast the stall (else the leader aborts).
+    pub fn stall_failover(&self) -> Result<StalledFailover, TestkitError> {
+        self.wait_replication(Duration::from_secs(20))?;
+        let primary = self
+            .current_primary()
+            .ok_or_else(|| TestkitError::Setup("no sentinel reports a primary".into()))?;
+        let replicas: Vec<&Node> = self
+            .data_nodes()
+            .into_iter()
+            .filter(|n| n.port() != primary.port() && n.pollable())
+            .collect();
+        if replicas.is_empty() {
+            return Err(TestkitError::Setup("no running replica to promote".into()));
+        }
+        // After an earlier failover the sentinels learn the new primary's replicas over a few
+        // seconds; pausing them before makes SENTINEL FAILOVER answer NOGOODSLAVE for good.
+        let ports: Vec<u16> = replicas.iter().map(|r| r.port()).collect();
+        wait_until(
+            Duration::from_secs(20),
+            "every sentinel to see the replicas as fit to promote",
+            || self.replicas_fit(&ports).then_some(()),
+        )?;
+        for r in &replicas {
+            r.stop();
+        }
+        let stalled = StalledFailover {
+            primary: primary.port(),
+            replicas: replicas.iter().map(|r| r.port()).collect(),
+        };
+        let started = self.sentinel_failover().and_then(|()| {
+            wait_until(
+                Duration::from_secs(10),
+                "a sentinel to select the replica to promote",
+                || self.replica_selected().then_some(()),
+            )
+        });
+        if let Err(e) = started {
+            self.cont_all(&stalled);
+            return Err(e);
+        }
+        primary.stop();
+        Ok(stalled)
+    }
+
+    /// Continues what [`Topology::stall_failover`] paused and waits (up to `timeout`) until every
+    /// reachable sentinel reports a primary other than the old one and none has the failover in
+    /// progress any more (sentinels report the promoted replica before they finished
+    /// reconfiguring the others, and refuse another failover until then); returns it.
+    pub fn release_failover(
+        &self,
+        stalled: &StalledFailover,
+        timeout: Duration,
+    ) -> Result<(String, u16), TestkitError> {
+        self.cont_all(stalled);
+        let started = std::time::Instant::now();
+        let primary = self.wait_for_reported_primary(|a| a.1 != stalled.primary, timeout)?;
+        let left = timeout.saturating_sub(started.elapsed());
+        wait_until(left, "the sentinels to end the failover", || {
+            let in_progress = self.sentinels.iter().filter(|s| s.pollable()).any(|s| {
+                s.sentinel_master_with_timeout(&self.spec.service, POLL_TIMEOUT)
+                    .map_or(true, |m| {
+                        m.get("flags")
+                            .is_some_and(|f| f.split(',').any(|f| f == "failover_in_progress"))
+                    })
+            });
+            (!in_progress).then_some(())
+        })?;
+        Ok(primary)
+    }
+
+    fn cont_all(&self, stalled: &StalledFailover) {
+        for port in stalled.replicas.iter().chain([&stalled.primary]) {
+            if let Some(n) = self.node_by_port(*port) {
+                n.cont();
+            }
+        }
+    }
+
+    /// Whether every reachable sentinel lists each of `ports` as a replica it would promote: no
+    /// down or disconnected flag, answered a PING and an INFO recently (Sentinel's own rules).
+    fn replicas_fit(&self, ports: &[u16]) -> bool {
+        let fit = |r: &std::collections::HashMap<String, String>| {
+            let ms = |k: &str| r.get(k).and_then(|v| v.parse::<u64>().ok());
+            r.get("flags").is_some_and(|f| f == "slave")
+                && ms("last-ok-ping-reply").is_some_and(|v| v < 2_000)
+                && ms("info-refresh").is_some_and(|v| v < 20_000)
+        };
+        self.sentinels.iter().filter(|s| s.pollable()).all(|s| {
+            s.sentinel_list("REPLICAS", &self.spec.service, POLL_TIMEOUT)
+                .is_ok_and(|listed| {
+                    ports.iter().all(|p| {
+                        listed.iter().any(|r| {
+                            r.get("port").and_then(|v| v.parse::<u16>().ok()) == Some(*p) && fit(r)
+                        })
+                    })
+                })
+        })
+    }
+
+    /// Whether some sentinel flags a replica `promoted` (the leader selected it).
+    fn replica_selected(&self) -> bool {
+        self.sentinels.iter().filter(|s| s.pollable()).any(|s| {
+            s.sentinel_list("REPLICAS", &self.spec.service, POLL_TIMEOUT)
+                .is_ok_and(|replicas| {
+                    replicas.iter().any(|r| {
+                        r.get("flags")
+                            .is_some_and(|f| f.split(',').any(|f| f == "promoted"))
+                    })
+                })
+        })
+    }
+}
