@@ -462,12 +462,23 @@ export declare class Client extends EventEmitter {
    * MULTI ... EXEC on a dedicated connection to the primary, after `WATCH ...watch` when given:
    * one reply per command (a command failing inside EXEC is an error object in its place), or
    * `null` when a watched key changed (nothing ran). Rejects with ConnectionLostError ("nothing
-   * was applied") when the primary changed meanwhile. `signal` cancels it (AbortError; an EXEC
+   * was applied") when the primary changed meanwhile. `timeoutMs` (the rule of `execute`'s;
+   * default `commandTimeoutMs`) bounds the whole transaction, from the call until EXEC's reply:
+   * past it TimeoutError, and the dedicated connection is closed (an EXEC sent but not answered
+   * in time may or may not have been applied). `signal` cancels it (AbortError; an EXEC
    * already sent may have run, nothing is retried).
    */
-  transaction(commands: Arg[][], options?: { watch?: Arg[]; signal?: AbortSignal }): Promise<Reply[] | null>
-  /** Begins a transaction (to read watched keys before EXEC); see `Transaction`. */
-  beginTransaction(): Promise<Transaction>
+  transaction(
+    commands: Arg[][],
+    options?: { watch?: Arg[]; signal?: AbortSignal; timeoutMs?: number },
+  ): Promise<Reply[] | null>
+  /**
+   * Begins a transaction (to read watched keys before EXEC); see `Transaction`. `timeoutMs`
+   * bounds the whole transaction, from this call until `exec` completes: a step out of time
+   * rejects with TimeoutError and ends it (later steps: ConfigError, "the transaction has
+   * ended"). Without it each step gets `commandTimeoutMs` of its own.
+   */
+  beginTransaction(options?: { timeoutMs?: number }): Promise<Transaction>
   /** `await using client = await Client.connect(url)` closes it at the end of the scope. */
   [Symbol.asyncDispose](): Promise<void>
   /** The current topology snapshot; never waits on the network. Throws ClosedError once closed. */

@@ -514,29 +514,37 @@ class Client extends EventEmitter {
    * failed inside EXEC is an error object in its place), or `null` when a watched key changed
    * (nothing ran). Rejects with ConnectionLostError ("nothing was applied") when the primary
    * changed meanwhile. To read watched keys before EXEC, use `beginTransaction()`.
-   * `options.signal` (an AbortSignal) cancels it: the promise rejects with AbortError and the
-   * dedicated connection is closed (an EXEC already sent may have run; nothing is retried).
+   * `options.timeoutMs` (checked as `execute`'s; default the client's `commandTimeoutMs`) bounds
+   * the whole transaction, from the call until EXEC's reply: past it the promise rejects with
+   * TimeoutError and the dedicated connection is closed (an EXEC sent but not answered in time
+   * may or may not have been applied). A command a transaction can't carry (BLPOP, MULTI, ...)
+   * rejects with ConfigError, nothing sent. `options.signal` (an AbortSignal) cancels it: the
+   * promise rejects with AbortError and the dedicated connection is closed (an EXEC already sent
+   * may have run; nothing is retried).
    * @param {Array<Array<string|Buffer|Uint8Array|number|bigint>>} commands
-   * @param {{watch?: Array<string|Buffer|Uint8Array>, signal?: AbortSignal}} [options]
+   * @param {{watch?: Array<string|Buffer|Uint8Array>, signal?: AbortSignal, timeoutMs?: number}} [options]
    */
   async transaction(commands, options = undefined) {
-    const watch = options?.watch ?? []
     if (options !== undefined && (options === null || typeof options !== 'object')) {
       throw new TypeError('transaction options must be an object')
     }
-    for (const key of Object.keys(options ?? {})) {
-      if (key !== 'watch' && key !== 'signal') {
-        throw new TypeError(`unknown transaction option '${key}' (expected watch, signal)`)
+    const { watch: watchOption, ...rest } = options ?? {}
+    const watch = watchOption ?? []
+    for (const key of Object.keys(rest)) {
+      if (key !== 'timeoutMs' && key !== 'signal') {
+        throw new TypeError(`unknown transaction option '${key}' (expected watch, signal, timeoutMs)`)
       }
     }
-    const signal = options?.signal ?? undefined
-    if (signal !== undefined && !isAbortSignal(signal)) throw new TypeError('signal must be an AbortSignal')
+    // timeoutMs and signal as execute checks them.
+    const opts = callOptions(rest, 'transaction')
+    if (opts instanceof Error) throw opts
+    const { timeoutMs, signal } = opts
     const checked = checkCommands(commands, 'transaction')
     if (checked instanceof Error) throw checked
     const keys = watch.length > 0 ? checkArgs(watch, 'watch') : []
     if (keys instanceof Error) throw keys
     if (signal !== undefined && signal.aborted) throw abortError(signal)
-    return this._op((op) => this._native.transaction(op, checked, keys, signal !== undefined), signal)
+    return this._op((op) => this._native.transaction(op, checked, keys, timeoutMs, signal !== undefined), signal)
   }
 
   /**
@@ -544,12 +552,23 @@ class Client extends EventEmitter {
    * a command). Then `await tx.watch(key)`, `await tx.execute(['GET', key])`,
    * `await tx.exec([[...], ...])`; `await using tx = await client.beginTransaction()` discards
    * it at the end of the scope unless `exec` ran.
+   *
+   * `options.timeoutMs` (checked as `execute`'s) bounds the whole transaction, from this call
+   * until `exec` completes, time between the steps included: each step only has what is left,
+   * and one started or still running when it runs out rejects with TimeoutError and ends the
+   * transaction (its connection is closed; later steps reject with ConfigError, "the
+   * transaction has ended"). Without it the begin waits up to `commandTimeoutMs` and each step
+   * gets `commandTimeoutMs` of its own.
+   * @param {{timeoutMs?: number}} [options]
    * @returns {Promise<Transaction>}
    */
-  async beginTransaction() {
+  async beginTransaction(options = undefined) {
+    const opts = callOptions(options, 'beginTransaction')
+    if (opts instanceof Error) throw opts
+    if (opts.signal !== undefined) throw new TypeError("unknown beginTransaction option 'signal' (expected timeoutMs)")
     const txId = this._nextTx++
     if (this._nextTx > 0xffffffff) this._nextTx = 1
-    const primary = await this._op((op) => this._native.beginTransaction(op, txId))
+    const primary = await this._op((op) => this._native.beginTransaction(op, txId, opts.timeoutMs))
     return new Transaction(this, txId, primary)
   }
 

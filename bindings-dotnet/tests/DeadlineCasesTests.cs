@@ -1,10 +1,11 @@
 // The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads; its
 // header describes the columns): ExecuteAsync(TimeSpan, ...) for a per-call timeout,
 // ExecuteAsync(...) under the client's command_timeout_ms, PipelineAsync (its timeout is the
-// whole pipeline's), TransactionAsync (no per-call deadline), and a CancellationToken for the
-// cancel cases. Each call ends by its deadline with the expected outcome, and afterwards no
-// client is left blocked on the server (INFO clients: blocked_clients back to what it was), i.e.
-// a timed-out blocking command's connection was closed. "paused" cases stop the primary on a
+// whole pipeline's), TransactionAsync (no per-call deadline: those rows are skipped, saying so),
+// and a CancellationToken for the cancel cases. Each call ends by its deadline with the expected
+// outcome, and afterwards no client is left blocked on the server (INFO clients:
+// blocked_clients back to what it was), i.e. a timed-out blocking command's connection was
+// closed. "paused" cases stop the primary on a
 // topology whose down-after (60 s) is far longer than the case, then continue it and check that
 // the same client works again.
 using System;
@@ -133,7 +134,13 @@ namespace SentinelRecovery.Tests
         public void EndsByItsDeadlineAndLeavesNothingBlocked(Case c)
         {
             if (c.Kind == "transaction" && c.Deadline == "per-call")
-                Assert.Ignore(c.Name + ": TransactionAsync has no per-call deadline");
+            {
+                // The core, the C ABI (sr_client_transaction_begin's timeout_ms) and every other
+                // binding have it; TransactionAsync does not pass one yet.
+                var why = c.Name + ": per-call transaction deadline not wired in .NET yet";
+                Console.WriteLine("skip " + why);
+                Assert.Ignore(why);
+            }
             using (var client = Client(c))
             using (var cancel = new CancellationTokenSource())
             {

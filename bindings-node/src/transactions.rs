@@ -10,7 +10,7 @@ use napi_derive::napi;
 use sentinel_recovery::host::HostTransaction;
 use sentinel_recovery::{Error as SrError, Value};
 
-use crate::args::Args;
+use crate::args::{deadline, Args};
 use crate::client::NativeClient;
 use crate::completions::Item;
 use crate::operation::NativeOperation;
@@ -22,24 +22,35 @@ fn ended() -> SrError {
 #[napi]
 impl NativeClient {
     /// Begins transaction `tx` on a dedicated connection to the primary; completes `id` with
-    /// its primary (`host:port`).
+    /// its primary (`host:port`). `timeoutMs` bounds the whole transaction, until its EXEC
+    /// completes (`Handle::begin_transaction`).
     #[napi(catch_unwind)]
-    pub fn begin_transaction(&self, id: u32, tx: u32) {
+    pub fn begin_transaction(&self, id: u32, tx: u32, timeout_ms: Option<f64>) {
         self.starting(id, |start| {
+            let timeout = match deadline(timeout_ms) {
+                Ok(timeout) => timeout,
+                Err(e) => {
+                    start.complete(Item::Completion(id, Err(e)));
+                    return None;
+                }
+            };
             let table = self.transactions.clone();
-            self.handle.begin_transaction(start.done_with(
-                move |id, result: sentinel_recovery::Result<HostTransaction>| {
-                    let result = result.map(|t| {
-                        let primary = Value::Simple(t.primary().to_string());
-                        table
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(tx, t);
-                        primary
-                    });
-                    Item::Completion(id, result)
-                },
-            ));
+            self.handle.begin_transaction(
+                timeout,
+                start.done_with(
+                    move |id, result: sentinel_recovery::Result<HostTransaction>| {
+                        let result = result.map(|t| {
+                            let primary = Value::Simple(t.primary().to_string());
+                            table
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .insert(tx, t);
+                            primary
+                        });
+                        Item::Completion(id, result)
+                    },
+                ),
+            );
             Some(())
         });
     }
@@ -124,21 +135,31 @@ impl NativeClient {
 
     /// MULTI, `commands`, EXEC after `WATCH watch...` (when not empty), the whole composite in
     /// the core (`Handle::transaction`); completes `id` with the replies (`null` when a watched
-    /// key changed). With `cancellable`, returns the operation (an AbortSignal cancels it).
+    /// key changed). `timeoutMs` is the whole transaction's deadline, until EXEC's reply. With
+    /// `cancellable`, returns the operation (an AbortSignal cancels it).
     #[napi(catch_unwind)]
     pub fn transaction(
         &self,
         id: u32,
         #[napi(ts_arg_type = "Array<Array<string | Uint8Array>>")] commands: Vec<Args>,
         #[napi(ts_arg_type = "Array<string | Uint8Array>")] watch: Args,
+        timeout_ms: Option<f64>,
         cancellable: bool,
     ) -> Option<NativeOperation> {
         self.starting(id, |start| {
+            let timeout = match deadline(timeout_ms) {
+                Ok(timeout) => timeout,
+                Err(e) => {
+                    start.complete(Item::Many(id, Err(e)));
+                    return None;
+                }
+            };
             let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(Args::to_vecs).collect();
             let watch = watch.to_vecs();
             let operation = self.handle.transaction(
                 &commands,
                 &watch,
+                timeout,
                 start.done_with(
                     |id, result: sentinel_recovery::Result<Option<Vec<Value>>>| {
                         Item::Many(

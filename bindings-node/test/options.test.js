@@ -136,6 +136,14 @@ test('options are checked: unknown keys, bad timeoutMs and a non-signal are refu
     }
     await assert.rejects(c.execute(['GET', 'k'], { timeoutMs: '100' }), TypeError)
     await assert.rejects(c.execute(['GET', 'k'], { signal: {} }), TypeError)
+    // A transaction's timeoutMs (composite and begin) keeps the same rule.
+    for (const bad of [0, -1, NaN, Infinity, 2 ** 31]) {
+      await assert.rejects(c.transaction([['GET', 'k']], { timeoutMs: bad }), sr.ConfigError, String(bad))
+      await assert.rejects(c.beginTransaction({ timeoutMs: bad }), sr.ConfigError, String(bad))
+    }
+    await assert.rejects(c.transaction([['GET', 'k']], { timeoutMs: '100' }), TypeError)
+    await assert.rejects(c.beginTransaction({ timeoutMs: '100' }), TypeError)
+    await assert.rejects(c.beginTransaction({ signal: new AbortController().signal }), TypeError)
     // null and undefined mean "not given": the client's 60 s deadline applies (cut short here by
     // closing the client).
     const p = assert.rejects(c.execute(['GET', 'k'], { timeoutMs: null, signal: null }), sr.ClosedError)

@@ -94,13 +94,16 @@ pub fn pipeline_blocking(
     Ok(results(py, items, decode)?.unbind())
 }
 
-/// Starts a transaction; `future` gets a [`NativeTransaction`].
+/// Starts a transaction; `future` gets a [`NativeTransaction`]. `timeout` (seconds) bounds
+/// the whole transaction, until its EXEC completes (`Handle::begin_transaction`).
 pub fn begin_async(
     handle: &Handle,
     decode: bool,
     event_loop: Py<PyAny>,
     future: Py<PyAny>,
+    timeout: Option<f64>,
 ) -> PyResult<Operation> {
+    let timeout = call_timeout(timeout)?;
     let done = complete(event_loop, future, move |r| {
         outcome(r, move |py, tx| {
             Ok(Bound::new(py, NativeTransaction { tx, decode })?
@@ -108,11 +111,12 @@ pub fn begin_async(
                 .unbind())
         })
     })?;
-    Ok(Operation(handle.begin_transaction(done)))
+    Ok(Operation(handle.begin_transaction(timeout, done)))
 }
 
 /// MULTI/EXEC of `cmds` after `WATCH watch...` (when not empty), all in the core
 /// (`Handle::transaction`); `future` gets the replies, or `None` when a watched key changed.
+/// `timeout` (seconds) bounds the whole transaction, until EXEC's reply.
 pub fn transaction_async(
     handle: &Handle,
     decode: bool,
@@ -120,9 +124,11 @@ pub fn transaction_async(
     future: Py<PyAny>,
     cmds: Vec<Bound<'_, PyTuple>>,
     watch: &Bound<'_, PyTuple>,
+    timeout: Option<f64>,
 ) -> PyResult<Operation> {
     let args = commands(&cmds)?;
     let watch = convert::args(watch)?;
+    let timeout = call_timeout(timeout)?;
     let done = complete(event_loop, future, move |r| {
         outcome(r, move |py, replies| {
             Ok(exec_result(py, replies, decode)?.unbind())
@@ -131,6 +137,7 @@ pub fn transaction_async(
     Ok(Operation(handle.transaction(
         &slices(&args),
         &watch.slices(),
+        timeout,
         done,
     )))
 }
@@ -142,21 +149,25 @@ pub fn transaction_blocking(
     decode: bool,
     cmds: Vec<Bound<'_, PyTuple>>,
     watch: &Bound<'_, PyTuple>,
+    timeout: Option<f64>,
 ) -> PyResult<Py<PyAny>> {
     let args = commands(&cmds)?;
     let watch = convert::args(watch)?;
+    let timeout = call_timeout(timeout)?;
     let (s, w) = (slices(&args), watch.slices());
-    let replies = wait(py, |done| handle.transaction(&s, &w, done))?;
+    let replies = wait(py, |done| handle.transaction(&s, &w, timeout, done))?;
     Ok(exec_result(py, replies, decode)?.unbind())
 }
 
-/// Begins a transaction and waits for its connection.
+/// Begins a transaction and waits for its connection; `timeout` as for [`begin_async`].
 pub fn begin_blocking(
     py: Python<'_>,
     handle: &Handle,
     decode: bool,
+    timeout: Option<f64>,
 ) -> PyResult<NativeTransaction> {
-    let tx = wait(py, |done| handle.begin_transaction(done))?;
+    let timeout = call_timeout(timeout)?;
+    let tx = wait(py, |done| handle.begin_transaction(timeout, done))?;
     Ok(NativeTransaction { tx, decode })
 }
 

@@ -235,14 +235,15 @@ impl NativeClient {
 
     /// MULTI/EXEC of `commands` after `WATCH watch...` (when not empty) on a dedicated
     /// connection to the primary; `future` gets the replies, or `None` when a watched key
-    /// changed.
-    #[pyo3(signature = (event_loop, future, commands, watch))]
+    /// changed. `timeout` (seconds) is the whole transaction's deadline, until EXEC's reply.
+    #[pyo3(signature = (event_loop, future, commands, watch, timeout=None))]
     fn transaction_async(
         &self,
         event_loop: Py<PyAny>,
         future: Py<PyAny>,
         commands: Vec<Bound<'_, PyTuple>>,
         watch: &Bound<'_, PyTuple>,
+        timeout: Option<f64>,
     ) -> PyResult<Operation> {
         crate::apps::transaction_async(
             &self.handle,
@@ -251,35 +252,44 @@ impl NativeClient {
             future,
             commands,
             watch,
+            timeout,
         )
     }
 
     /// [`NativeClient::transaction_async`], waiting (GIL released, signals handled).
+    #[pyo3(signature = (commands, watch, timeout=None))]
     fn transaction_blocking(
         &self,
         py: Python<'_>,
         commands: Vec<Bound<'_, PyTuple>>,
         watch: &Bound<'_, PyTuple>,
+        timeout: Option<f64>,
     ) -> PyResult<Py<PyAny>> {
-        crate::apps::transaction_blocking(py, &self.handle, self.decode, commands, watch)
+        crate::apps::transaction_blocking(py, &self.handle, self.decode, commands, watch, timeout)
     }
 
     /// Begins a transaction on a dedicated connection to the primary; `future` gets the
-    /// `NativeTransaction`.
+    /// `NativeTransaction`. `timeout` (seconds) bounds the whole transaction, from now until
+    /// its EXEC completes; each step only has the time left.
+    #[pyo3(signature = (event_loop, future, timeout=None))]
     fn begin_transaction_async(
         &self,
         event_loop: Py<PyAny>,
         future: Py<PyAny>,
+        timeout: Option<f64>,
     ) -> PyResult<Operation> {
-        crate::apps::begin_async(&self.handle, self.decode, event_loop, future)
+        crate::apps::begin_async(&self.handle, self.decode, event_loop, future, timeout)
     }
 
-    /// Begins a transaction and waits for its connection.
+    /// Begins a transaction and waits for its connection; `timeout` as for
+    /// [`NativeClient::begin_transaction_async`].
+    #[pyo3(signature = (timeout=None))]
     fn begin_transaction_blocking(
         &self,
         py: Python<'_>,
+        timeout: Option<f64>,
     ) -> PyResult<crate::apps::NativeTransaction> {
-        crate::apps::begin_blocking(py, &self.handle, self.decode)
+        crate::apps::begin_blocking(py, &self.handle, self.decode, timeout)
     }
 
     /// Completes `future` with the topology once a verified primary is known, or with the

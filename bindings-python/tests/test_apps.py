@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import pytest
 
@@ -119,6 +120,34 @@ async def test_transactions_with_watch(topology: Topology) -> None:
         assert bclient.transaction([["INCR", "py:tx"], ["INCRBY", "py:tx", "2"]], watch=["py:tx"]) == [102, 104]
         failed = bclient.transaction([["SET", "py:tx2", "a"], ["INCR", "py:tx2"]])
         assert failed is not None and isinstance(failed[1], sr.ServerError)
+
+
+async def test_a_transaction_timeout_bounds_every_step_until_exec(topology: Topology) -> None:
+    async with sr.Client.connect(topology.url, command_timeout_ms=30000) as client:
+        # Time between the steps counts: the step after the deadline raises TimeoutError and
+        # ends the transaction.
+        async with await client.begin_transaction(timeout=0.4) as tx:
+            await tx.watch("py:txd")
+            await asyncio.sleep(0.5)
+            with pytest.raises(sr.TimeoutError):
+                await tx.execute("GET", "py:txd")
+            with pytest.raises(sr.ConfigError, match="has ended"):
+                await tx.exec([["SET", "py:txd", "1"]])
+        assert await client.transaction([["SET", "py:txd", "2"]], timeout=5) == [b"OK"]
+        for bad in (0, -1, float("nan"), float("inf")):
+            with pytest.raises(sr.ConfigError):
+                await client.transaction([["SET", "py:txd", "3"]], timeout=bad)
+            with pytest.raises(sr.ConfigError):
+                await client.begin_transaction(timeout=bad)
+    with sr.BlockingClient.connect(topology.url, command_timeout_ms=30000) as bclient:
+        with bclient.begin_transaction(timeout=0.4) as btx:
+            btx.watch("py:txd")
+            time.sleep(0.5)
+            with pytest.raises(sr.TimeoutError):
+                btx.exec([["SET", "py:txd", "4"]])
+        assert bclient.execute("GET", "py:txd") == b"2"
+        with pytest.raises(sr.ConfigError):
+            bclient.transaction([["SET", "py:txd", "5"]], timeout=0)
 
 
 async def test_exec_is_refused_after_a_failover(fresh_topology) -> None:

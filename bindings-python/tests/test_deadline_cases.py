@@ -130,8 +130,6 @@ def test_blocking_client_case(topology: Any, case: Dict[str, Any]) -> None:
     Python's signal handlers and raises KeyboardInterrupt, which the test catches."""
     if case["deadline"] == "cancel" and threading.current_thread() is not threading.main_thread():
         pytest.skip(f"{case['name']}: SIGINT reaches the main thread only")
-    if case["kind"] == "transaction" and case["deadline"] == "per-call":
-        pytest.skip(f"{case['name']}: BlockingClient.transaction has no per-call deadline")
     url = client_url(topology, case)
     # A no-primary client is opened without waiting: connecting would fail, as none is found.
     opened = sr.BlockingClient.open(url) if case["no_primary"] else sr.BlockingClient.connect(url)
@@ -155,7 +153,7 @@ def test_blocking_client_case(topology: Any, case: Dict[str, Any]) -> None:
                 elif case["kind"] == "pipeline":
                     outcome = client.pipeline(commands, timeout=own_timeout(case))
                 else:
-                    outcome = client.transaction(commands)
+                    outcome = client.transaction(commands, timeout=own_timeout(case))
             except (sr.Error, KeyboardInterrupt) as e:
                 outcome = e
             took = time.monotonic() - start
@@ -176,8 +174,6 @@ def test_blocking_client_case(topology: Any, case: Dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("case", CASES, ids=[c["name"] for c in CASES])
 def test_asyncio_client_case(topology: Any, case: Dict[str, Any]) -> None:
-    if case["kind"] == "transaction" and case["deadline"] == "per-call":
-        pytest.skip(f"{case['name']}: Client.transaction has no per-call deadline")
 
     async def run() -> None:
         with sr.BlockingClient.connect(topology.url) as observer:
@@ -192,7 +188,7 @@ def test_asyncio_client_case(topology: Any, case: Dict[str, Any]) -> None:
                         return await client.execute(*commands[0], timeout=own_timeout(case))
                     if case["kind"] == "pipeline":
                         return await client.pipeline(commands, timeout=own_timeout(case))
-                    return await client.transaction(commands)
+                    return await client.transaction(commands, timeout=own_timeout(case))
 
                 with state(topology, case):
                     start = time.monotonic()

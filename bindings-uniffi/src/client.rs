@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use sentinel_recovery::deadline;
 use sentinel_recovery::host::Handle;
@@ -34,6 +35,40 @@ fn refuse_empty(commands: &[Vec<Vec<u8>>]) -> Result<(), SentinelError> {
         )));
     }
     Ok(())
+}
+
+impl Client {
+    async fn pipeline_under(
+        &self,
+        commands: Vec<Vec<Vec<u8>>>,
+        timeout: Option<Duration>,
+    ) -> Outcome<Vec<Reply>> {
+        refuse_empty(&commands)?;
+        let results = Completion::start(|done| self.handle.pipeline(&commands, timeout, done))
+            .await
+            .map_err(|e| SentinelError::from(&e))?;
+        Ok(results
+            .into_iter()
+            .map(|r| match r {
+                Ok(value) => Reply::from(value),
+                Err(e) => Reply::from_error(&e),
+            })
+            .collect())
+    }
+
+    async fn transaction_under(
+        &self,
+        commands: Vec<Vec<Vec<u8>>>,
+        watch: Vec<Vec<u8>>,
+        timeout: Option<Duration>,
+    ) -> Outcome<Option<Vec<Reply>>> {
+        refuse_empty(&commands)?;
+        let replies =
+            Completion::start(|done| self.handle.transaction(&commands, &watch, timeout, done))
+                .await
+                .map_err(|e| SentinelError::from(&e))?;
+        Ok(replies.map(|r| r.into_iter().map(Reply::from).collect()))
+    }
 }
 
 #[uniffi::export]
@@ -81,31 +116,50 @@ impl Client {
     /// Sends commands back to back; one reply per command, a failed command as
     /// [`Reply::Error`] with its code.
     pub async fn pipeline(&self, commands: Vec<Vec<Vec<u8>>>) -> Outcome<Vec<Reply>> {
-        refuse_empty(&commands)?;
-        let results = Completion::start(|done| self.handle.pipeline(&commands, None, done))
-            .await
-            .map_err(|e| SentinelError::from(&e))?;
-        Ok(results
-            .into_iter()
-            .map(|r| match r {
-                Ok(value) => Reply::from(value),
-                Err(e) => Reply::from_error(&e),
-            })
-            .collect())
+        self.pipeline_under(commands, None).await
+    }
+
+    /// [`Client::pipeline`] with a deadline of its own, `timeout` in `unit`, instead of
+    /// `command_timeout_ms`: it bounds the whole pipeline, which fails as a whole with `timeout`
+    /// past it. The timeout keeps [`Client::execute_timeout`]'s rule (`config`, nothing sent).
+    pub async fn pipeline_timeout(
+        &self,
+        commands: Vec<Vec<Vec<u8>>>,
+        timeout: f64,
+        unit: TimeoutUnit,
+    ) -> Outcome<Vec<Reply>> {
+        let timeout =
+            deadline::call_timeout(timeout, unit.into()).map_err(|e| SentinelError::from(&e))?;
+        self.pipeline_under(commands, Some(timeout)).await
     }
 
     /// Runs `commands` in MULTI/EXEC on the primary, after `WATCH watch...` when `watch` is not
-    /// empty. `None` when a watched key changed (nothing ran), else one reply per command.
+    /// empty. `None` when a watched key changed (nothing ran), else one reply per command. The
+    /// whole transaction, from the call until EXEC's reply, is bounded by `command_timeout_ms`.
     pub async fn transaction(
         &self,
         commands: Vec<Vec<Vec<u8>>>,
         watch: Vec<Vec<u8>>,
     ) -> Outcome<Option<Vec<Reply>>> {
-        refuse_empty(&commands)?;
-        let replies = Completion::start(|done| self.handle.transaction(&commands, &watch, done))
-            .await
-            .map_err(|e| SentinelError::from(&e))?;
-        Ok(replies.map(|r| r.into_iter().map(Reply::from).collect()))
+        self.transaction_under(commands, watch, None).await
+    }
+
+    /// [`Client::transaction`] with a deadline of its own, `timeout` in `unit`, instead of
+    /// `command_timeout_ms`: it bounds the whole transaction, from the call until EXEC's reply.
+    /// Past it the call fails with `timeout` and the transaction's dedicated connection is
+    /// closed, so nothing stays queued or blocked on the server (an EXEC sent but not answered
+    /// in time may or may not have been applied). The timeout keeps
+    /// [`Client::execute_timeout`]'s rule (`config`, nothing sent).
+    pub async fn transaction_timeout(
+        &self,
+        commands: Vec<Vec<Vec<u8>>>,
+        watch: Vec<Vec<u8>>,
+        timeout: f64,
+        unit: TimeoutUnit,
+    ) -> Outcome<Option<Vec<Reply>>> {
+        let timeout =
+            deadline::call_timeout(timeout, unit.into()).map_err(|e| SentinelError::from(&e))?;
+        self.transaction_under(commands, watch, Some(timeout)).await
     }
 
     /// The current topology; never waits on the network.

@@ -1361,7 +1361,14 @@ void sr_event_free(struct sr_event_t *event);
 // Begins a transaction (MULTI/EXEC with optional WATCH) on a dedicated connection to the
 // current primary, waiting for one up to the deadline like a command, and returns at once;
 // `callback` receives the transaction. `options` (NULL for defaults) may ask for a cancel
-// handle; its `timeout_ms` is not used (a transaction's steps use `command_timeout_ms`).
+// handle. Its `timeout_ms` (0: none) is the transaction's own deadline and bounds all of it,
+// from this call until sr_transaction_exec() completes: each step (begin, watch, execute,
+// exec) may only use the time left, and one started or still running when it passes fails
+// with SR_ERR_TIMEOUT and ends the transaction (its connection is closed, so nothing stays
+// queued or blocked on the server; later steps fail with SR_ERR_CONFIG, "the transaction has
+// ended"). An EXEC that timed out may or may not have been applied. Without it, the begin
+// waits up to `command_timeout_ms` and each step gets `command_timeout_ms` of its own (as
+// with sr_client_transaction_begin_blocking(), which has no options).
 //
 // Returns SR_OK when accepted (the callback is then called exactly once), otherwise
 // SR_ERR_INVALID_ARGUMENT or SR_ERR_CLOSED.
@@ -1420,7 +1427,8 @@ int sr_transaction_exec(struct sr_transaction_t *transaction,
 // sr_client_transaction_begin() that blocks the calling thread (only it): on SR_OK
 // `*transaction` receives the transaction (free it with sr_transaction_free()); otherwise it is
 // NULL and `*error` (if not NULL) receives an owned error. Refused (SR_ERR_CONFIG)
-// inside a callback.
+// inside a callback. It has no options: the transaction has no deadline of its own (the begin
+// and each step get `command_timeout_ms`); for one, use sr_client_transaction_begin().
 //
 // # Safety
 // `client` is NULL or a handle not yet freed; `transaction` and `error` are NULL or writable.

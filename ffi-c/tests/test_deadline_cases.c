@@ -1,8 +1,10 @@
 /* The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads; its
  * header describes the columns). Commands run through sr_client_execute_blocking_with (a
  * per-call timeout) and sr_client_execute_blocking (the client's command_timeout_ms), pipelines
- * through sr_client_pipeline_blocking, transactions through sr_client_transaction_begin_blocking
- * and sr_transaction_exec_blocking (no per-call deadline), cancel cases through
+ * through sr_client_pipeline_blocking, transactions through sr_transaction_exec_blocking after
+ * sr_client_transaction_begin_blocking (the client's default: it has no options) or, for a
+ * per-call timeout, sr_client_transaction_begin with sr_call_options_t.timeout_ms (which bounds
+ * the whole transaction, EXEC included), cancel cases through
  * sr_client_execute_with / sr_client_pipeline / sr_client_transaction_begin (whose cancel handle
  * is the transaction's only one) and sr_operation_cancel. Each call ends by its deadline with the
  * expected outcome, and afterwards no client is left blocked on the server (INFO clients:
@@ -100,6 +102,18 @@ static void on_results(void *user_data, const sr_results_t *results, const sr_er
 static void on_transaction(void *user_data, sr_transaction_t *transaction, const sr_error_t *error) {
     sr_transaction_free(transaction); /* owned by the callee; NULL when it failed */
     complete(user_data, error);
+}
+
+/* The completion of sr_client_transaction_begin: the transaction (NULL when it failed). */
+typedef struct {
+    completion_t done;
+    sr_transaction_t *tx;
+} begun_t;
+
+static void on_begun(void *user_data, sr_transaction_t *transaction, const sr_error_t *error) {
+    begun_t *b = user_data;
+    b->tx = transaction; /* published by complete()'s atomic store */
+    complete(&b->done, error);
 }
 
 typedef struct {
@@ -207,7 +221,19 @@ static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial
         rc = sr_client_pipeline_blocking(c, cmds.commands, (size_t)cmds.n, &opts, &results, &err);
     } else {
         sr_transaction_t *tx = NULL;
-        rc = sr_client_transaction_begin_blocking(c, &tx, &err);
+        if (per_call) {
+            /* The blocking begin has no options: the callback form takes the per-call timeout,
+             * which then bounds EXEC too. */
+            begun_t begun = {{0, 0}, NULL};
+            rc = sr_client_transaction_begin(c, &opts, on_begun, &begun);
+            if (rc == SR_OK) {
+                while (!atomic_load(&begun.done.done) && now_ms() - start < budget + SLACK_MS) usleep(1000);
+                rc = atomic_load(&begun.done.done) ? atomic_load(&begun.done.code) : -1000;
+                tx = begun.tx;
+            }
+        } else {
+            rc = sr_client_transaction_begin_blocking(c, &tx, &err);
+        }
         if (rc == SR_OK) rc = sr_transaction_exec_blocking(tx, cmds.commands, (size_t)cmds.n, &results, &err);
         sr_transaction_free(tx);
     }

@@ -88,7 +88,7 @@ fn pipeline_transaction_deadline_cancel_and_hints() {
     assert!(e.message().contains("never retried"), "{e}");
 
     // An interactive transaction: WATCH, read, EXEC.
-    let tx = Handle::block(|done| handle.begin_transaction(done)).unwrap();
+    let tx = Handle::block(|done| handle.begin_transaction(None, done)).unwrap();
     Handle::block(|done| tx.watch(&["p"], done)).unwrap();
     let read = Handle::block(|done| tx.execute(&["GET", "p"], done)).unwrap();
     assert_eq!(read, Value::Bulk("2".into()));
@@ -99,7 +99,7 @@ fn pipeline_transaction_deadline_cancel_and_hints() {
     assert!(e.message().contains("has ended"), "{e}");
 
     // A watched key changed by someone else: nothing runs.
-    let tx = Handle::block(|done| handle.begin_transaction(done)).unwrap();
+    let tx = Handle::block(|done| handle.begin_transaction(None, done)).unwrap();
     Handle::block(|done| tx.watch(&["p"], done)).unwrap();
     Handle::block(|done| handle.execute(&["SET", "p", "100"], None, done)).unwrap();
     assert_eq!(
@@ -107,13 +107,13 @@ fn pipeline_transaction_deadline_cancel_and_hints() {
         None
     );
     // MULTI inside a transaction: refused with the binding's hint.
-    let tx = Handle::block(|done| handle.begin_transaction(done)).unwrap();
+    let tx = Handle::block(|done| handle.begin_transaction(None, done)).unwrap();
     let e = Handle::block(|done| tx.exec(&[vec!["MULTI"]], done)).unwrap_err();
     assert_eq!(e.code(), ErrorCode::Config, "{e}");
 
     // Refused after a primary change: nothing was applied.
     let old = handle.topology().unwrap().primary.unwrap();
-    let tx = Handle::block(|done| handle.begin_transaction(done)).unwrap();
+    let tx = Handle::block(|done| handle.begin_transaction(None, done)).unwrap();
     assert_eq!(tx.primary(), old.to_string());
     Handle::block(|done| tx.watch(&["p"], done)).unwrap();
     topo.sentinel_failover().unwrap();

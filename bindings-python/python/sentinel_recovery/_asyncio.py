@@ -129,28 +129,43 @@ class Client:
         return await _settled(fut, self._native.pipeline_async(loop, fut, cmds, timeout))
 
     async def transaction(
-        self, commands: Sequence[Sequence[Arg]], *, watch: Sequence[Arg] = ()
+        self,
+        commands: Sequence[Sequence[Arg]],
+        *,
+        watch: Sequence[Arg] = (),
+        timeout: Optional[float] = None,
     ) -> Optional[List[Any]]:
         """Runs ``commands`` atomically (MULTI ... EXEC) on a dedicated connection to the primary,
         after ``WATCH watch...`` when given. Returns one reply per command (a command that failed
         inside EXEC is a :class:`ServerError` instance in its place), or ``None`` when a watched
         key changed (nothing ran). Raises :class:`ConnectionLostError` ("nothing was applied")
-        when the primary changed meanwhile. To read watched keys before EXEC, use
-        :meth:`begin_transaction`.
+        when the primary changed meanwhile. ``timeout`` (seconds, the rule of :meth:`execute`;
+        else ``command_timeout_ms``) bounds the whole transaction, from the call until EXEC's
+        reply: past it :class:`TimeoutError` is raised and the transaction's connection is closed
+        (an EXEC sent but not answered in time may or may not have been applied). A command a
+        transaction can't carry (BLPOP, MULTI, ...) raises :class:`ConfigError`, nothing sent.
+        To read watched keys before EXEC, use :meth:`begin_transaction`.
         """
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
         cmds = [tuple(c) for c in commands]
-        return await _settled(fut, self._native.transaction_async(loop, fut, cmds, tuple(watch)))
+        return await _settled(fut, self._native.transaction_async(loop, fut, cmds, tuple(watch), timeout))
 
-    async def begin_transaction(self) -> "Transaction":
+    async def begin_transaction(self, *, timeout: Optional[float] = None) -> "Transaction":
         """Begins a transaction on a dedicated connection to the current primary (waiting for
         one like a command): ``async with await client.begin_transaction() as tx:``, then
         ``await tx.watch(key)``, ``await tx.execute("GET", key)``, ``await tx.exec([...])``.
+
+        ``timeout`` (seconds, the rule of :meth:`execute`) bounds the whole transaction, from
+        this call until ``exec`` completes, time between the steps included: each step only has
+        what is left, and one started or still running when it runs out raises
+        :class:`TimeoutError` and ends the transaction (its connection is closed; later steps
+        raise :class:`ConfigError`, "the transaction has ended"). Without it the begin waits up
+        to ``command_timeout_ms`` and each step gets ``command_timeout_ms`` of its own.
         """
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        return Transaction(await _settled(fut, self._native.begin_transaction_async(loop, fut)))
+        return Transaction(await _settled(fut, self._native.begin_transaction_async(loop, fut, timeout)))
 
     def topology(self) -> Topology:
         """The current topology snapshot; never waits."""

@@ -98,14 +98,22 @@ class BlockingClient:
         its error's exception in its place (see :meth:`Client.pipeline`)."""
         return self._native.pipeline_blocking([tuple(c) for c in commands], timeout)
 
-    def transaction(self, commands: Sequence[Sequence[Arg]], *, watch: Sequence[Arg] = ()) -> Optional[List[Any]]:
-        """MULTI ... EXEC after an optional WATCH (see :meth:`Client.transaction`)."""
-        return self._native.transaction_blocking([tuple(c) for c in commands], tuple(watch))
+    def transaction(
+        self,
+        commands: Sequence[Sequence[Arg]],
+        *,
+        watch: Sequence[Arg] = (),
+        timeout: Optional[float] = None,
+    ) -> Optional[List[Any]]:
+        """MULTI ... EXEC after an optional WATCH (see :meth:`Client.transaction`); ``timeout``
+        (seconds) bounds the whole transaction, until EXEC's reply, as there."""
+        return self._native.transaction_blocking([tuple(c) for c in commands], tuple(watch), timeout)
 
-    def begin_transaction(self) -> "BlockingTransaction":
+    def begin_transaction(self, *, timeout: Optional[float] = None) -> "BlockingTransaction":
         """Begins a transaction on a dedicated connection to the current primary (see
-        :meth:`Client.begin_transaction`); use it as a context manager."""
-        return BlockingTransaction(self._native.begin_transaction_blocking())
+        :meth:`Client.begin_transaction`); use it as a context manager. ``timeout`` (seconds)
+        bounds the whole transaction, until ``exec`` completes, as there."""
+        return BlockingTransaction(self._native.begin_transaction_blocking(timeout))
 
     def topology(self) -> Topology:
         """The current topology snapshot; never waits."""

@@ -63,9 +63,14 @@ module SentinelRecovery
     def execute(*args, timeout: nil)
       return Client.value(@native.execute(Client.args(args))) if timeout.nil?
 
+      Client.value(@native.execute_timeout(Client.args(args), Client.seconds(timeout), Native::TimeoutUnit::SECONDS))
+    end
+
+    # A `timeout:` as the Float the native call takes; anything but a number is a TypeError.
+    def self.seconds(timeout)
       raise TypeError, "timeout must be a number of seconds, not #{timeout.inspect}" unless timeout.is_a?(Numeric)
 
-      Client.value(@native.execute_timeout(Client.args(args), timeout.to_f, Native::TimeoutUnit::SECONDS))
+      timeout.to_f
     end
 
     # Subscribes to channels (and patterns:) on a connection of the core's own that follows
@@ -83,13 +88,31 @@ module SentinelRecovery
     end
 
     # Sends commands back to back; a failed command's error object (not raised) in its place.
-    def pipeline(*commands)
-      @native.pipeline(commands.map { |c| Client.args(c) }).map { |r| Client.value(r, raise_errors: false) }
+    # `timeout:` (seconds, the rule of #execute's) is the whole pipeline's deadline instead of
+    # command_timeout_ms: past it the pipeline raises the timeout error as a whole.
+    def pipeline(*commands, timeout: nil)
+      cmds = commands.map { |c| Client.args(c) }
+      results = if timeout.nil?
+                  @native.pipeline(cmds)
+                else
+                  @native.pipeline_timeout(cmds, Client.seconds(timeout), Native::TimeoutUnit::SECONDS)
+                end
+      results.map { |r| Client.value(r, raise_errors: false) }
     end
 
-    # MULTI/EXEC after WATCH watch...; nil when a watched key changed.
-    def transaction(*commands, watch: [])
-      replies = @native.transaction(commands.map { |c| Client.args(c) }, Client.args(watch))
+    # MULTI/EXEC after WATCH watch...; nil when a watched key changed. `timeout:` (seconds, the
+    # rule of #execute's; default command_timeout_ms) bounds the whole transaction, from the
+    # call until EXEC's reply: past it the call raises the timeout error and the transaction's
+    # dedicated connection is closed (an EXEC sent but not answered in time may or may not have
+    # been applied).
+    def transaction(*commands, watch: [], timeout: nil)
+      cmds = commands.map { |c| Client.args(c) }
+      keys = Client.args(watch)
+      replies = if timeout.nil?
+                  @native.transaction(cmds, keys)
+                else
+                  @native.transaction_timeout(cmds, keys, Client.seconds(timeout), Native::TimeoutUnit::SECONDS)
+                end
       replies&.map { |r| Client.value(r, raise_errors: false) }
     end
 

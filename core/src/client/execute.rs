@@ -86,6 +86,20 @@ impl Client {
         on_core(self.pipeline_work(commands, timeout)?).await
     }
 
+    /// [`Client::pipeline`] with a deadline of its own instead of `command_timeout_ms`: it
+    /// bounds the whole pipeline (waiting for a node, connecting, every reply), and a pipeline
+    /// not answered in full by then fails with `timeout` as a whole. A zero timeout, or one
+    /// beyond [`crate::deadline::MAX_MS`], is refused with `config` before anything is sent (the
+    /// rule every language shares, [`crate::deadline`]).
+    pub async fn pipeline_timeout<A: AsRef<[u8]>>(
+        &self,
+        commands: &[Vec<A>],
+        timeout: Duration,
+    ) -> Result<Vec<Result<Value>>> {
+        let timeout = Deadline::of_call(Some(timeout), Duration::ZERO)?.timeout();
+        on_core(self.pipeline_work(commands, timeout)?).await
+    }
+
     /// A pipeline's work, checked and copied but not started (see [`Client::command`]);
     /// `timeout` is the deadline of the whole pipeline, counted from now.
     pub(crate) fn pipeline_work<A: AsRef<[u8]>>(

@@ -26,3 +26,4 @@ pub use handle::{Client, EventStream};
 pub use route::Route;
 pub use subscriber::{Subscription, SubscriptionControl, DEFAULT_BUFFER};
 pub use transaction::Transaction;
+pub(crate) use transaction::{check as check_transaction_command, ended as transaction_ended};

@@ -4,12 +4,19 @@
 //! and other callers' commands would land inside. So it gets a dedicated connection, and `exec`
 //! refuses to run if the primary changed since the transaction began: its reads (under WATCH)
 //! and its queued writes belonged to the old primary.
+//!
+//! A transaction begun with a timeout of its own ([`Client::transaction_timeout`]) has one
+//! deadline for all of it, from the begin until EXEC's reply: each step may only use the time
+//! left. Without one, waiting for the primary and each step get `command_timeout_ms` apiece.
+//! Either way, a step that times out ends the transaction: its connection is closed (nothing
+//! stays queued or blocked on the server) and later steps fail with `config`, "the transaction
+//! has ended".
 
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::command::{self, Encoded, Kind};
+use super::command::{self, Deadline, Encoded, Kind};
 use super::durable;
 use super::execute::{on_core, wait_for_node};
 use super::handle::Client;
@@ -24,20 +31,56 @@ pub struct Transaction {
     conn: Connection,
     primary: Address,
     queued: Vec<Vec<Vec<u8>>>,
+    /// The whole transaction's deadline, when it has one; else each step gets
+    /// `command_timeout_ms`.
+    deadline: Option<Instant>,
+    /// A step timed out: the connection is closed and every later step fails with [`ended`].
+    ended: bool,
+}
+
+/// The error of a step of a transaction that has ended.
+pub(crate) fn ended() -> Error {
+    Error::config("the transaction has ended (after exec, discard, or an error that ended it)")
 }
 
 impl Client {
     /// Opens a transaction on a dedicated connection to the current primary (waiting for one up
-    /// to the command deadline, like `execute`).
+    /// to the command deadline, like `execute`). Each later step is bounded by
+    /// `command_timeout_ms` on its own; a step that times out ends the transaction.
     pub async fn transaction(&self) -> Result<Transaction> {
+        let by = Instant::now() + self.inner.config.command_timeout();
+        self.transaction_by(by, None).await
+    }
+
+    /// [`Client::transaction`] with a deadline of its own instead of `command_timeout_ms`: it
+    /// bounds the whole transaction, from this call until EXEC's reply (waiting for the primary,
+    /// WATCH, reads, EXEC, and whatever the caller does in between). Each step may only use the
+    /// time left; a step started or still running when it passes fails with `timeout` and ends
+    /// the transaction: its connection is closed, so nothing stays queued or blocked on the
+    /// server, and later steps fail with `config` ("the transaction has ended"). An EXEC that
+    /// timed out may or may not have been applied, as a timed-out command may or may not have
+    /// run. A zero timeout, or one beyond [`crate::deadline::MAX_MS`], is refused with `config`
+    /// (the rule every language shares, [`crate::deadline`]).
+    pub async fn transaction_timeout(&self, timeout: Duration) -> Result<Transaction> {
+        let timeout = Deadline::of_call(Some(timeout), Duration::ZERO)?.timeout();
+        let by = Instant::now() + timeout;
+        self.transaction_by(by, Some(by)).await
+    }
+
+    /// Opens a transaction, waiting for the primary and connecting until `begin_by`; `deadline`
+    /// is the whole transaction's, if it has one.
+    pub(crate) async fn transaction_by(
+        &self,
+        begin_by: Instant,
+        deadline: Option<Instant>,
+    ) -> Result<Transaction> {
         let inner = self.inner.clone();
         let monitor = self.monitor()?;
         let (conn, primary) = on_core(async move {
-            let deadline = Instant::now() + inner.config.command_timeout();
             // The same wait (bounded queue, deadline, closed) as every command's.
             let (primary, expect, _) =
-                wait_for_node(&inner, &monitor, Kind::Write, 0, deadline).await?;
-            let conn = inner.nodes.dedicated(&primary, expect, deadline).await?;
+                wait_for_node(&inner, &monitor, Kind::Write, 0, begin_by).await?;
+            let conn = inner.nodes.dedicated(&primary, expect, begin_by).await?;
             Ok((conn, primary))
         })
         .await?;
@@ -46,6 +89,8 @@ impl Client {
             conn,
             primary,
             queued: Vec::new(),
+            deadline,
+            ended: false,
         })
     }
 }
@@ -63,7 +108,7 @@ impl Transaction {
         }
         let mut args = vec![b"WATCH".to_vec()];
         args.extend(super::handle::owned(keys));
-        self.send(vec![args])
+        self.send(vec![args], "WATCH")
             .await?
             .pop()
             .unwrap_or_else(|| Err(Error::protocol("no reply")))
@@ -74,14 +119,17 @@ impl Transaction {
     pub async fn execute<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<Value> {
         check(args)?;
         let args = super::handle::owned(args);
-        self.send(vec![args])
+        self.send(vec![args], "the command")
             .await?
             .pop()
             .unwrap_or_else(|| Err(Error::protocol("no reply")))
     }
 
-    /// Adds a command to run atomically at `exec`.
+    /// Adds a command to run atomically at `exec`. Nothing is sent.
     pub fn queue<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<&mut Transaction> {
+        if self.ended {
+            return Err(ended());
+        }
         check(args)?;
         self.queued.push(super::handle::owned(args));
         Ok(self)
@@ -91,14 +139,22 @@ impl Transaction {
     ///
     /// Fails with `connection_lost` and applies nothing if the primary changed since the
     /// transaction began or its connection is gone; if the connection breaks after EXEC was
-    /// sent, the error says the outcome is unknown.
+    /// sent, the error says the outcome is unknown. So does the `timeout` of an EXEC sent but
+    /// not answered by the deadline (its connection is closed); one whose deadline had already
+    /// passed fails with `timeout` and sends nothing.
     pub async fn exec(mut self) -> Result<Option<Vec<Value>>> {
         let mut batch = Vec::with_capacity(self.queued.len() + 2);
         batch.push(vec![b"MULTI".to_vec()]);
         batch.append(&mut self.queued);
         batch.push(vec![b"EXEC".to_vec()]);
         let n = batch.len();
-        let mut results = self.send(batch).await?;
+        let mut results = self.send(batch, "EXEC").await.map_err(|e| {
+            if e.code() == ErrorCode::Timeout && e.message().starts_with("no reply") {
+                e.context("transaction outcome unknown")
+            } else {
+                e
+            }
+        })?;
         self.conn.close();
         let exec = results
             .pop()
@@ -140,8 +196,39 @@ impl Transaction {
         self.conn.close();
     }
 
-    /// Sends on the transaction's connection once it is known to still belong to the primary.
-    async fn send(&self, commands: Vec<Vec<Vec<u8>>>) -> Result<Vec<Result<Value>>> {
+    /// Whether a step timed out, which ended the transaction (its connection is closed).
+    pub fn is_ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Closes the connection; later steps fail with [`ended`].
+    fn end(&mut self) {
+        self.ended = true;
+        self.conn.close();
+    }
+
+    /// Sends on the transaction's connection once it is known to still belong to the primary,
+    /// within the step's time (what is left of the transaction's deadline, or
+    /// `command_timeout_ms`). A step out of time ends the transaction.
+    async fn send(
+        &mut self,
+        commands: Vec<Vec<Vec<u8>>>,
+        step: &str,
+    ) -> Result<Vec<Result<Value>>> {
+        if self.ended {
+            return Err(ended());
+        }
+        let reply_by = match self.deadline {
+            Some(deadline) if Instant::now() >= deadline => {
+                self.end();
+                return Err(Error::timeout(format!(
+                    "the transaction's deadline passed before {step} was sent; nothing was \
+                     sent and the transaction has ended"
+                )));
+            }
+            Some(deadline) => deadline,
+            None => Instant::now() + self.client.config().command_timeout(),
+        };
         let current = self.client.topology()?.primary;
         if current.as_ref() != Some(&self.primary) {
             return Err(Error::connection_lost(format!(
@@ -155,21 +242,27 @@ impl Transaction {
         let conn = self.conn.clone();
         let primary = self.primary.clone();
         let inner = self.client.inner.clone();
-        let mut timeout = Duration::from_millis(self.client.config().command_timeout_ms);
-        on_core(async move {
+        let what = if self.deadline.is_some() {
+            "the transaction's deadline"
+        } else {
+            "the command deadline"
+        };
+        let sent = on_core(async move {
+            let mut reply_by = reply_by;
             let commands = Encoded::many(&commands);
             // With wait_replicas, EXEC (and a write run right away) gets its WAIT here too.
             let durable = match inner.durability.as_ref() {
                 Some(durability) => {
-                    let table = inner.write_tables.get(&conn, timeout).await;
-                    timeout += durability.allowance();
+                    let left = reply_by.saturating_duration_since(Instant::now());
+                    let table = inner.write_tables.get(&conn, left).await;
+                    reply_by += durability.allowance();
                     Some((durability, durable::plan(durability, &table, &commands)?))
                 }
                 None => None,
             };
             let send = durable.as_ref().map_or(&commands, |(_, planned)| &planned.encoded);
             let sent = conn.pipeline_encoded(&send.bytes, send.count);
-            match tokio::time::timeout(timeout, sent).await {
+            match tokio::time::timeout_at(reply_by, sent).await {
                 Ok(Ok(results)) => Ok(match &durable {
                     Some((durability, planned)) => durable::fold(durability, planned, results),
                     None => results,
@@ -177,10 +270,16 @@ impl Transaction {
                 Ok(Err(_)) => Err(Error::connection_lost(format!(
                     "the transaction's connection to {primary} is gone (a failover closes it); nothing was applied"
                 ))),
-                Err(_) => Err(Error::timeout(format!("no reply from {primary} within the command deadline"))),
+                Err(_) => Err(Error::timeout(format!("no reply from {primary} within {what}"))),
             }
         })
-        .await
+        .await;
+        if matches!(&sent, Err(e) if e.code() == ErrorCode::Timeout) {
+            // The server may still hold the step (a paused primary runs it when it wakes): the
+            // closed connection takes it, and any WATCH or MULTI state, with it.
+            self.end();
+        }
+        sent
     }
 }
 
@@ -190,7 +289,9 @@ impl Drop for Transaction {
     }
 }
 
-fn check<A: AsRef<[u8]>>(args: &[A]) -> Result<()> {
+/// Refuses what can't run inside a transaction (MULTI and the like, blocking commands) with
+/// `config`, before anything is sent.
+pub(crate) fn check<A: AsRef<[u8]>>(args: &[A]) -> Result<()> {
     let name = args.first().map(|a| command::Name::of(a.as_ref()));
     if matches!(
         name.as_ref().map(command::Name::as_str),

@@ -201,10 +201,19 @@ impl Handle {
 
     /// Runs `commands` in MULTI/EXEC on the primary, after `WATCH watch...` when not empty.
     /// Completes with `None` when a watched key changed (nothing ran), else one reply per command.
+    ///
+    /// `timeout` (else `command_timeout_ms`) bounds the whole transaction, from this call until
+    /// EXEC's reply: waiting for the primary, connecting, WATCH and EXEC share it. Past it the
+    /// transaction completes with `timeout` and its dedicated connection is closed, so nothing
+    /// stays queued or blocked on the server; an EXEC sent but not answered in time may or may
+    /// not have been applied, as a timed-out command may or may not have run. A timeout that
+    /// breaks [`crate::deadline`]'s rule, and a command that can't run in a transaction
+    /// (blocking, MULTI, ...), complete with `config` before anything is sent.
     pub fn transaction<A: AsRef<[u8]>>(
         &self,
         commands: &[Vec<A>],
         watch: &[A],
+        timeout: Option<Duration>,
         done: Done<Option<Vec<Value>>>,
     ) -> Operation {
         let commands: Vec<Vec<Vec<u8>>> = commands
@@ -214,8 +223,13 @@ impl Handle {
         let watch: Vec<Vec<u8>> = watch.iter().map(|a| a.as_ref().to_vec()).collect();
         self.start(
             move |c| {
+                let deadline = Deadline::of_call(timeout, c.config().command_timeout())?;
+                let by = tokio::time::Instant::now() + deadline.timeout();
+                for command in &commands {
+                    crate::client::check_transaction_command(command)?;
+                }
                 Ok(async move {
-                    let mut tx = c.transaction().await?;
+                    let mut tx = c.transaction_by(by, Some(by)).await?;
                     if !watch.is_empty() {
                         tx.watch(&watch).await?;
                     }

@@ -3,17 +3,21 @@
 //! the primary changed since the transaction began (see [`crate::Transaction`]).
 
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::handle::Handle;
 use super::inflight::{Done, Operation};
-use crate::client::Transaction;
+use crate::client::{Deadline, Transaction};
 use crate::error::Error;
 use crate::resp::Value;
 
 /// A transaction begun with [`Handle::begin_transaction`]. Each step completes through its
 /// `done` like every host operation (and with `closed` when the handle closes first). After
 /// [`HostTransaction::exec`] or [`HostTransaction::discard`], or once a step failed in a way that
-/// ends it, further steps fail with a `config` error saying the transaction has ended.
+/// ends it (a step that timed out), further steps fail with a `config` error saying the
+/// transaction has ended.
 pub struct HostTransaction {
     handle: Handle,
     tx: Arc<tokio::sync::Mutex<Option<Transaction>>>,
@@ -21,7 +25,15 @@ pub struct HostTransaction {
 }
 
 fn ended() -> Error {
-    Error::config("the transaction has ended (after exec, discard, or an error that ended it)")
+    crate::client::transaction_ended()
+}
+
+/// Drops the transaction in `slot` (which closes its connection) when a step ended it (it timed
+/// out), so later steps fail with [`ended`].
+fn settle(slot: &mut Option<Transaction>) {
+    if slot.as_ref().is_some_and(Transaction::is_ended) {
+        drop(slot.take());
+    }
 }
 
 fn owned<A: AsRef<[u8]>>(args: &[A]) -> Vec<Vec<u8>> {
@@ -29,14 +41,30 @@ fn owned<A: AsRef<[u8]>>(args: &[A]) -> Vec<Vec<u8>> {
 }
 
 impl Handle {
-    /// Begins a transaction on a dedicated connection to the current primary, waiting for one
-    /// up to `command_timeout_ms` like a command.
-    pub fn begin_transaction(&self, done: Done<HostTransaction>) -> Operation {
+    /// Begins a transaction on a dedicated connection to the current primary.
+    ///
+    /// `timeout`, when given, is the transaction's own deadline and bounds all of it, from this
+    /// call until [`HostTransaction::exec`] completes (see [`crate::Client::transaction_timeout`]):
+    /// each step may only use the time left, and one started or still running when it passes
+    /// completes with `timeout` and ends the transaction (its connection is closed, so nothing
+    /// stays queued or blocked on the server; later steps fail with `config`, "the transaction
+    /// has ended"). An EXEC that timed out may or may not have been applied. One that breaks
+    /// [`crate::deadline`]'s rule completes with `config`, as in every binding. Without it, the
+    /// begin waits for a primary up to `command_timeout_ms` like a command, and each step gets
+    /// `command_timeout_ms` of its own.
+    pub fn begin_transaction(
+        &self,
+        timeout: Option<Duration>,
+        done: Done<HostTransaction>,
+    ) -> Operation {
         let handle = self.clone();
         self.start(
             move |c| {
+                let deadline = Deadline::of_call(timeout, c.config().command_timeout())?;
+                let by = Instant::now() + deadline.timeout();
+                let whole = timeout.is_some().then_some(by);
                 Ok(async move {
-                    let tx = c.transaction().await?;
+                    let tx = c.transaction_by(by, whole).await?;
                     Ok(HostTransaction {
                         handle,
                         primary: tx.primary().to_string(),
@@ -63,7 +91,9 @@ impl HostTransaction {
             move |_| {
                 Ok(async move {
                     let mut guard = tx.lock().await;
-                    guard.as_mut().ok_or_else(ended)?.watch(&keys).await
+                    let result = guard.as_mut().ok_or_else(ended)?.watch(&keys).await;
+                    settle(&mut guard);
+                    result
                 })
             },
             done,
@@ -79,8 +109,9 @@ impl HostTransaction {
             move |_| {
                 Ok(async move {
                     let mut guard = tx.lock().await;
-                    let tx = guard.as_mut().ok_or_else(ended)?;
-                    tx.execute(&args).await.map_err(|e| names.localize(e))
+                    let result = guard.as_mut().ok_or_else(ended)?.execute(&args).await;
+                    settle(&mut guard);
+                    result.map_err(|e| names.localize(e))
                 })
             },
             done,
@@ -93,6 +124,9 @@ impl HostTransaction {
     /// with its `server` error, EXECABORT). Fails with
     /// `connection_lost` and applies nothing when the primary changed since the transaction
     /// began; a command that can't be queued (blocking, MULTI, ...) fails it with `config`.
+    /// Within a transaction's own deadline (see [`Handle::begin_transaction`]): past it, EXEC is
+    /// not sent and completes with `timeout`; sent and not answered by then, it completes with
+    /// `timeout` and may or may not have been applied.
     pub fn exec<A: AsRef<[u8]>>(
         &self,
         commands: &[Vec<A>],

@@ -82,9 +82,34 @@ class SentinelClient private constructor(private val native: Client) : AutoClose
     /** Sends commands back to back; a failed command is a [Reply.Error] in its place. */
     suspend fun pipeline(commands: List<List<ByteArray>>): List<Reply> = native.pipeline(commands)
 
-    /** MULTI/EXEC after `WATCH watch...`; `null` when a watched key changed. */
+    /**
+     * [pipeline] with a deadline of its own, [timeoutMs], instead of `command_timeout_ms`: it
+     * bounds the whole pipeline, which fails as a whole with
+     * [sentinelrecovery.uniffi.SentinelException.Timeout] past it. [timeoutMs] keeps
+     * [execute]'s rule (1..2147483647, else Config, nothing sent).
+     */
+    suspend fun pipeline(timeoutMs: Long, commands: List<List<ByteArray>>): List<Reply> =
+        native.pipelineTimeout(commands, timeoutMs.toDouble(), TimeoutUnit.MILLISECONDS)
+
+    /**
+     * MULTI/EXEC after `WATCH watch...`; `null` when a watched key changed. `command_timeout_ms`
+     * bounds the whole transaction, from the call until EXEC's reply.
+     */
     suspend fun transaction(commands: List<List<ByteArray>>, watch: List<ByteArray> = emptyList()): List<Reply>? =
         native.transaction(commands, watch)
+
+    /**
+     * [transaction] with a deadline of its own, [timeoutMs], instead of `command_timeout_ms`: it
+     * bounds the whole transaction, from the call until EXEC's reply. Past it
+     * [sentinelrecovery.uniffi.SentinelException.Timeout], and the transaction's dedicated
+     * connection is closed (an EXEC sent but not answered in time may or may not have been
+     * applied). [timeoutMs] keeps [execute]'s rule (1..2147483647, else Config, nothing sent).
+     */
+    suspend fun transaction(
+        timeoutMs: Long,
+        commands: List<List<ByteArray>>,
+        watch: List<ByteArray> = emptyList(),
+    ): List<Reply>? = native.transactionTimeout(commands, watch, timeoutMs.toDouble(), TimeoutUnit.MILLISECONDS)
 
     /** The current topology; never waits on the network. */
     fun topology(): Topology = native.topology()

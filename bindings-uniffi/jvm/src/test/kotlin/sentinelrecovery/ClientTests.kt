@@ -263,8 +263,8 @@ private fun caseRows(name: String, fields: Int, atLeast: Int): List<List<String>
  * The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads; its
  * header describes the columns): each call ends by its deadline with the expected outcome, and
  * afterwards no client is left blocked on the server (a timed-out blocking command's connection
- * was closed). Commands through `execute` (with `timeoutMs` per call), pipelines through
- * `pipeline` and transactions through `transaction` (neither has a per-call deadline here), and
+ * was closed). Commands through `execute`, pipelines through `pipeline` and transactions through
+ * `transaction` (each with `timeoutMs` per call, which bounds the whole pipeline or transaction), and
  * cancellation by cancelling the calling coroutine. "paused" cases stop the primary of a topology
  * whose down-after (60 s) is far longer than the case, then continue it and check that the same
  * client works again.
@@ -285,10 +285,6 @@ private fun deadlineCases() = runBlocking {
                 val timeoutMs = f[4].toLong()
                 val expected = f[6]
                 val perCall = deadline == "per-call"
-                if (perCall && kind != "command") {
-                    println("    skip $name: SentinelClient.$kind has no per-call deadline")
-                    continue
-                }
                 val budget = timeoutMs + (if (deadline == "default") f[5].toLong() else 0) + 1000
                 val key = "deadline-case:$name:$serial"
                 val commands = f[7].split(" ; ").map { c -> c.split(" ").map { it.replace("{key}", key).toByteArray() } }
@@ -309,8 +305,8 @@ private fun deadlineCases() = runBlocking {
                             try {
                                 when (kind) {
                                     "command" -> if (perCall) c.execute(timeoutMs, commands[0]) else c.execute(commands[0])
-                                    "pipeline" -> c.pipeline(commands)
-                                    else -> c.transaction(commands)
+                                    "pipeline" -> if (perCall) c.pipeline(timeoutMs, commands) else c.pipeline(commands)
+                                    else -> if (perCall) c.transaction(timeoutMs, commands) else c.transaction(commands)
                                 }
                             } catch (e: SentinelException) {
                                 e
