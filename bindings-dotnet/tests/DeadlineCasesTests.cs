@@ -5,9 +5,9 @@
 // and a CancellationToken for the cancel cases. Each call ends by its deadline with the expected
 // outcome, and afterwards no client is left blocked on the server (INFO clients:
 // blocked_clients back to what it was), i.e. a timed-out blocking command's connection was
-// closed. "paused" cases stop the primary on a
-// topology whose down-after (60 s) is far longer than the case, then continue it and check that
-// the same client works again.
+// closed. "paused" cases stop the current primary on a topology whose down-after (60 s) is far
+// longer than the case, "failover" cases stall a failover (sr-topology's stall-failover); both
+// undo it afterwards and check that the same client works again.
 using System;
 using System.Collections.Generic;
 using System.Diagnostics;
@@ -37,6 +37,7 @@ namespace SentinelRecovery.Tests
             public string Deadline;
             public bool Paused;
             public bool NoPrimary;
+            public bool Failover;
             public int TimeoutMs;
             public int BlockMs;
             public string Expect;
@@ -52,7 +53,7 @@ namespace SentinelRecovery.Tests
             {
                 if (!new[] { "command", "pipeline", "transaction" }.Contains(f[1])) throw new FormatException(f[0] + ": kind " + f[1]);
                 if (!new[] { "per-call", "default", "cancel" }.Contains(f[2])) throw new FormatException(f[0] + ": deadline " + f[2]);
-                if (!new[] { "healthy", "paused", "no-primary" }.Contains(f[3])) throw new FormatException(f[0] + ": state " + f[3]);
+                if (!new[] { "healthy", "paused", "failover", "no-primary" }.Contains(f[3])) throw new FormatException(f[0] + ": state " + f[3]);
                 if (!new[] { "timeout", "nil", "config", "cancelled" }.Contains(f[6])) throw new FormatException(f[0] + ": expect " + f[6]);
                 cases.Add(new Case
                 {
@@ -60,6 +61,7 @@ namespace SentinelRecovery.Tests
                     Kind = f[1],
                     Deadline = f[2],
                     Paused = f[3] == "paused",
+                    Failover = f[3] == "failover",
                     NoPrimary = f[3] == "no-primary",
                     TimeoutMs = int.Parse(f[4], CultureInfo.InvariantCulture),
                     BlockMs = int.Parse(f[5], CultureInfo.InvariantCulture),
@@ -77,8 +79,9 @@ namespace SentinelRecovery.Tests
         [TestFixtureSetUp]
         public void Up()
         {
-            // A down-after far longer than any case: a paused primary stays the primary (no failover).
-            _topo = new TopologyProcess("--replicas", "1", "--down-after", "60000");
+            // A down-after far longer than any case: a paused primary stays the primary (no failover);
+            // a failover-timeout as long: a stalled failover is not aborted while a case runs.
+            _topo = new TopologyProcess("--replicas", "1", "--down-after", "60000", "--failover-timeout", "60000");
             _observer = Connect(_topo.Url, 5000);
         }
 
@@ -87,6 +90,12 @@ namespace SentinelRecovery.Tests
         {
             if (_observer != null) _observer.Dispose();
             _topo.Dispose();
+        }
+
+        /// <summary>The <c>port</c> of an sr-topology answer.</summary>
+        private static string Port(Dictionary<string, object> answer)
+        {
+            return ((int)(double)answer["port"]).ToString(CultureInfo.InvariantCulture);
         }
 
         private static SentinelClient Connect(string url, int defaultMs)
@@ -147,13 +156,19 @@ namespace SentinelRecovery.Tests
                 var before = BlockedClients();
                 var key = "deadline-case:" + c.Name + ":" + (_serial++).ToString(CultureInfo.InvariantCulture);
                 var commands = c.Commands.Select(cmd => cmd.Select(a => (object)a.Replace("{key}", key)).ToArray()).ToArray();
-                var stopped = false;
+                // The fault's undoing while it is in place: "cont PORT" or "release-failover PORT".
+                string undo = null;
                 try
                 {
                     if (c.Paused)
                     {
-                        _topo.Command("stop " + _topo.PrimaryPort.ToString(CultureInfo.InvariantCulture));
-                        stopped = true;
+                        var port = Port(_topo.Command("primary"));
+                        _topo.Command("stop " + port);
+                        undo = "cont " + port;
+                    }
+                    else if (c.Failover)
+                    {
+                        undo = "release-failover " + Port(_topo.Command("stall-failover")) + " 30000";
                     }
                     var clock = Stopwatch.StartNew();
                     var task = Call(client, c, commands, cancel.Token);
@@ -163,10 +178,11 @@ namespace SentinelRecovery.Tests
                     try { reply = Wait.Within(task, c.BudgetMs + 5000, c.Name).GetAwaiter().GetResult(); }
                     catch (Exception e) { error = e; }
                     var took = clock.ElapsedMilliseconds;
-                    if (stopped)
+                    if (undo != null)
                     {
-                        stopped = false;
-                        _topo.Command("cont " + _topo.PrimaryPort.ToString(CultureInfo.InvariantCulture));
+                        var line = undo;
+                        undo = null;
+                        _topo.Command(line);
                     }
                     Assert.LessOrEqual(took, c.BudgetMs, c.Name + ": ended after " + took + " ms");
                     var got = error == null ? "a reply" : error.ToString();
@@ -180,13 +196,13 @@ namespace SentinelRecovery.Tests
                             Assert.IsTrue(reply.IsNull, c.Name + ": expected a nil reply");
                             break;
                     }
-                    if (c.Paused)
-                        Assert.AreEqual("PONG", Wait.Within(client.ExecuteAsync(TimeSpan.FromSeconds(10), "PING"), 15000, c.Name + ": PING after cont").GetAwaiter().GetResult().AsString());
+                    if (c.Paused || c.Failover)
+                        Assert.AreEqual("PONG", Wait.Within(client.ExecuteAsync(TimeSpan.FromSeconds(10), "PING"), 15000, c.Name + ": PING after the fault").GetAwaiter().GetResult().AsString());
                     Wait.Until(() => BlockedClients() <= before, 5000, c.Name + ": the server still blocks a client");
                 }
                 finally
                 {
-                    if (stopped) _topo.Command("cont " + _topo.PrimaryPort.ToString(CultureInfo.InvariantCulture));
+                    if (undo != null) _topo.Command(undo);
                 }
             }
         }

@@ -5,8 +5,9 @@
 // was closed). Commands through `execute`, pipelines through `pipeline` (options.timeoutMs is the
 // whole pipeline's deadline), transactions through `transaction` (options.timeoutMs is the whole
 // transaction's deadline, until EXEC's reply; a signal),
-// cancellation through an AbortSignal. "paused" cases stop the primary on a topology whose
-// down-after (60 s) is far longer than the case, then continue it and check the client works.
+// cancellation through an AbortSignal. "paused" cases stop the current primary on a topology
+// whose down-after (60 s) is far longer than the case, "failover" cases stall a failover
+// (sr-topology's stall-failover); both undo it afterwards and check the client works.
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
@@ -25,13 +26,14 @@ function loadCases() {
     .map(([name, kind, deadline, state, timeoutMs, blockMs, expect, command]) => {
       assert.ok(['command', 'pipeline', 'transaction'].includes(kind), `${name}: kind ${kind}`)
       assert.ok(['per-call', 'default', 'cancel'].includes(deadline), `${name}: deadline ${deadline}`)
-      assert.ok(['healthy', 'paused', 'no-primary'].includes(state), `${name}: state ${state}`)
+      assert.ok(['healthy', 'paused', 'failover', 'no-primary'].includes(state), `${name}: state ${state}`)
       assert.ok(['timeout', 'nil', 'config', 'cancelled'].includes(expect), `${name}: expect ${expect}`)
       return {
         name,
         kind,
         deadline,
         paused: state === 'paused',
+        failover: state === 'failover',
         noPrimary: state === 'no-primary',
         timeoutMs: Number(timeoutMs),
         blockMs: Number(blockMs),
@@ -55,8 +57,9 @@ let topo
 let observer
 
 before(async () => {
-  // A down-after far longer than any case: a paused primary stays the primary (no failover).
-  topo = await startTopology(['--replicas', '1', '--down-after', '60000'])
+  // A down-after far longer than any case: a paused primary stays the primary (no failover); a
+  // failover-timeout as long: a stalled failover is not aborted while a case runs.
+  topo = await startTopology(['--replicas', '1', '--down-after', '60000', '--failover-timeout', '60000'])
   observer = await Client.connect(topo.url)
 })
 
@@ -76,8 +79,8 @@ for (const c of loadCases()) {
     const client = c.noPrimary
       ? Client.open(`${NO_PRIMARY_URL}?command_timeout_ms=${defaultMs}`)
       : await Client.connect(`${topo.url}?command_timeout_ms=${defaultMs}`)
-    const port = topo.info.primary.port
-    let stopped = false
+    // The fault's undoing while it is in place: `cont PORT` (paused) or `release-failover PORT`.
+    let undo
     try {
       const blockedBefore = await blockedClients(observer)
       const key = `deadline-case:${c.name}:${process.pid}:${serial++}`
@@ -85,8 +88,13 @@ for (const c of loadCases()) {
       const abort = new AbortController()
       const options = c.deadline === 'per-call' ? { timeoutMs: c.timeoutMs } : c.deadline === 'cancel' ? { signal: abort.signal } : undefined
       if (c.paused) {
+        const { port } = await topo.cmd('primary')
         assert.ok((await topo.cmd(`stop ${port}`)).ok, `${c.name}: stop ${port}`)
-        stopped = true
+        undo = `cont ${port}`
+      } else if (c.failover) {
+        const stalled = await topo.cmd('stall-failover')
+        assert.ok(stalled.ok, `${c.name}: stall-failover: ${stalled.error}`)
+        undo = `release-failover ${stalled.port} 30000`
       }
       const start = Date.now()
       let outcome
@@ -106,9 +114,10 @@ for (const c of loadCases()) {
         clearTimeout(timer)
       }
       const took = Date.now() - start
-      if (stopped) {
-        stopped = false
-        assert.ok((await topo.cmd(`cont ${port}`)).ok, `${c.name}: cont ${port}`)
+      if (undo !== undefined) {
+        const line = undo
+        undo = undefined
+        assert.ok((await topo.cmd(line)).ok, `${c.name}: ${line}`)
       }
       assert.ok(took <= budgetMs(c), `${c.name}: ended after ${took} ms (allowed ${budgetMs(c)} ms)`)
       if (c.expect === 'nil') {
@@ -117,10 +126,12 @@ for (const c of loadCases()) {
         assert.ok(outcome instanceof Error, `${c.name}: expected ${c.expect}, got ${String(outcome)}`)
         assert.equal(outcome.code, CODES[c.expect], `${c.name}: ${outcome.message}`)
       }
-      if (c.paused) assert.equal(String(await client.execute(['PING'], { timeoutMs: 10000 })), 'PONG', `${c.name}: PING after cont`)
+      if (c.paused || c.failover) {
+        assert.equal(String(await client.execute(['PING'], { timeoutMs: 10000 })), 'PONG', `${c.name}: PING after the fault`)
+      }
       await waitFor(async () => (await blockedClients(observer)) <= blockedBefore, 5000, `${c.name}: the server still blocks a client`)
     } finally {
-      if (stopped) await topo.cmd(`cont ${port}`)
+      if (undo !== undefined) await topo.cmd(undo)
       await client.close()
     }
   })

@@ -32,7 +32,7 @@ def load_cases() -> List[Dict[str, Any]]:
     for name, kind, deadline, state, timeout_ms, block_ms, expect, command in case_rows("deadlines.tsv", 8, 18):
         assert kind in ("command", "pipeline", "transaction"), f"{name}: kind {kind!r}"
         assert deadline in ("per-call", "default", "cancel"), f"{name}: deadline {deadline!r}"
-        assert state in ("healthy", "paused", "no-primary"), f"{name}: state {state!r}"
+        assert state in ("healthy", "paused", "failover", "no-primary"), f"{name}: state {state!r}"
         assert expect in ("timeout", "nil", "config", "cancelled"), f"{name}: expect {expect!r}"
         cases.append(
             {
@@ -40,6 +40,7 @@ def load_cases() -> List[Dict[str, Any]]:
                 "kind": kind,
                 "deadline": deadline,
                 "paused": state == "paused",
+                "failover": state == "failover",
                 "no_primary": state == "no-primary",
                 "timeout_ms": int(timeout_ms),
                 "block_ms": int(block_ms),
@@ -55,8 +56,9 @@ CASES = load_cases()
 
 @pytest.fixture(scope="module")
 def topology() -> Iterator[Topology]:
-    """A down-after far longer than any case: a paused primary stays the primary (no failover)."""
-    t = Topology("--replicas", "1", "--down-after", "60000")
+    """A down-after far longer than any case: a paused primary stays the primary (no failover);
+    a failover-timeout as long: a stalled failover is not aborted while a case runs."""
+    t = Topology("--replicas", "1", "--down-after", "60000", "--failover-timeout", "60000")
     try:
         yield t
     finally:
@@ -108,16 +110,23 @@ def check_outcome(case: Dict[str, Any], outcome: Any, took: float, cancelled: ty
 
 @contextlib.contextmanager
 def state(topology: Topology, case: Dict[str, Any]) -> Iterator[None]:
-    """Stops the primary for a "paused" case and continues it afterwards."""
-    if not case["paused"]:
+    """Stops the current primary for a "paused" case, or stalls a failover for a "failover"
+    case, and undoes it afterwards (a released failover has moved the primary)."""
+    if case["paused"]:
+        port = topology.cmd("primary")["port"]
+        topology.cmd(f"stop {port}")
+        try:
+            yield
+        finally:
+            topology.cmd(f"cont {port}")
+    elif case["failover"]:
+        port = topology.cmd("stall-failover")["port"]
+        try:
+            yield
+        finally:
+            topology.cmd(f"release-failover {port} 30000", timeout=40)
+    else:
         yield
-        return
-    port = topology.primary_port
-    topology.cmd(f"stop {port}")
-    try:
-        yield
-    finally:
-        topology.cmd(f"cont {port}")
 
 
 def settle_server(observer: sr.BlockingClient, before: int, case: Dict[str, Any]) -> None:
@@ -167,8 +176,8 @@ def test_blocking_client_case(topology: Any, case: Dict[str, Any]) -> None:
             except KeyboardInterrupt:
                 pass
         check_outcome(case, outcome, took, cancelled=KeyboardInterrupt)
-        if case["paused"]:
-            assert client.execute("PING", timeout=10) in (b"PONG", "PONG", True), f"{case['name']}: no PING after cont"
+        if case["paused"] or case["failover"]:
+            assert client.execute("PING", timeout=10) in (b"PONG", "PONG", True), f"{case['name']}: no PING after the fault"
         settle_server(observer, before, case)
 
 
@@ -202,8 +211,8 @@ def test_asyncio_client_case(topology: Any, case: Dict[str, Any]) -> None:
                         outcome = e
                     took = time.monotonic() - start
                 check_outcome(case, outcome, took)
-                if case["paused"]:
-                    assert await client.execute("PING", timeout=10) in (b"PONG", "PONG", True), f"{case['name']}: no PING after cont"
+                if case["paused"] or case["failover"]:
+                    assert await client.execute("PING", timeout=10) in (b"PONG", "PONG", True), f"{case['name']}: no PING after the fault"
                 settle_server(observer, before, case)
 
     asyncio.run(run())

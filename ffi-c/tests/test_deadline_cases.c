@@ -9,8 +9,9 @@
  * is the transaction's only one) and sr_operation_cancel. Each call ends by its deadline with the
  * expected outcome, and afterwards no client is left blocked on the server (INFO clients:
  * blocked_clients back to what it was), i.e. a timed-out blocking command's connection was
- * closed; after a "paused" case (primary stopped, on a topology whose down-after is 60 s) the
- * same client answers a PING once the primary is continued.
+ * closed; after a "paused" case (the current primary stopped, on a topology whose down-after is
+ * 60 s) or a "failover" case (sr-topology's stall-failover: a failover that can't finish until
+ * release-failover) the same client answers a PING once the fault is undone.
  *
  * Usage: test_deadline_cases /path/to/sr-topology   (SR_CASES_FILE is set at compile time)
  * Prints one line per case and a closing "N passed, N failed"; exits non-zero on any failure. */
@@ -165,6 +166,7 @@ static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial
     int per_call = strcmp(deadline, "per-call") == 0;
     int cancel = strcmp(deadline, "cancel") == 0;
     int paused = strcmp(fields[3], "paused") == 0;
+    int failover = strcmp(fields[3], "failover") == 0;
     int no_primary = strcmp(fields[3], "no-primary") == 0;
     long timeout_ms = strtol(fields[4], NULL, 10);
     long block_ms = strtol(fields[5], NULL, 10);
@@ -184,12 +186,19 @@ static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial
     sr_call_options_t opts;
     memset(&opts, 0, sizeof opts);
     if (per_call) opts.timeout_ms = (uint64_t)timeout_ms;
+    /* The fault: the current primary stopped, or a failover stalled; `faulted` is its port. */
     char control[64];
-    snprintf(control, sizeof control, "stop %d", topo->primary_port);
-    if (paused && topo_cmd(topo, control) != 0) {
-        printf("FAIL %s: %s: %s\n", name, control, topo->line);
-        failed++;
-        return;
+    int faulted = 0;
+    if (paused || failover) {
+        int ok = paused ? topo_cmd(topo, "primary") == 0 : topo_cmd(topo, "stall-failover") == 0;
+        if (ok) faulted = (int)topo_json_int(topo->line, NULL, "port");
+        snprintf(control, sizeof control, "stop %d", faulted);
+        if (ok && paused) ok = topo_cmd(topo, control) == 0;
+        if (!ok || faulted <= 0) {
+            printf("FAIL %s: %s: %s\n", name, paused ? "stop the primary" : "stall-failover", topo->line);
+            failed++;
+            return;
+        }
     }
     /* A call that ignores its deadline fails the suite (SIGALRM) instead of hanging it. */
     alarm((unsigned)(budget / 1000) + 30);
@@ -239,8 +248,9 @@ static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial
     }
     double took = now_ms() - start;
     alarm(0);
-    snprintf(control, sizeof control, "cont %d", topo->primary_port);
-    if (paused && topo_cmd(topo, control) != 0) {
+    if (paused) snprintf(control, sizeof control, "cont %d", faulted);
+    if (failover) snprintf(control, sizeof control, "release-failover %d 30000", faulted);
+    if ((paused || failover) && topo_cmd(topo, control) != 0) {
         printf("FAIL %s: %s: %s\n", name, control, topo->line);
         failed++;
         return;
@@ -255,15 +265,15 @@ static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial
     if (took > budget) wrong = "ended after its deadline + slack";
     else if (rc != want) wrong = "wrong outcome";
     else if (want == SR_OK && (reply == NULL || sr_reply_type(reply) != SR_REPLY_NIL)) wrong = "expected a nil reply";
-    if (!wrong && paused) {
-        /* The same client works again once the primary is continued. */
+    if (!wrong && (paused || failover)) {
+        /* The same client works again once the fault is undone. */
         const char *ping[] = {"PING"};
         sr_call_options_t again;
         memset(&again, 0, sizeof again);
         again.timeout_ms = 10000;
         sr_reply_t *pong = NULL;
         if (sr_client_execute_blocking_with(c, 1, ping, NULL, &again, &pong, NULL) != SR_OK)
-            wrong = "no PING reply after the primary continued";
+            wrong = "no PING reply after the fault was undone";
         sr_reply_free(pong);
     }
     if (!wrong) {
@@ -304,8 +314,9 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s /path/to/sr-topology\n", argv[0]);
         return 2;
     }
-    /* A down-after far longer than any case: a paused primary stays the primary (no failover). */
-    const char *const options[] = {"--replicas", "1", "--down-after", "60000", NULL};
+    /* A down-after far longer than any case: a paused primary stays the primary (no failover); a
+     * failover-timeout as long: a stalled failover is not aborted while a case runs. */
+    const char *const options[] = {"--replicas", "1", "--down-after", "60000", "--failover-timeout", "60000", NULL};
     topo_t topo;
     if (topo_start_with(&topo, argv[1], options) != 0) {
         fprintf(stderr, "sr-topology did not start\n");

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use sentinel_recovery::host::{Handle, Operation};
-use sentinel_recovery::{Client, ErrorCode, Value};
-use sentinel_recovery_testkit::{Topology, TopologySpec};
+use sentinel_recovery::{Client, ErrorCode, EventKind, EventStream, Value};
+use sentinel_recovery_testkit::{Node, StalledFailover, Topology, TopologySpec};
 
 /// What a call may take beyond its deadline (scheduling on a busy 2-core machine).
 const SLACK: Duration = Duration::from_millis(1000);
@@ -38,6 +38,7 @@ enum Deadline {
 enum State {
     Healthy,
     Paused,
+    Failover,
     NoPrimary,
 }
 
@@ -97,7 +98,7 @@ impl Case {
         let option = format!("command_timeout_ms={default}");
         match self.state {
             State::NoPrimary => format!("{NO_PRIMARY_URL}?{option}"),
-            State::Healthy | State::Paused => url_with(&topo.url(), &option),
+            State::Healthy | State::Paused | State::Failover => url_with(&topo.url(), &option),
         }
     }
 
@@ -149,6 +150,7 @@ fn cases() -> Vec<Case> {
                 state: match f[3].as_str() {
                     "healthy" => State::Healthy,
                     "paused" => State::Paused,
+                    "failover" => State::Failover,
                     "no-primary" => State::NoPrimary,
                     other => panic!("{path}: state {other:?}"),
                 },
@@ -262,45 +264,79 @@ async fn call_async(client: &Client, case: &Case, commands: &[Vec<String>]) -> O
     }
 }
 
-/// Stops the primary for a "paused" case; continues it when dropped.
-struct Paused<'a>(Option<&'a Topology>);
+/// The fault of a "paused" case (the current primary stopped) or a "failover" case (a failover
+/// that can't finish); undone when dropped.
+enum Fault<'a> {
+    None,
+    Paused(&'a Node),
+    Failover(&'a Topology, StalledFailover),
+}
 
-impl<'a> Paused<'a> {
-    fn new(topo: &'a Topology, case: &Case) -> Paused<'a> {
-        if case.state == State::Paused {
-            topo.primary().stop();
-            Paused(Some(topo))
-        } else {
-            Paused(None)
+impl<'a> Fault<'a> {
+    fn new(topo: &'a Topology, case: &Case) -> Fault<'a> {
+        match case.state {
+            State::Paused => {
+                let primary = topo.current_primary().expect("a primary before the case");
+                primary.stop();
+                Fault::Paused(primary)
+            }
+            State::Failover => Fault::Failover(topo, topo.stall_failover().unwrap()),
+            State::Healthy | State::NoPrimary => Fault::None,
         }
     }
 }
 
-impl Drop for Paused<'_> {
+impl Drop for Fault<'_> {
     fn drop(&mut self) {
-        if let Some(topo) = self.0.take() {
-            topo.primary().cont();
+        match self {
+            Fault::None => {}
+            Fault::Paused(primary) => primary.cont(),
+            Fault::Failover(topo, stalled) => {
+                topo.release_failover(stalled, Duration::from_secs(30))
+                    .unwrap();
+            }
         }
     }
 }
 
-/// After a paused case: the same client works again once the primary is continued.
+/// For a "failover" case, waits until the client heard that the failover began (its writes
+/// are fenced until the promotion), so the call starts while it waits for that promotion.
+async fn announced(events: &mut EventStream, case: &Case) {
+    if case.state != State::Failover {
+        return;
+    }
+    let until = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match tokio::time::timeout_at(until, events.next()).await {
+            Ok(Some(e)) if matches!(e.kind, EventKind::FailoverStarted { .. }) => return,
+            Ok(Some(_)) => {}
+            _ => panic!(
+                "{}: no failover_started within 10 s of the stall",
+                case.name
+            ),
+        }
+    }
+}
+
+/// After a paused or failover case: the same client works again once the fault is undone.
 async fn works_again(
     call: impl std::future::Future<Output = sentinel_recovery::Result<Value>>,
     case: &Case,
 ) {
     let r = tokio::time::timeout(Duration::from_secs(10), call)
         .await
-        .unwrap_or_else(|_| panic!("{}: no reply 10 s after the primary continued", case.name));
+        .unwrap_or_else(|_| panic!("{}: no reply 10 s after the fault was undone", case.name));
     assert_eq!(r.unwrap(), Value::Simple("PONG".into()), "{}", case.name);
 }
 
 #[test]
 fn every_shared_deadline_case_ends_by_its_deadline_and_leaves_nothing_blocked() {
-    // A down-after far longer than any case: a paused primary stays the primary (no failover).
+    // A down-after far longer than any case: a paused primary stays the primary (no failover);
+    // a failover-timeout as long: a stalled failover is not aborted while a case runs.
     let topo = Topology::start(TopologySpec {
         replicas: 1,
         down_after_ms: 60_000,
+        failover_timeout_ms: 60_000,
         ..Default::default()
     })
     .unwrap();
@@ -318,7 +354,9 @@ fn every_shared_deadline_case_ends_by_its_deadline_and_leaves_nothing_blocked() 
             }
             let before = blocked_clients(&observer).await;
             let commands = case.commands(2 * serial);
-            let paused = Paused::new(&topo, case);
+            let mut events = observer.events().unwrap();
+            let fault = Fault::new(&topo, case);
+            announced(&mut events, case).await;
             let start = Instant::now();
             let op = start_callback(&handle, case, &commands, tx);
             if case.deadline == Deadline::Cancel {
@@ -330,9 +368,9 @@ fn every_shared_deadline_case_ends_by_its_deadline_and_leaves_nothing_blocked() 
                 .unwrap_or_else(|_| panic!("{} (callback): no completion", case.name))
                 .unwrap();
             let took = start.elapsed();
-            drop(paused);
+            drop(fault);
             case.check(result, took, "callback");
-            if case.state == State::Paused {
+            if matches!(case.state, State::Paused | State::Failover) {
                 let (tx, rx) = tokio::sync::oneshot::channel();
                 let _op = handle.execute(
                     &["PING"],
@@ -350,11 +388,15 @@ fn every_shared_deadline_case_ends_by_its_deadline_and_leaves_nothing_blocked() 
             let client = match case.state {
                 // Opened without waiting: connect would fail, as no primary is ever found.
                 State::NoPrimary => Client::open_url(&url).unwrap(),
-                State::Healthy | State::Paused => Client::connect(&url).await.unwrap(),
+                State::Healthy | State::Paused | State::Failover => {
+                    Client::connect(&url).await.unwrap()
+                }
             };
             let before = blocked_clients(&observer).await;
             let commands = case.commands(2 * serial + 1);
-            let paused = Paused::new(&topo, case);
+            let mut events = observer.events().unwrap();
+            let fault = Fault::new(&topo, case);
+            announced(&mut events, case).await;
             let start = Instant::now();
             let call = call_async(&client, case, &commands);
             if case.deadline == Deadline::Cancel {
@@ -364,16 +406,16 @@ fn every_shared_deadline_case_ends_by_its_deadline_and_leaves_nothing_blocked() 
                     "{} (async): ended before the cancel",
                     case.name
                 );
-                drop(paused);
+                drop(fault);
             } else {
                 let result = tokio::time::timeout(case.budget() + SLACK, call)
                     .await
                     .unwrap_or_else(|_| panic!("{} (async): did not end", case.name));
                 let took = start.elapsed();
-                drop(paused);
+                drop(fault);
                 case.check(result, took, "async");
             }
-            if case.state == State::Paused {
+            if matches!(case.state, State::Paused | State::Failover) {
                 works_again(client.execute(&["PING"]), case).await;
             }
             wait_unblocked(&observer, before, case).await;

@@ -29,12 +29,14 @@ class TestClient < Minitest::Test
   # was closed). Commands through #execute, pipelines through #pipeline and transactions through
   # #transaction (each with timeout: per call, which bounds the whole pipeline or transaction).
   # Cancel cases are skipped: the Ruby client has no cancellation. "paused" cases stop the
-  # primary of a topology whose down-after (60 s) is far longer than the case, then continue it
-  # and check that the same client works again.
+  # current primary of a topology whose down-after (60 s) is far longer than the case, "failover"
+  # cases stall a failover (sr-topology's stall-failover); both undo it afterwards and check that
+  # the same client works again.
   def test_shared_deadline_cases
     cases = case_rows('deadlines.tsv', 8, 18)
-    # A down-after far longer than any case: a paused primary stays the primary (no failover).
-    topo = TestTopology.new('--replicas', '1', '--down-after', '60000')
+    # A down-after far longer than any case: a paused primary stays the primary (no failover); a
+    # failover-timeout as long: a stalled failover is not aborted while a case runs.
+    topo = TestTopology.new('--replicas', '1', '--down-after', '60000', '--failover-timeout', '60000')
     SentinelRecovery::Client.open(topo.url) do |observer|
       blocked = lambda do
         observer.execute('INFO', 'clients')[/^blocked_clients:(\d+)/, 1].to_i
@@ -53,11 +55,15 @@ class TestClient < Minitest::Test
         SentinelRecovery::Client.open(url, command_timeout_ms: per_call ? 30_000 : timeout_ms.to_i) do |c|
           c.ready unless state == 'no-primary'
           before = blocked.call
-          stopped = false
+          # The fault's undoing while it is in place: "cont PORT" or "release-failover PORT".
+          undo = nil
           begin
             if state == 'paused'
-              topo.cmd("stop #{topo.primary_port}")
-              stopped = true
+              port = topo.cmd('primary').fetch('port')
+              topo.cmd("stop #{port}")
+              undo = "cont #{port}"
+            elsif state == 'failover'
+              undo = "release-failover #{topo.cmd('stall-failover').fetch('port')} 30000"
             end
             start = Process.clock_gettime(Process::CLOCK_MONOTONIC)
             outcome = begin
@@ -71,9 +77,10 @@ class TestClient < Minitest::Test
               e
             end
             took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - start
-            if stopped
-              stopped = false
-              topo.cmd("cont #{topo.primary_port}")
+            if undo
+              line = undo
+              undo = nil
+              topo.cmd(line, 40)
             end
             assert_operator took, :<=, budget, "#{name}: ended after #{took.round(3)} s"
             if expect == 'nil'
@@ -82,9 +89,11 @@ class TestClient < Minitest::Test
               assert_kind_of SentinelRecovery::Error, outcome, "#{name}: expected #{expect}"
               assert_equal expect, outcome.code, name
             end
-            assert_equal 'PONG', c.execute('PING', timeout: 10), "#{name}: PING after cont" if state == 'paused'
+            if %w[paused failover].include?(state)
+              assert_equal 'PONG', c.execute('PING', timeout: 10), "#{name}: PING after the fault"
+            end
           ensure
-            topo.cmd("cont #{topo.primary_port}") if stopped
+            topo.cmd(undo, 40) if undo
           end
           wait_until(5, "#{name}: no client blocked on the server") { blocked.call <= before }
         end

@@ -265,14 +265,15 @@ private fun caseRows(name: String, fields: Int, atLeast: Int): List<List<String>
  * afterwards no client is left blocked on the server (a timed-out blocking command's connection
  * was closed). Commands through `execute`, pipelines through `pipeline` and transactions through
  * `transaction` (each with `timeoutMs` per call, which bounds the whole pipeline or transaction), and
- * cancellation by cancelling the calling coroutine. "paused" cases stop the primary of a topology
- * whose down-after (60 s) is far longer than the case, then continue it and check that the same
- * client works again.
+ * cancellation by cancelling the calling coroutine. "paused" cases stop the current primary of a
+ * topology whose down-after (60 s) is far longer than the case, "failover" cases stall a failover
+ * (sr-topology's stall-failover); both undo it afterwards and check that the same client works.
  */
 private fun deadlineCases() = runBlocking {
     val cases = caseRows("deadlines.tsv", 8, 18)
-    // A down-after far longer than any case: a paused primary stays the primary (no failover).
-    TestTopology("--replicas", "1", "--down-after", "60000").use { topo ->
+    // A down-after far longer than any case: a paused primary stays the primary (no failover); a
+    // failover-timeout as long: a stalled failover is not aborted while a case runs.
+    TestTopology("--replicas", "1", "--down-after", "60000", "--failover-timeout", "60000").use { topo ->
         SentinelClient.connect(topo.url, emptyMap()).use { observer ->
             observer.ready()
             fun blockedClients(): Long = runBlocking {
@@ -294,10 +295,14 @@ private fun deadlineCases() = runBlocking {
                 SentinelClient.connect(url, mapOf("command_timeout_ms" to defaultMs.toString())).use { c ->
                     if (state != "no-primary") c.ready()
                     val before = blockedClients()
-                    var stopped = false
+                    // The fault's undoing while it is in place: "cont PORT" or "release-failover PORT".
+                    var undo: String? = null
                     if (state == "paused") {
-                        topo.cmd("stop ${topo.primaryPort}")
-                        stopped = true
+                        val port = TestTopology.portOf(topo.cmd("primary"))
+                        topo.cmd("stop $port")
+                        undo = "cont $port"
+                    } else if (state == "failover") {
+                        undo = "release-failover ${TestTopology.portOf(topo.cmd("stall-failover"))} 30000"
                     }
                     try {
                         val start = System.nanoTime()
@@ -320,9 +325,9 @@ private fun deadlineCases() = runBlocking {
                             call.await()
                         }
                         val took = (System.nanoTime() - start) / 1_000_000
-                        if (stopped) {
-                            stopped = false
-                            topo.cmd("cont ${topo.primaryPort}")
+                        undo?.let { line ->
+                            undo = null
+                            topo.cmd(line, 40)
                         }
                         expect(took <= budget) { "$name: ended after $took ms (allowed $budget ms)" }
                         when (expected) {
@@ -335,9 +340,11 @@ private fun deadlineCases() = runBlocking {
                                 expectEqual(expected, (outcome as SentinelException).errorCode, "$name: error code")
                             }
                         }
-                        if (state == "paused") expectEqual<Any>(Reply.Simple("PONG"), c.execute(10000, listOf("PING".toByteArray())), "$name: PING after cont")
+                        if (state == "paused" || state == "failover") {
+                            expectEqual<Any>(Reply.Simple("PONG"), c.execute(10000, listOf("PING".toByteArray())), "$name: PING after the fault")
+                        }
                     } finally {
-                        if (stopped) runCatching { topo.cmd("cont ${topo.primaryPort}") }
+                        undo?.let { line -> runCatching { topo.cmd(line, 40) } }
                     }
                     waitUntil(5, "$name: no client blocked on the server") { blockedClients() <= before }
                 }
