@@ -3,7 +3,7 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use sr::host::HostTransaction;
+use sr::host::{Done, HostTransaction, Operation};
 use sr::Value;
 
 use crate::args::{arguments, command_list, out_param, sr_command_t};
@@ -11,7 +11,9 @@ use crate::client::{acquire, client_into, required, sr_client_t};
 use crate::error::sr_error_t;
 use crate::ffi::{blocking, free_box, guard, start, to_boxed_mut_ptr, try_ref, UserData};
 use crate::handles::sr_transaction_t;
-use crate::mailbox::{acquire_mailbox, began_into, exec_into, reply_into, sr_mailbox_t};
+use crate::mailbox::{
+    acquire_mailbox, began_into, exec_into, reply_into, sr_mailbox_t, MailboxBox,
+};
 use crate::operation::{call_options, give_operation, sr_call_options_t};
 use crate::reply::{into_owned_reply, reply_to, sr_reply_cb, sr_reply_t};
 use crate::results::{
@@ -291,6 +293,26 @@ pub unsafe extern "C" fn sr_client_transaction_begin_into(
     })
 }
 
+/// Starts one step of `transaction` whose completion goes to `mailbox` as `op_id`'s (the body of
+/// the transaction steps' `*_into` exports): `into` makes the completion, `step` starts the
+/// step. Refused, with no completion ever, for a NULL transaction or mailbox and a closed
+/// mailbox.
+///
+/// # Safety
+/// `transaction` is NULL or not yet freed; `mailbox` is NULL or a mailbox not yet freed.
+unsafe fn step_into<T>(
+    transaction: *const sr_transaction_t,
+    mailbox: *const sr_mailbox_t,
+    op_id: u64,
+    into: fn(&MailboxBox, u64) -> Result<Done<T>, sr_error_t>,
+    step: impl FnOnce(&HostTransaction, Done<T>) -> Operation,
+) -> Result<(), sr_error_t> {
+    let t = transaction_ref(transaction)?;
+    let done = into(&*acquire_mailbox(mailbox)?, op_id)?;
+    drop(step(t, done));
+    Ok(())
+}
+
 /// sr_transaction_watch() whose completion goes to `mailbox` as `op_id`'s
 /// SR_DELIVERY_COMPLETION, as sr_client_execute_into(): `reply` (`OK`) or `error`.
 ///
@@ -310,11 +332,10 @@ pub unsafe extern "C" fn sr_transaction_watch_into(
     op_id: u64,
 ) -> c_int {
     start(|| {
-        let t = transaction_ref(transaction)?;
-        let m = acquire_mailbox(mailbox)?;
         let keys = arguments(n, keys, keys_len)?;
-        t.watch(&keys, watched(reply_into(&m, op_id)?));
-        Ok::<(), sr_error_t>(())
+        step_into(transaction, mailbox, op_id, reply_into, |t, done| {
+            t.watch(&keys, watched(done))
+        })
     })
 }
 
@@ -333,11 +354,10 @@ pub unsafe extern "C" fn sr_transaction_execute_into(
     op_id: u64,
 ) -> c_int {
     start(|| {
-        let t = transaction_ref(transaction)?;
-        let m = acquire_mailbox(mailbox)?;
         let args = arguments(argc, argv, argv_len)?;
-        t.execute(&args, reply_into(&m, op_id)?);
-        Ok::<(), sr_error_t>(())
+        step_into(transaction, mailbox, op_id, reply_into, |t, done| {
+            t.execute(&args, done)
+        })
     })
 }
 
@@ -357,11 +377,10 @@ pub unsafe extern "C" fn sr_transaction_exec_into(
     op_id: u64,
 ) -> c_int {
     start(|| {
-        let t = transaction_ref(transaction)?;
-        let m = acquire_mailbox(mailbox)?;
         let cmds = command_list(commands_, n)?;
-        t.exec(&cmds, exec_into(&m, op_id)?);
-        Ok::<(), sr_error_t>(())
+        step_into(transaction, mailbox, op_id, exec_into, |t, done| {
+            t.exec(&cmds, done)
+        })
     })
 }
 

@@ -658,13 +658,18 @@ static void test_transaction_into_steps(void) {
     const char *keys[] = {"into:tx"};
     const char *get[] = {"GET", "into:tx"}, *set[] = {"SET", "into:tx", "5"}, *incr[] = {"INCR", "into:tx"};
     sr_command_t cmds[] = {{3, set, NULL}, {2, incr, NULL}};
+    /* each step waited for before the next: steps started back to back may run out of order
+       in the core today (an EXEC before an earlier GET, which then finds the transaction
+       ended), whatever form starts them */
     CHECK_RC(sr_transaction_watch_into(r.tx, 1, keys, NULL, r.mb, 2), SR_OK);
+    rec_until(&r, 2);
     CHECK_RC(sr_transaction_execute_into(r.tx, 2, get, NULL, r.mb, 3), SR_OK);
+    rec_until(&r, 3);
     CHECK_RC(sr_transaction_exec_into(r.tx, cmds, 2, r.mb, 4), SR_OK);
     rec_until(&r, 4);
     CHECK(r.bad == 0 && r.n == 4);
     CHECK(r.op[1] == 2 && r.what[1] == 'r' && strcmp(r.text[1], "OK") == 0);
-    CHECK(r.op[2] == 3 && r.what[2] == 'r' && r.code[2] == SR_OK); /* a nil reply */
+    CHECK(r.op[2] == 3 && r.what[2] == 'r' && r.code[2] == SR_OK && r.text[2][0] == '\0'); /* nil */
     CHECK(r.op[3] == 4 && r.what[3] == 'R' && r.num[3] == 2);
     CHECK_RC(sr_transaction_execute_into(r.tx, 2, get, NULL, r.mb, 5), SR_OK);
     rec_until(&r, 5);
