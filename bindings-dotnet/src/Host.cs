@@ -74,8 +74,8 @@ namespace SentinelRecovery
                 if (d->kind == Native.SR_DELIVERY_COMPLETION)
                 {
                     var op = mailbox.Take(d->op_id);
-                    if (op != null)
-                        op.Complete(d->reply != IntPtr.Zero ? d->reply : d->results != IntPtr.Zero ? d->results : d->topology, d->error);
+                    // What the delivery hands over and nobody took is freed here, never leaked.
+                    if (op == null || !op.Complete(delivery)) Native.ReleaseHandedOver(delivery);
                 }
                 else if (d->kind == Native.SR_DELIVERY_EVENT)
                 {

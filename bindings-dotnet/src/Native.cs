@@ -77,10 +77,6 @@ namespace SentinelRecovery
             public ulong gap_ms;
         }
 
-        /// <summary><c>sr_reply_cb</c>: runs on a core thread; must copy and return, never throw.</summary>
-        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
-        internal delegate void ReplyCallback(IntPtr userData, IntPtr reply, IntPtr error);
-
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr sr_version();
 
@@ -92,11 +88,7 @@ namespace SentinelRecovery
         internal static extern int sr_client_wait_ready(ClientHandle client, out IntPtr topology, out IntPtr error);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int sr_client_execute(ClientHandle client, UIntPtr argc, IntPtr* argv, UIntPtr* argvLen,
-            IntPtr callback, IntPtr userData);
-
-        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int sr_client_panic_for_test(ClientHandle client, IntPtr callback, IntPtr userData);
+        internal static extern int sr_client_panic_for_test_into(ClientHandle client, IntPtr mailbox, ulong opId);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sr_client_execute_blocking(ClientHandle client, UIntPtr argc, IntPtr* argv,
@@ -105,8 +97,9 @@ namespace SentinelRecovery
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sr_client_topology(ClientHandle client, out IntPtr topology, out IntPtr error);
 
-        /// <summary><c>sr_wake_cb</c>: runs on the thread that filled the mailbox (a core thread) with its
-        /// lock held; must only signal, never block or throw.</summary>
+        /// <summary><c>sr_wake_cb</c>: runs on the thread that filled the mailbox (a core thread); must
+        /// only signal, never block or throw. The only managed code a core thread ever runs
+        /// (besides an <c>address_map</c> function, which is called synchronously by design).</summary>
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         internal delegate void WakeCallback(IntPtr userData);
 
@@ -131,6 +124,23 @@ namespace SentinelRecovery
             public int level;
             public IntPtr target;
             public IntPtr message;
+            public IntPtr subscription; // owned by the receiver
+            public IntPtr pubsub_message;
+            public IntPtr transaction; // owned by the receiver
+            public IntPtr json;
+            public int exit_code;
+        }
+
+        /// <summary>The delivery behind a pointer handed to a completion.</summary>
+        internal static sr_delivery_t Delivery(IntPtr delivery) { return *(sr_delivery_t*)delivery; }
+
+        /// <summary>Frees the handles a completion hands over that nobody took (its task was
+        /// cancelled or is gone), so none leaks.</summary>
+        internal static void ReleaseHandedOver(IntPtr delivery)
+        {
+            var d = (sr_delivery_t*)delivery;
+            if (d->subscription != IntPtr.Zero) NativePubSub.sr_subscription_free(d->subscription);
+            if (d->transaction != IntPtr.Zero) sr_transaction_free(d->transaction);
         }
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
@@ -254,7 +264,8 @@ namespace SentinelRecovery
     /// <summary>The native client. <see cref="ReleaseHandle"/> closes (blocking until every
     /// completion of the client has been delivered) and frees it. It runs on a host thread (the
     /// caller of Dispose, or the finalizer thread), never on a core thread: the library only ever
-    /// calls into managed code through static callbacks, which never dispose anything.</summary>
+    /// calls into managed code through the mailbox's wake-up (and an address map), which never
+    /// dispose anything.</summary>
     internal sealed class ClientHandle : SafeHandle
     {
         /// <summary>The mailbox the client's events go to; closed and freed after the client is

@@ -1,5 +1,5 @@
-// P/Invoke declarations of the C ABI's per-call options, pipelines, transactions and log
-// callback (ffi-c/src/calls.rs, transaction.rs, log.rs). C# 7.2 (Mono mcs).
+// P/Invoke declarations of the C ABI's per-call options, pipelines and transactions, all in their
+// host-mailbox (*_into) forms (ffi-c/src/client.rs, operation.rs, transaction.rs). C# 7.2 (Mono mcs).
 using System;
 using System.Runtime.InteropServices;
 
@@ -21,22 +21,6 @@ namespace SentinelRecovery
             public IntPtr* argv;
             public UIntPtr* argv_len;
         }
-
-        /// <summary><c>sr_results_cb</c>: runs on a core thread; must copy and return, never throw.</summary>
-        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
-        internal delegate void ResultsCallback(IntPtr userData, IntPtr results, IntPtr error);
-
-        /// <summary><c>sr_transaction_cb</c>: runs on a core thread; owns <c>transaction</c> on success.</summary>
-        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
-        internal delegate void TransactionCallback(IntPtr userData, IntPtr transaction, IntPtr error);
-
-        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int sr_client_execute_with(ClientHandle client, UIntPtr argc, IntPtr* argv,
-            UIntPtr* argvLen, sr_call_options_t* options, IntPtr callback, IntPtr userData);
-
-        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int sr_client_pipeline(ClientHandle client, sr_command_t* commands, UIntPtr n,
-            sr_call_options_t* options, IntPtr callback, IntPtr userData);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sr_client_execute_into(ClientHandle client, UIntPtr argc, IntPtr* argv,
@@ -62,20 +46,20 @@ namespace SentinelRecovery
         internal static extern IntPtr sr_results_error(IntPtr results, UIntPtr index);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int sr_client_transaction_begin(ClientHandle client, sr_call_options_t* options,
-            IntPtr callback, IntPtr userData);
+        internal static extern int sr_client_transaction_begin_into(ClientHandle client, sr_call_options_t* options,
+            IntPtr mailbox, ulong opId);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int sr_transaction_watch(IntPtr transaction, UIntPtr n, IntPtr* keys, UIntPtr* keysLen,
-            IntPtr callback, IntPtr userData);
+        internal static extern int sr_transaction_watch_into(IntPtr transaction, UIntPtr n, IntPtr* keys, UIntPtr* keysLen,
+            IntPtr mailbox, ulong opId);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int sr_transaction_execute(IntPtr transaction, UIntPtr argc, IntPtr* argv,
-            UIntPtr* argvLen, IntPtr callback, IntPtr userData);
+        internal static extern int sr_transaction_execute_into(IntPtr transaction, UIntPtr argc, IntPtr* argv,
+            UIntPtr* argvLen, IntPtr mailbox, ulong opId);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int sr_transaction_exec(IntPtr transaction, sr_command_t* commands, UIntPtr n,
-            IntPtr callback, IntPtr userData);
+        internal static extern int sr_transaction_exec_into(IntPtr transaction, sr_command_t* commands, UIntPtr n,
+            IntPtr mailbox, ulong opId);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern void sr_transaction_free(IntPtr transaction);

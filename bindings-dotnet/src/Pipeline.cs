@@ -1,7 +1,7 @@
 // Per-call deadlines with native cancellation, pipelines and transactions, over the C ABI's
-// sr_client_execute_with / sr_client_pipeline / sr_client_transaction_begin. Completions arrive
-// on core threads and only complete a TaskCompletionSource created with
-// RunContinuationsAsynchronously, as every other completion of this wrapper.
+// sr_client_execute_into / sr_client_pipeline_into / sr_client_transaction_begin_into. Every
+// completion reaches the client's host mailbox and is taken on the sr-dotnet-host thread, where
+// it only completes a TaskCompletionSource created with RunContinuationsAsynchronously.
 using System;
 using System.Collections.Generic;
 using System.Linq;
@@ -32,13 +32,6 @@ namespace SentinelRecovery
 
     public sealed partial class SentinelClient
     {
-        private static readonly Native.ReplyCallback OpReplyCallback = OnOpCompleted;
-        private static readonly Native.ResultsCallback OpResultsCallback = OnOpCompleted;
-        private static readonly Native.TransactionCallback OpTransactionCallback = OnOpCompleted;
-        internal static readonly IntPtr OpReplyPtr = Marshal.GetFunctionPointerForDelegate(OpReplyCallback);
-        internal static readonly IntPtr OpResultsPtr = Marshal.GetFunctionPointerForDelegate(OpResultsCallback);
-        internal static readonly IntPtr OpTransactionPtr = Marshal.GetFunctionPointerForDelegate(OpTransactionCallback);
-
         /// <summary>
         /// Sends one command with a deadline of its own instead of the client's
         /// <c>command_timeout_ms</c>; past it the task faults with
@@ -80,8 +73,8 @@ namespace SentinelRecovery
         /// the task fails with <see cref="InternalException"/>, once, and the client goes on.</summary>
         internal unsafe Task<RedisReply> PanicForTestAsync()
         {
-            return Start(CopyReply, CancellationToken.None,
-                (ud, op) => Native.sr_client_panic_for_test(_handle, OpReplyPtr, ud));
+            return StartInto(CopyReply, CancellationToken.None,
+                (mailbox, id, op) => Native.sr_client_panic_for_test_into(_handle, mailbox, id));
         }
 
         /// <summary>
@@ -137,11 +130,12 @@ namespace SentinelRecovery
         /// </summary>
         public unsafe Task<SentinelTransaction> BeginTransactionAsync(CancellationToken cancellationToken = default(CancellationToken))
         {
-            return Start(tx => new SentinelTransaction(tx), cancellationToken, (ud, op) =>
-            {
-                var o = new Native.sr_call_options_t { timeout_ms = 0, operation = op };
-                return Native.sr_client_transaction_begin(_handle, &o, OpTransactionPtr, ud);
-            });
+            return StartInto(d => new SentinelTransaction(Native.Delivery(d).transaction, this), cancellationToken,
+                (mailbox, id, op) =>
+                {
+                    var o = new Native.sr_call_options_t { timeout_ms = 0, operation = op };
+                    return Native.sr_client_transaction_begin_into(_handle, &o, mailbox, id);
+                });
         }
 
         internal static void EncodeArgs(object[] args, out byte[] buf, out int[] lens)
@@ -161,13 +155,12 @@ namespace SentinelRecovery
             return ms;
         }
 
-        internal unsafe delegate int Starter(IntPtr userData, IntPtr* operation);
-
         /// <summary>Starts a native call that completes into <paramref name="mailbox"/> as <paramref name="opId"/>.</summary>
         internal unsafe delegate int MailboxStarter(IntPtr mailbox, ulong opId, IntPtr* operation);
 
         /// <summary>Starts one native call whose completion reaches the client's mailbox and
-        /// completes a <see cref="PendingOp{T}"/> on the host thread.</summary>
+        /// completes a <see cref="PendingOp{T}"/> on the host thread; <paramref name="convert"/>
+        /// reads the delivery (<c>sr_delivery_t*</c>) of a call that succeeded.</summary>
         internal unsafe Task<T> StartInto<T>(Func<IntPtr, T> convert, CancellationToken ct, MailboxStarter call)
         {
             if (ct.IsCancellationRequested) return Canceled<T>();
@@ -178,13 +171,10 @@ namespace SentinelRecovery
             return op.StartInto(ct, mailbox, call);
         }
 
-        /// <summary>Starts one native call whose callback completes a <see cref="PendingOp{T}"/>.</summary>
-        internal unsafe Task<T> Start<T>(Func<IntPtr, T> convert, CancellationToken ct, Starter call)
+        /// <summary>The client's host mailbox; null once disposed.</summary>
+        internal HostMailbox Mailbox
         {
-            if (ct.IsCancellationRequested) return Canceled<T>();
-            if (Volatile.Read(ref _disposed) != 0) return FaultedOf<T>(new ClientClosedException("the client was disposed"));
-            var op = new PendingOp<T>(convert);
-            return op.Start(ct, call);
+            get { return Volatile.Read(ref _disposed) != 0 ? null : _handle.Mailbox; }
         }
 
         internal static Task<T> Canceled<T>()
@@ -201,9 +191,11 @@ namespace SentinelRecovery
             return t.Task;
         }
 
-        private static RedisReply CopyReply(IntPtr reply) { return RedisReply.Copy(reply); }
+        internal static RedisReply CopyReply(IntPtr delivery) { return RedisReply.Copy(Native.Delivery(delivery).reply); }
 
-        private static CommandResult[] CopyResults(IntPtr results)
+        private static CommandResult[] CopyResults(IntPtr delivery) { return Results(Native.Delivery(delivery).results); }
+
+        private static CommandResult[] Results(IntPtr results)
         {
             int n = (int)(uint)Native.sr_results_len(results);
             var out_ = new CommandResult[n];
@@ -218,27 +210,11 @@ namespace SentinelRecovery
         }
 
         /// <summary>EXEC's replies; null when a watched key changed (the library passes no results and no error).</summary>
-        internal static RedisReply[] CopyExec(IntPtr results)
+        internal static RedisReply[] CopyExec(IntPtr delivery)
         {
+            IntPtr results = Native.Delivery(delivery).results;
             if (results == IntPtr.Zero) return null;
-            return CopyResults(results).Select(r => r.Reply).ToArray();
-        }
-
-        // ---- the one static thunk behind every PendingOp: copy, complete, return; never throw ----
-
-        private static void OnOpCompleted(IntPtr userData, IntPtr value, IntPtr error)
-        {
-            try
-            {
-                var gch = GCHandle.FromIntPtr(userData);
-                var op = (PendingOp)gch.Target;
-                gch.Free(); // exactly once: the library calls back once per accepted call
-                op.Complete(value, error);
-            }
-            catch
-            {
-                // Nothing may unwind into native code.
-            }
+            return Results(results).Select(r => r.Reply).ToArray();
         }
     }
 
@@ -249,9 +225,10 @@ namespace SentinelRecovery
         internal IntPtr Operation;
         internal CancellationTokenRegistration Registration;
 
-        /// <summary>On a core thread (callback form) or the host thread (mailbox form): converts and
-        /// completes the task (unless cancelled already).</summary>
-        internal abstract void Complete(IntPtr value, IntPtr error);
+        /// <summary>On the host thread, with the call's delivery (<c>sr_delivery_t*</c>): converts
+        /// and completes the task (unless cancelled already). Returns whether it took what the
+        /// delivery hands over (a subscription, a transaction); if not, the caller frees that.</summary>
+        internal abstract bool Complete(IntPtr delivery);
 
         /// <summary>Fails the task with <paramref name="e"/> (unless it completed already).</summary>
         internal abstract void Fail(Exception e);
@@ -287,34 +264,6 @@ namespace SentinelRecovery
         private readonly Func<IntPtr, T> _convert;
 
         internal PendingOp(Func<IntPtr, T> convert) { _convert = convert; }
-
-        internal unsafe Task<T> Start(CancellationToken ct, SentinelClient.Starter call)
-        {
-            var gch = GCHandle.Alloc(this);
-            IntPtr native = IntPtr.Zero;
-            int rc;
-            try
-            {
-                rc = call(GCHandle.ToIntPtr(gch), &native);
-            }
-            catch (ObjectDisposedException)
-            {
-                rc = (int)ErrorCode.Closed;
-            }
-            catch
-            {
-                gch.Free();
-                throw;
-            }
-            if (rc != Native.SR_OK)
-            {
-                // Not accepted: the callback will never run, so the handle is ours to free.
-                gch.Free();
-                return SentinelClient.FaultedOf<T>(SentinelRecoveryException.Create((ErrorCode)rc,
-                    rc == (int)ErrorCode.Closed ? "the client was disposed" : Native.Utf8(Native.sr_error_message(rc))));
-            }
-            return Started(ct, native);
-        }
 
         /// <summary>An accepted call: keeps its cancel handle and wires cancellation.</summary>
         private Task<T> Started(CancellationToken ct, IntPtr native)
@@ -358,17 +307,23 @@ namespace SentinelRecovery
 
         internal override void Fail(Exception e) { _tcs.TrySetException(e); }
 
-        internal override void Complete(IntPtr value, IntPtr error)
+        /// <summary>The task, for a call started without <see cref="StartInto"/> (the doctor).</summary>
+        internal Task<T> Outcome { get { return _tcs.Task; } }
+
+        internal override bool Complete(IntPtr delivery)
         {
-            if (_tcs.Task.IsCompleted) return; // cancelled: the result is discarded
+            if (_tcs.Task.IsCompleted) return false; // cancelled: the result is discarded
             try
             {
+                IntPtr error = Native.Delivery(delivery).error;
                 if (error != IntPtr.Zero) _tcs.TrySetException(SentinelRecoveryException.FromNative(error));
-                else _tcs.TrySetResult(_convert(value));
+                else _tcs.TrySetResult(_convert(delivery));
+                return true;
             }
             catch (Exception e)
             {
                 _tcs.TrySetException(e);
+                return false;
             }
         }
     }

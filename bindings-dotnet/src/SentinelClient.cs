@@ -208,7 +208,7 @@ namespace SentinelRecovery
                 tcs.TrySetCanceled();
                 return tcs.Task;
             }
-            var waited = StartInto(Topology.Copy, ct, (mailbox, id, op) =>
+            var waited = StartInto(d => Topology.Copy(Native.Delivery(d).topology), ct, (mailbox, id, op) =>
             {
                 var o = new Native.sr_call_options_t { timeout_ms = 0, operation = op };
                 return Native.sr_client_wait_ready_into(_handle, &o, mailbox, id);

@@ -1,4 +1,5 @@
-// The doctor over sr_doctor: the diagnosis of `sentinel-recovery doctor` as a Task.
+// The doctor over sr_doctor_into: the diagnosis of `sentinel-recovery doctor` as a Task, completed
+// through a host mailbox on the sr-dotnet-host thread.
 using System;
 using System.Collections.Generic;
 using System.Runtime.InteropServices;
@@ -17,13 +18,9 @@ namespace SentinelRecovery
             public IntPtr address_map_user_data;
         }
 
-        /// <summary><c>sr_doctor_cb</c>: runs once on a core thread; must copy and return, never throw.</summary>
-        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
-        internal delegate void DoctorCallback(IntPtr userData, IntPtr json, int exitCode, IntPtr error);
-
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int sr_doctor(byte* url, sr_option_t* options, UIntPtr optionsLen,
-            sr_doctor_options_t* doctorOptions, IntPtr callback, IntPtr userData, out IntPtr error);
+        internal static extern int sr_doctor_into(byte* url, sr_option_t* options, UIntPtr optionsLen,
+            sr_doctor_options_t* doctorOptions, IntPtr mailbox, ulong opId, out IntPtr error);
     }
 
     /// <summary>The verdict of a diagnosis; the values are the CLI's exit codes.</summary>
@@ -80,21 +77,22 @@ namespace SentinelRecovery
     /// The diagnosis of <c>sentinel-recovery doctor</c>: tells a stalled sentinel (TILT) from slow
     /// or misdirected name resolution, a quorum or majority out of reach, sentinels that disagree,
     /// a replica that can't be promoted, with the numbers that prove it. Runs on the library's own
-    /// threads with a client's options; the task completes through a
+    /// threads with a client's options; the report reaches the <c>sr-dotnet-host</c> thread through
+    /// a mailbox of the process's own and completes the task through a
     /// <see cref="TaskCompletionSource{T}"/> with <see cref="TaskCreationOptions.RunContinuationsAsynchronously"/>.
     /// </summary>
     public static class SentinelDoctor
     {
-        // Kept alive for the whole process: native code holds a pointer to this thunk.
-        private static readonly Native.DoctorCallback Callback = OnDone;
-        private static readonly IntPtr CallbackPtr = Marshal.GetFunctionPointerForDelegate(Callback);
+        private static readonly object Gate = new object();
+        /// <summary>Where diagnoses complete (made on first use, kept for the process).</summary>
+        private static HostMailbox _mailbox;
 
-        private sealed class Pending
+        private static HostMailbox Mailbox
         {
-            internal readonly TaskCompletionSource<DoctorReport> Tcs =
-                new TaskCompletionSource<DoctorReport>(TaskCreationOptions.RunContinuationsAsynchronously);
-            // Reachable from the GCHandle until the diagnosis completes: its thunk is called until then.
-            internal AddressMapper Mapper;
+            get
+            {
+                lock (Gate) return _mailbox ?? (_mailbox = HostMailbox.Create(null, 1));
+            }
         }
 
         /// <summary>Diagnoses the deployment of <paramref name="url"/>.</summary>
@@ -108,17 +106,26 @@ namespace SentinelRecovery
             DoctorOptions doctorOptions = null)
         {
             var packed = NativeOptions.Pack(url, options);
-            var pending = new Pending { Mapper = doctorOptions == null ? null : AddressMapper.For(doctorOptions.AddressMap) };
+            var mapper = doctorOptions == null ? null : AddressMapper.For(doctorOptions.AddressMap);
             var how = new Native.sr_doctor_options_t();
             if (doctorOptions != null)
             {
-                // The rule is the core's: out of range, sr_doctor refuses (ConfigException). Through
-                // C's options struct, 0 means "not set".
+                // The rule is the core's: out of range, sr_doctor_into refuses (ConfigException).
+                // Through C's options struct, 0 means "not set".
                 if (doctorOptions.Watch.HasValue) how.watch_ms = doctorOptions.Watch.Value.TotalMilliseconds;
                 how.pings = doctorOptions.Pings;
             }
-            if (pending.Mapper != null) how.address_map = pending.Mapper.Pointer;
-            var gch = GCHandle.Alloc(pending);
+            if (mapper != null) how.address_map = mapper.Pointer;
+            // The op stays in the mailbox's table until the report comes, and with it the mapper
+            // whose thunk the library calls until then.
+            var op = new PendingOp<DoctorReport>(d =>
+            {
+                GC.KeepAlive(mapper);
+                var report = Native.Delivery(d);
+                return new DoctorReport(Native.Utf8(report.json), report.exit_code);
+            });
+            var mailbox = Mailbox;
+            ulong id = mailbox.Register(op);
             int nopt = packed.Count;
             var opts = new Native.sr_option_t[Math.Max(nopt, 1)];
             IntPtr err;
@@ -127,40 +134,16 @@ namespace SentinelRecovery
             fixed (Native.sr_option_t* o = opts)
             {
                 packed.Fill(b, o);
-                rc = Native.sr_doctor(b, nopt == 0 ? null : o, (UIntPtr)(uint)nopt, &how, CallbackPtr,
-                    GCHandle.ToIntPtr(gch), out err);
+                rc = Native.sr_doctor_into(b, nopt == 0 ? null : o, (UIntPtr)(uint)nopt, &how, mailbox.Pointer, id, out err);
             }
             packed.Clear();
             if (rc != Native.SR_OK)
             {
-                // Not started: the callback will never run, so the handle is ours to free.
-                gch.Free();
+                // Not started: no completion will come, so the entry is ours to remove.
+                mailbox.Unregister(id);
                 throw SentinelRecoveryException.TakeNative(rc, err);
             }
-            return pending.Tcs.Task;
-        }
-
-        private static void OnDone(IntPtr userData, IntPtr json, int exitCode, IntPtr error)
-        {
-            try
-            {
-                var gch = GCHandle.FromIntPtr(userData);
-                var pending = (Pending)gch.Target;
-                gch.Free(); // exactly once: the library calls this once per started diagnosis
-                try
-                {
-                    if (json != IntPtr.Zero) pending.Tcs.TrySetResult(new DoctorReport(Native.Utf8(json), exitCode));
-                    else pending.Tcs.TrySetException(SentinelRecoveryException.FromNative(error));
-                }
-                catch (Exception e)
-                {
-                    pending.Tcs.TrySetException(e);
-                }
-            }
-            catch
-            {
-                // Nothing may unwind into native code.
-            }
+            return op.Outcome;
         }
     }
 }

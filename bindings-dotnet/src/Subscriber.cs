@@ -1,5 +1,8 @@
 // Pub/sub for applications over the C ABI's sr_subscription_t: SentinelClient.SubscribeAsync and
-// the Subscription it gives, whose Message event runs on one dedicated thread (sr-dotnet-messages).
+// the Subscription it gives. The subscription, its changes and its messages (read one at a time
+// with sr_subscription_next_into) all complete through the client's host mailbox on the
+// sr-dotnet-host thread, which hands the messages, in order, to the Message event's own thread
+// (sr-dotnet-messages).
 using System;
 using System.Collections.Concurrent;
 using System.Collections.Generic;
@@ -31,9 +34,6 @@ namespace SentinelRecovery
 
     public sealed partial class SentinelClient
     {
-        private static readonly NativePubSub.SubscribeCallback SubscribedCallback = Subscription.OnSubscribed;
-        private static readonly IntPtr SubscribedCallbackPtr = Marshal.GetFunctionPointerForDelegate(SubscribedCallback);
-
         /// <summary>A pub/sub subscription of the client lost its node: messages are missed until
         /// <see cref="SubscriptionRestored"/> (Redis pub/sub is at-most-once).</summary>
         public event EventHandler<SubscriptionEventArgs> SubscriptionLost
@@ -80,40 +80,26 @@ namespace SentinelRecovery
         {
             if (channels == null) throw new ArgumentNullException("channels");
             if (buffer < 0) throw new ArgumentOutOfRangeException("buffer");
-            var sub = new Subscription(buffer == 0 ? 4096 : buffer);
-            var pending = new Subscription.Pending(sub);
+            int capacity = buffer == 0 ? 4096 : buffer;
             var names = new NameList(channels);
             var pats = new NameList(patterns ?? new string[0]);
-            IntPtr messageData = GCHandle.ToIntPtr(sub.Self);
-            IntPtr doneData = GCHandle.ToIntPtr(GCHandle.Alloc(pending));
-            int rc;
-            try
-            {
-                fixed (byte* cb = names.Bytes)
-                fixed (byte* pb = pats.Bytes)
+            // On the host thread: the subscription is ours from this delivery on; it starts reading.
+            return StartInto(d => Subscription.Start(this, Native.Delivery(d).subscription, capacity), CancellationToken.None,
+                (mailbox, id, op) =>
                 {
-                    IntPtr* cp = stackalloc IntPtr[Math.Max(names.Count, 1)];
-                    UIntPtr* cl = stackalloc UIntPtr[Math.Max(names.Count, 1)];
-                    IntPtr* pp = stackalloc IntPtr[Math.Max(pats.Count, 1)];
-                    UIntPtr* pl = stackalloc UIntPtr[Math.Max(pats.Count, 1)];
-                    names.Fill(cb, cp, cl);
-                    pats.Fill(pb, pp, pl);
-                    rc = NativePubSub.sr_client_subscribe(_handle, (UIntPtr)(uint)names.Count, cp, cl,
-                        (UIntPtr)(uint)pats.Count, pp, pl, (UIntPtr)(uint)buffer,
-                        Subscription.MessageCallbackPtr, messageData, SubscribedCallbackPtr, doneData);
-                }
-            }
-            catch (ObjectDisposedException)
-            {
-                rc = (int)ErrorCode.Closed;
-            }
-            if (rc != Native.SR_OK)
-            {
-                GCHandle.FromIntPtr(doneData).Free();
-                sub.Self.Free();
-                pending.Tcs.TrySetException(SentinelRecoveryException.Create((ErrorCode)rc, Native.Utf8(Native.sr_error_message(rc))));
-            }
-            return pending.Tcs.Task;
+                    fixed (byte* cb = names.Bytes)
+                    fixed (byte* pb = pats.Bytes)
+                    {
+                        IntPtr* cp = stackalloc IntPtr[Math.Max(names.Count, 1)];
+                        UIntPtr* cl = stackalloc UIntPtr[Math.Max(names.Count, 1)];
+                        IntPtr* pp = stackalloc IntPtr[Math.Max(pats.Count, 1)];
+                        UIntPtr* pl = stackalloc UIntPtr[Math.Max(pats.Count, 1)];
+                        names.Fill(cb, cp, cl);
+                        pats.Fill(pb, pp, pl);
+                        return NativePubSub.sr_client_subscribe_into(_handle, (UIntPtr)(uint)names.Count, cp, cl,
+                            (UIntPtr)(uint)pats.Count, pp, pl, (UIntPtr)(uint)buffer, mailbox, id);
+                    }
+                });
         }
     }
 
@@ -168,12 +154,9 @@ namespace SentinelRecovery
     /// </summary>
     public sealed class Subscription : IDisposable
     {
-        private static readonly NativePubSub.MessageCallback MessageCallback = OnMessage;
-        internal static readonly IntPtr MessageCallbackPtr = Marshal.GetFunctionPointerForDelegate(MessageCallback);
-        private static readonly NativePubSub.DoneCallback DoneCallback = OnDone;
-        private static readonly IntPtr DoneCallbackPtr = Marshal.GetFunctionPointerForDelegate(DoneCallback);
-
-        internal GCHandle Self;
+        /// <summary>Held weakly, as the mailbox holds it: a client nobody references can still be
+        /// finalized while its subscription waits for a message.</summary>
+        private readonly WeakReference<SentinelClient> _client;
         private IntPtr _native;
         private int _disposed;
         private readonly int _capacity;
@@ -185,10 +168,20 @@ namespace SentinelRecovery
         /// frees it under a concurrent call.</summary>
         private readonly object _nativeLock = new object();
 
-        internal Subscription(int capacity)
+        private Subscription(SentinelClient client, IntPtr native, int capacity)
         {
+            _client = new WeakReference<SentinelClient>(client);
+            _native = native;
             _capacity = capacity;
-            Self = GCHandle.Alloc(this);
+        }
+
+        /// <summary>On the host thread: wraps a subscription the library handed over and starts
+        /// reading its messages.</summary>
+        internal static Subscription Start(SentinelClient client, IntPtr native, int capacity)
+        {
+            var sub = new Subscription(client, native, capacity);
+            sub.ReadNext();
+            return sub;
         }
 
         /// <summary>Raised with each message, in order, on the dedicated <c>sr-dotnet-messages</c>
@@ -222,28 +215,25 @@ namespace SentinelRecovery
         private unsafe Task Change(int change, string[] names)
         {
             if (names == null) throw new ArgumentNullException("names");
-            var tcs = new TaskCompletionSource<bool>(TaskCreationOptions.RunContinuationsAsynchronously);
             var list = new NameList(names);
-            IntPtr data = GCHandle.ToIntPtr(GCHandle.Alloc(tcs));
-            int rc;
-            fixed (byte* b = list.Bytes)
+            SentinelClient client;
+            if (!_client.TryGetTarget(out client))
+                return SentinelClient.FaultedOf<bool>(new ClientClosedException("the client was disposed"));
+            return client.StartInto(d => true, CancellationToken.None, (mailbox, id, op) =>
             {
-                IntPtr* ptrs = stackalloc IntPtr[Math.Max(list.Count, 1)];
-                UIntPtr* lens = stackalloc UIntPtr[Math.Max(list.Count, 1)];
-                list.Fill(b, ptrs, lens);
-                lock (_nativeLock)
+                fixed (byte* b = list.Bytes)
                 {
-                    rc = _native == IntPtr.Zero
-                        ? (int)ErrorCode.Closed
-                        : NativePubSub.sr_subscription_change(_native, change, (UIntPtr)(uint)list.Count, ptrs, lens, DoneCallbackPtr, data);
+                    IntPtr* ptrs = stackalloc IntPtr[Math.Max(list.Count, 1)];
+                    UIntPtr* lens = stackalloc UIntPtr[Math.Max(list.Count, 1)];
+                    list.Fill(b, ptrs, lens);
+                    lock (_nativeLock)
+                    {
+                        return _native == IntPtr.Zero
+                            ? (int)ErrorCode.Closed
+                            : NativePubSub.sr_subscription_change_into(_native, change, (UIntPtr)(uint)list.Count, ptrs, lens, mailbox, id);
+                    }
                 }
-            }
-            if (rc != Native.SR_OK)
-            {
-                GCHandle.FromIntPtr(data).Free();
-                tcs.TrySetException(SentinelRecoveryException.Create((ErrorCode)rc, Native.Utf8(Native.sr_error_message(rc))));
-            }
-            return tcs.Task;
+            });
         }
 
         /// <summary>Ends the subscription: its connection closes and, once this returns, no
@@ -256,7 +246,7 @@ namespace SentinelRecovery
             {
                 if (_native != IntPtr.Zero)
                 {
-                    // After this returns the library never calls OnMessage for it again.
+                    // The message being waited for completes as "ended"; none is raised after this.
                     NativePubSub.sr_subscription_close(_native);
                     NativePubSub.sr_subscription_free(_native);
                     _native = IntPtr.Zero;
@@ -266,7 +256,45 @@ namespace SentinelRecovery
             {
                 lock (_gate) { }
             }
-            if (Self.IsAllocated) Self.Free();
+        }
+
+        /// <summary>Asks for the next message, into the client's mailbox (nothing once disposed).</summary>
+        private void ReadNext()
+        {
+            SentinelClient client;
+            var mailbox = _client.TryGetTarget(out client) ? client.Mailbox : null;
+            if (mailbox == null) return;
+            var next = new NextMessage(this);
+            ulong id = mailbox.Register(next);
+            int rc;
+            lock (_nativeLock)
+            {
+                rc = _native == IntPtr.Zero
+                    ? (int)ErrorCode.Closed
+                    : NativePubSub.sr_subscription_next_into(_native, mailbox.Pointer, id);
+            }
+            if (rc != Native.SR_OK) mailbox.Unregister(id);
+        }
+
+        /// <summary>On the host thread: one message (copied), handed to the dispatcher thread
+        /// unless too many wait there already.</summary>
+        private unsafe void Received(IntPtr message)
+        {
+            if (Volatile.Read(ref _disposed) != 0 || Message == null) return;
+            if (Interlocked.Increment(ref _queued) > _capacity)
+            {
+                Interlocked.Decrement(ref _queued);
+                Interlocked.Increment(ref _localDropped);
+                return;
+            }
+            var m = (NativePubSub.sr_message_t*)message;
+            var args = new MessageEventArgs
+            {
+                Channel = Copy(m->channel, m->channel_len),
+                Pattern = m->pattern == null ? null : Copy(m->pattern, m->pattern_len),
+                Payload = Copy(m->payload, m->payload_len),
+            };
+            MessageDispatcher.Enqueue(this, args);
         }
 
         /// <summary>On the dispatcher thread.</summary>
@@ -289,82 +317,24 @@ namespace SentinelRecovery
             }
         }
 
-        /// <summary>The completion of sr_client_subscribe.</summary>
-        internal sealed class Pending
+        /// <summary>One sr_subscription_next_into in flight: its message (if any) is passed on and the
+        /// next one asked for; no message (the subscription ended) or an error ends the reading.</summary>
+        private sealed class NextMessage : PendingOp
         {
-            internal readonly Subscription Sub;
-            internal readonly TaskCompletionSource<Subscription> Tcs =
-                new TaskCompletionSource<Subscription>(TaskCreationOptions.RunContinuationsAsynchronously);
-            internal Pending(Subscription sub) { Sub = sub; }
-        }
+            private readonly Subscription _sub;
 
-        // ---- callbacks from core threads: copy, hand off, return; never throw ----
+            internal NextMessage(Subscription sub) { _sub = sub; }
 
-        internal static void OnSubscribed(IntPtr userData, IntPtr subscription, IntPtr error)
-        {
-            try
+            internal override bool Complete(IntPtr delivery)
             {
-                var gch = GCHandle.FromIntPtr(userData);
-                var pending = (Pending)gch.Target;
-                gch.Free();
-                if (subscription != IntPtr.Zero)
-                {
-                    lock (pending.Sub._nativeLock) pending.Sub._native = subscription;
-                    pending.Tcs.TrySetResult(pending.Sub);
-                }
-                else
-                {
-                    if (pending.Sub.Self.IsAllocated) pending.Sub.Self.Free();
-                    pending.Tcs.TrySetException(SentinelRecoveryException.FromNative(error));
-                }
+                var d = Native.Delivery(delivery);
+                if (d.error != IntPtr.Zero || d.pubsub_message == IntPtr.Zero) return true;
+                _sub.Received(d.pubsub_message);
+                _sub.ReadNext();
+                return true;
             }
-            catch
-            {
-                // Nothing may unwind into native code.
-            }
-        }
 
-        private static unsafe void OnMessage(IntPtr userData, IntPtr message)
-        {
-            try
-            {
-                var sub = GCHandle.FromIntPtr(userData).Target as Subscription;
-                if (sub == null || Volatile.Read(ref sub._disposed) != 0 || sub.Message == null) return;
-                if (Interlocked.Increment(ref sub._queued) > sub._capacity)
-                {
-                    Interlocked.Decrement(ref sub._queued);
-                    Interlocked.Increment(ref sub._localDropped);
-                    return;
-                }
-                var m = (NativePubSub.sr_message_t*)message;
-                var args = new MessageEventArgs
-                {
-                    Channel = Copy(m->channel, m->channel_len),
-                    Pattern = m->pattern == null ? null : Copy(m->pattern, m->pattern_len),
-                    Payload = Copy(m->payload, m->payload_len),
-                };
-                MessageDispatcher.Enqueue(sub, args);
-            }
-            catch
-            {
-                // Nothing may unwind into native code.
-            }
-        }
-
-        private static void OnDone(IntPtr userData, IntPtr error)
-        {
-            try
-            {
-                var gch = GCHandle.FromIntPtr(userData);
-                var tcs = (TaskCompletionSource<bool>)gch.Target;
-                gch.Free();
-                if (error == IntPtr.Zero) tcs.TrySetResult(true);
-                else tcs.TrySetException(SentinelRecoveryException.FromNative(error));
-            }
-            catch
-            {
-                // Nothing may unwind into native code.
-            }
+            internal override void Fail(Exception e) { }
         }
 
         private static unsafe byte[] Copy(byte* p, UIntPtr len)
@@ -420,26 +390,17 @@ namespace SentinelRecovery
             public UIntPtr payload_len;
         }
 
-        /// <summary><c>sr_message_cb</c>.</summary>
-        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
-        internal delegate void MessageCallback(IntPtr userData, IntPtr message);
-
-        /// <summary><c>sr_subscribe_cb</c>.</summary>
-        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
-        internal delegate void SubscribeCallback(IntPtr userData, IntPtr subscription, IntPtr error);
-
-        /// <summary><c>sr_done_cb</c>.</summary>
-        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
-        internal delegate void DoneCallback(IntPtr userData, IntPtr error);
-
         [DllImport(Native.Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int sr_client_subscribe(ClientHandle client, UIntPtr channelsLen, IntPtr* channels,
+        internal static extern int sr_client_subscribe_into(ClientHandle client, UIntPtr channelsLen, IntPtr* channels,
             UIntPtr* channelsLens, UIntPtr patternsLen, IntPtr* patterns, UIntPtr* patternsLens, UIntPtr buffer,
-            IntPtr onMessage, IntPtr messageData, IntPtr done, IntPtr doneData);
+            IntPtr mailbox, ulong opId);
 
         [DllImport(Native.Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int sr_subscription_change(IntPtr subscription, int change, UIntPtr count, IntPtr* names,
-            UIntPtr* lens, IntPtr done, IntPtr userData);
+        internal static extern int sr_subscription_next_into(IntPtr subscription, IntPtr mailbox, ulong opId);
+
+        [DllImport(Native.Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_subscription_change_into(IntPtr subscription, int change, UIntPtr count, IntPtr* names,
+            UIntPtr* lens, IntPtr mailbox, ulong opId);
 
         [DllImport(Native.Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern ulong sr_subscription_dropped(IntPtr subscription);

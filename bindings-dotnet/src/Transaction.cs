@@ -17,8 +17,13 @@ namespace SentinelRecovery
     public sealed class SentinelTransaction : IDisposable
     {
         private IntPtr _tx;
+        private readonly SentinelClient _client;
 
-        internal SentinelTransaction(IntPtr tx) { _tx = tx; }
+        internal SentinelTransaction(IntPtr tx, SentinelClient client)
+        {
+            _tx = tx;
+            _client = client;
+        }
 
         /// <summary><c>WATCH keys...</c>: <see cref="ExecAsync"/> then completes with null if any of them changed.</summary>
         public unsafe Task WatchAsync(params object[] keys)
@@ -27,8 +32,8 @@ namespace SentinelRecovery
             using (var pinned = new PinnedCommands(new[] { keys }))
             {
                 var c = pinned.Commands[0];
-                return Start(SentinelClientReply, (ud, op) =>
-                    Native.sr_transaction_watch(tx, c.argc, c.argv, c.argv_len, SentinelClient.OpReplyPtr, ud));
+                return _client.StartInto(SentinelClient.CopyReply, CancellationToken.None, (mailbox, id, op) =>
+                    Native.sr_transaction_watch_into(tx, c.argc, c.argv, c.argv_len, mailbox, id));
             }
         }
 
@@ -39,8 +44,8 @@ namespace SentinelRecovery
             using (var pinned = new PinnedCommands(new[] { args }))
             {
                 var c = pinned.Commands[0];
-                return Start(SentinelClientReply, (ud, op) =>
-                    Native.sr_transaction_execute(tx, c.argc, c.argv, c.argv_len, SentinelClient.OpReplyPtr, ud));
+                return _client.StartInto(SentinelClient.CopyReply, CancellationToken.None, (mailbox, id, op) =>
+                    Native.sr_transaction_execute_into(tx, c.argc, c.argv, c.argv_len, mailbox, id));
             }
         }
 
@@ -56,10 +61,10 @@ namespace SentinelRecovery
             using (var pinned = new PinnedCommands(commands.ToList()))
             {
                 var cmds = pinned.Commands;
-                return Start(SentinelClient.CopyExec, (ud, op) =>
+                return _client.StartInto(SentinelClient.CopyExec, CancellationToken.None, (mailbox, id, op) =>
                 {
                     fixed (Native.sr_command_t* pc = cmds)
-                        return Native.sr_transaction_exec(tx, pc, (UIntPtr)(uint)cmds.Length, SentinelClient.OpResultsPtr, ud);
+                        return Native.sr_transaction_exec_into(tx, pc, (UIntPtr)(uint)cmds.Length, mailbox, id);
                 });
             }
         }
@@ -71,18 +76,11 @@ namespace SentinelRecovery
             if (tx != IntPtr.Zero) Native.sr_transaction_free(tx);
         }
 
-        private static RedisReply SentinelClientReply(IntPtr reply) { return RedisReply.Copy(reply); }
-
         private IntPtr Handle()
         {
             IntPtr tx = Volatile.Read(ref _tx);
             if (tx == IntPtr.Zero) throw new ObjectDisposedException("SentinelTransaction");
             return tx;
-        }
-
-        private static unsafe Task<T> Start<T>(Func<IntPtr, T> convert, SentinelClient.Starter call)
-        {
-            return new PendingOp<T>(convert).Start(CancellationToken.None, call);
         }
     }
 }

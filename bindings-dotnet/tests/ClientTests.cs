@@ -142,6 +142,67 @@ namespace SentinelRecovery.Tests
         }
 
         [Test]
+        public async Task MessagesTransactionStepsAndTheDoctorCompleteOnTheHostThread()
+        {
+            // While an event handler holds the sr-dotnet-host thread, nothing that completes
+            // through the host mailbox can complete: not a message, not EXEC, not a diagnosis,
+            // even once the server has answered. (Completed on a core thread, as they once were,
+            // they would have arrived at once.) Released, each arrives, once.
+            var key = "dotnet:host:" + Guid.NewGuid().ToString("N");
+            using (var c = await SentinelClient.ConnectAsync(_topo.Url))
+            {
+                var sub = await c.SubscribeAsync(key);
+                var received = new BlockingCollection<string>();
+                var messageThreads = new BlockingCollection<string>();
+                sub.Message += (s, m) => { received.Add(m.PayloadText); messageThreads.Add(Thread.CurrentThread.Name); };
+                var tx = await c.BeginTransactionAsync();
+                await tx.WatchAsync(key);
+                Assert.That((await tx.ExecuteAsync("GET", key)).IsNull, Is.True);
+                var held = new ManualResetEventSlim();
+                var release = new ManualResetEventSlim();
+                string holder = null;
+                c.PrimaryChanged += (s, e) =>
+                {
+                    if (held.IsSet) return;
+                    holder = Thread.CurrentThread.Name;
+                    held.Set();
+                    release.Wait(60000);
+                };
+                Task<RedisReply[]> exec;
+                Task<DoctorReport> doctor;
+                try
+                {
+                    Assert.That(held.Wait(10000), Is.True, "no primary_changed event");
+                    Assert.That(holder, Is.EqualTo("sr-dotnet-host"));
+                    exec = tx.ExecAsync(new[] { new object[] { "SET", key, "1" } });
+                    doctor = SentinelDoctor.RunAsync(_topo.Url, null, new DoctorOptions { Pings = 1 });
+                    c.Execute("PUBLISH", key, "m1"); // the blocking form: no mailbox involved
+                    // EXEC ran on the server; its reply and the message have reached the client
+                    Wait.Until(() => c.Execute("GET", key).AsString() == "1", 10000, "EXEC applied");
+                    Thread.Sleep(1000);
+                    Assert.That(exec.IsCompleted, Is.False, "EXEC completed without the host thread");
+                    Assert.That(doctor.IsCompleted, Is.False, "the doctor completed without the host thread");
+                    Assert.That(received.Count, Is.EqualTo(0), "a message arrived without the host thread");
+                }
+                finally
+                {
+                    release.Set();
+                }
+                var replies = await Wait.Within(exec, 10000, "EXEC");
+                Assert.That(replies.Length, Is.EqualTo(1));
+                Assert.That(replies[0].AsString(), Is.EqualTo("OK"));
+                string got;
+                Assert.That(received.TryTake(out got, 10000), Is.True, "the message");
+                Assert.That(got, Is.EqualTo("m1"));
+                Assert.That(messageThreads.Take(), Is.EqualTo("sr-dotnet-messages"));
+                var report = await Wait.Within(doctor, 60000, "the doctor");
+                StringAssert.StartsWith("{", report.Json);
+                tx.Dispose();
+                sub.Dispose();
+            }
+        }
+
+        [Test]
         public async Task EveryCommandThroughTheMailboxCompletesOnceWithItsOwnReply()
         {
             var key = "dotnet:mailbox:" + Guid.NewGuid().ToString("N");

@@ -154,8 +154,11 @@
 #define SR_LOG_ERROR 40
 
 // A delivery that completes a call started with a `*_into` function (sr_client_execute_into(),
-// sr_client_pipeline_into(), sr_client_wait_ready_into()): `op_id` is the caller's,
-// `reply`/`results`/`topology` or `error` its outcome.
+// sr_client_pipeline_into(), sr_client_wait_ready_into(), sr_client_subscribe_into(),
+// sr_subscription_next_into(), sr_subscription_change_into(),
+// sr_client_transaction_begin_into(), sr_transaction_watch_into(),
+// sr_transaction_execute_into(), sr_transaction_exec_into(), sr_doctor_into()): `op_id` is the
+// caller's, the field that call's documentation names (or `error`) its outcome.
 #define SR_DELIVERY_COMPLETION 1
 
 // A delivery carrying a topology event (`event`) of a client whose events go to the mailbox
@@ -297,7 +300,8 @@ typedef struct sr_results_t sr_results_t;
 // A pub/sub subscription of a client, on a connection of its own that follows failovers.
 //
 // Opaque. Created by sr_client_subscribe() or sr_client_subscribe_blocking(), which give the
-// caller one reference; released by sr_subscription_free(). After a lost connection or a
+// caller one reference, or handed over by the completion of sr_client_subscribe_into();
+// released by sr_subscription_free(). After a lost connection or a
 // failover it re-subscribes every channel and pattern on the new node; the client's event
 // callback receives SR_EVENT_SUBSCRIPTION_LOST, then SR_EVENT_SUBSCRIPTION_RESTORED with
 // `gap_ms`. Redis pub/sub is at-most-once: messages published during the gap are not received.
@@ -306,8 +310,8 @@ typedef struct sr_subscription_t sr_subscription_t;
 
 // A transaction on a dedicated connection to the primary it began on.
 //
-// Opaque, owned by the caller from the sr_transaction_cb that delivered it (or from
-// sr_client_transaction_begin_blocking()): free it with
+// Opaque, owned by the caller from the sr_transaction_cb or the mailbox delivery that handed it
+// over (or from sr_client_transaction_begin_blocking()): free it with
 // sr_transaction_free() (which discards it if EXEC has not run). Use it from one thread at a
 // time or from callbacks; steps run in the order they were started. After
 // sr_transaction_exec(), further steps fail with SR_ERR_CONFIG ("the transaction has ended").
@@ -535,6 +539,23 @@ typedef void (*sr_log_cb)(void *user_data, int level, const char *target, const 
 // (sr_mailbox_close() there would wait for itself).
 typedef void (*sr_wake_cb)(void *user_data);
 
+// One message, borrowed for the duration of the message callback only (copy what you need).
+// The byte strings are not NUL-terminated.
+typedef struct sr_message_t {
+  // The channel it was published to.
+  const uint8_t *channel;
+  // Length of `channel` in bytes.
+  size_t channel_len;
+  // The pattern it matched (a PSUBSCRIBE subscription), or NULL for a channel subscription.
+  const uint8_t *pattern;
+  // Length of `pattern` in bytes (0 when NULL).
+  size_t pattern_len;
+  // The payload, as published.
+  const uint8_t *payload;
+  // Length of `payload` in bytes.
+  size_t payload_len;
+} sr_message_t;
+
 // One item taken from a mailbox, passed to an sr_delivery_cb.
 //
 // Everything it points to is borrowed for the duration of the callback only: copy what you need
@@ -555,8 +576,10 @@ typedef struct sr_delivery_t {
   // the verified primary.
   const struct sr_topology_t *topology;
   // SR_DELIVERY_COMPLETION that failed as a whole: why (SR_ERR_CLOSED when handed back by
-  // sr_mailbox_close()). Exactly one of `reply`, `results`, `topology` and `error` is
-  // non-NULL.
+  // sr_mailbox_close()). Either `error` or the one field the call's documentation names is
+  // non-NULL, except where that documentation says both are NULL (sr_transaction_exec_into()
+  // when a watched key changed, sr_subscription_next_into() once the subscription ended,
+  // sr_subscription_change_into() on success).
   const struct sr_error_t *error;
   // SR_DELIVERY_EVENT: the event.
   const struct sr_event_t *event;
@@ -568,6 +591,23 @@ typedef struct sr_delivery_t {
   const char *target;
   // SR_DELIVERY_LOG: the text, never containing a password.
   const char *message;
+  // SR_DELIVERY_COMPLETION of sr_client_subscribe_into() that succeeded: the subscription,
+  // owned by you from this delivery on (free it with sr_subscription_free()), also when you
+  // ignore it.
+  struct sr_subscription_t *subscription;
+  // SR_DELIVERY_COMPLETION of sr_subscription_next_into(): the next message (borrowed for the
+  // delivery), or NULL with `error` NULL once the subscription ended.
+  const struct sr_message_t *pubsub_message;
+  // SR_DELIVERY_COMPLETION of sr_client_transaction_begin_into() that succeeded: the
+  // transaction, owned by you from this delivery on (free it with sr_transaction_free()), also
+  // when you ignore it.
+  struct sr_transaction_t *transaction;
+  // SR_DELIVERY_COMPLETION of sr_doctor_into() that succeeded: the report as JSON (borrowed
+  // for the delivery; see sr_doctor_cb).
+  const char *json;
+  // SR_DELIVERY_COMPLETION of sr_doctor_into() that succeeded: the verdict, 0 healthy,
+  // 1 warnings, 2 failures.
+  int exit_code;
 } sr_delivery_t;
 
 // Receives deliveries from sr_mailbox_drain() (on the draining thread, one at a time, in order)
@@ -577,23 +617,6 @@ typedef struct sr_delivery_t {
 // current delivery); it must not unwind. The sr_*_blocking functions are allowed, since it runs
 // on your thread, but block that drain meanwhile.
 typedef void (*sr_delivery_cb)(void *user_data, const struct sr_delivery_t *delivery);
-
-// One message, borrowed for the duration of the message callback only (copy what you need).
-// The byte strings are not NUL-terminated.
-typedef struct sr_message_t {
-  // The channel it was published to.
-  const uint8_t *channel;
-  // Length of `channel` in bytes.
-  size_t channel_len;
-  // The pattern it matched (a PSUBSCRIBE subscription), or NULL for a channel subscription.
-  const uint8_t *pattern;
-  // Length of `pattern` in bytes (0 when NULL).
-  size_t pattern_len;
-  // The payload, as published.
-  const uint8_t *payload;
-  // Length of `payload` in bytes.
-  size_t payload_len;
-} sr_message_t;
 
 // Message callback: called with each message of the subscription, in the order the node sent
 // them, on a core thread, one call at a time. Copy what you need and return quickly; do not
@@ -940,6 +963,27 @@ int sr_doctor(const char *url,
               void *user_data,
               struct sr_error_t **error);
 
+// sr_doctor() whose completion goes to `mailbox` as `op_id`'s SR_DELIVERY_COMPLETION, as
+// sr_client_execute_into(): `json` (borrowed for the delivery) and `exit_code` (0 healthy,
+// 1 warnings, 2 failures), or `error` saying what prevented a diagnosis. Arguments as for
+// sr_doctor() (`address_map` still runs on core threads, during the diagnosis only).
+//
+// Returns SR_OK when the diagnosis started: exactly one completion with `op_id` then reaches
+// the mailbox (a diagnosis belongs to no client, so no client's close waits for it: a mailbox
+// closed before the diagnosis ended discards its completion). Any other code means it did not start, no completion comes and `*error` (if
+// `error` is not NULL) receives an owned error: SR_ERR_CONFIG (a bad URL or option),
+// SR_ERR_INVALID_ARGUMENT (NULL mailbox or URL), SR_ERR_CLOSED (the mailbox is closed).
+//
+// # Safety
+// As sr_doctor(); `mailbox` is NULL or a mailbox not yet freed.
+int sr_doctor_into(const char *url,
+                   const struct sr_option_t *options,
+                   size_t options_len,
+                   const struct sr_doctor_options_t *doctor_options,
+                   const struct sr_mailbox_t *mailbox,
+                   uint64_t op_id,
+                   struct sr_error_t **error);
+
 // sr_doctor(), blocking the calling thread (and only it) until the report is ready. On SR_OK
 // `*json` receives the report as an owned NUL-terminated string (free it with
 // sr_string_free()) and `*exit_code` (if not NULL) its verdict: 0 healthy, 1 warnings,
@@ -1158,6 +1202,53 @@ int sr_client_subscribe_blocking(struct sr_client_t *client,
                                  struct sr_subscription_t **subscription,
                                  struct sr_error_t **error);
 
+// sr_client_subscribe() whose completion goes to `mailbox` as `op_id`'s SR_DELIVERY_COMPLETION,
+// as sr_client_execute_into(): `subscription` (owned by you from that delivery on: free it with
+// sr_subscription_free()) once the node confirmed the names (within the client's
+// `command_timeout_ms`), or `error`. No message callback: read the messages, in order, with
+// sr_subscription_next_into(); until then they wait in the subscription's buffer (`buffer`
+// messages, 0 for the default 4096; beyond that the newest are dropped and counted,
+// sr_subscription_dropped()). Names and `buffer` as for sr_client_subscribe(). A subscription
+// whose completion is handed back by sr_mailbox_close() (SR_ERR_CLOSED) is closed for you.
+//
+// Returns SR_OK when accepted: exactly one completion with `op_id` then reaches the mailbox.
+// Any other code means it was not accepted and no completion comes: SR_ERR_INVALID_ARGUMENT
+// (NULL client or mailbox, a NULL name), SR_ERR_CLOSED (client or mailbox closed).
+//
+// # Safety
+// `client` is NULL or a handle not yet freed; the lists are valid as for sr_client_subscribe();
+// `mailbox` is NULL or a mailbox not yet freed.
+int sr_client_subscribe_into(struct sr_client_t *client,
+                             size_t channels_len,
+                             const char *const *channels,
+                             const size_t *channels_lens,
+                             size_t patterns_len,
+                             const char *const *patterns,
+                             const size_t *patterns_lens,
+                             size_t buffer,
+                             const struct sr_mailbox_t *mailbox,
+                             uint64_t op_id);
+
+// Takes the subscription's next message: it goes to `mailbox` as `op_id`'s
+// SR_DELIVERY_COMPLETION with `pubsub_message` (borrowed for the delivery), in the order the
+// node sent them, as soon as one is there; once the subscription ended (closed, or its client
+// closed, also while this waited) `pubsub_message` and `error` are both NULL. Start the next
+// call when a message arrives (from the delivery callback, if you like): messages that arrive
+// meanwhile wait in the subscription's buffer. For subscriptions of sr_client_subscribe_into();
+// a subscription with a message callback gives its messages to that callback, and this then
+// completes only when it ends.
+//
+// Returns as sr_client_execute_into(): SR_OK (exactly one completion with `op_id` then comes),
+// SR_ERR_INVALID_ARGUMENT (NULL subscription or mailbox), SR_ERR_CLOSED (the subscription
+// already ended, or the mailbox is closed).
+//
+// # Safety
+// `subscription` is NULL or a handle not yet freed; `mailbox` is NULL or a mailbox not yet
+// freed.
+int sr_subscription_next_into(struct sr_subscription_t *subscription,
+                              const struct sr_mailbox_t *mailbox,
+                              uint64_t op_id);
+
 // Starts `change` (one of `SR_SUBSCRIBE`, `SR_PSUBSCRIBE`, `SR_UNSUBSCRIBE`,
 // `SR_PUNSUBSCRIBE`) for `count` names; `done` is called once, on a core thread, when the node
 // confirmed it (at once while the subscription is between nodes: the change applies when it is
@@ -1178,6 +1269,25 @@ int sr_subscription_change(struct sr_subscription_t *subscription,
                            const size_t *lens,
                            sr_done_cb done,
                            void *user_data);
+
+// sr_subscription_change() whose completion goes to `mailbox` as `op_id`'s
+// SR_DELIVERY_COMPLETION, as sr_client_execute_into(): every pointer NULL once the node
+// confirmed the change, or `error`. Once an unsubscribe's completion is delivered, no
+// sr_subscription_next_into() gives a message of the names it removed.
+//
+// Returns as sr_client_execute_into(): SR_OK (exactly one completion with `op_id` then comes),
+// SR_ERR_INVALID_ARGUMENT (NULL subscription or mailbox, unknown `change`, no names),
+// SR_ERR_CLOSED (the subscription ended, or the mailbox is closed).
+//
+// # Safety
+// As sr_subscription_change(); `mailbox` is NULL or a mailbox not yet freed.
+int sr_subscription_change_into(struct sr_subscription_t *subscription,
+                                int change,
+                                size_t count,
+                                const char *const *names,
+                                const size_t *lens,
+                                const struct sr_mailbox_t *mailbox,
+                                uint64_t op_id);
 
 // sr_subscription_change() that blocks the calling thread (only it) until the change is
 // confirmed. Returns SR_OK or the error (also in `*error` when `error` is not NULL). Refused
@@ -1470,6 +1580,64 @@ int sr_transaction_exec_blocking(struct sr_transaction_t *transaction,
                                  size_t n,
                                  struct sr_results_t **results,
                                  struct sr_error_t **error);
+
+// sr_client_transaction_begin() whose completion goes to `mailbox` as `op_id`'s
+// SR_DELIVERY_COMPLETION, as sr_client_execute_into(): `transaction` (owned by you from that
+// delivery on: free it with sr_transaction_free()), or `error`. A transaction whose completion
+// is handed back by sr_mailbox_close() (SR_ERR_CLOSED) is discarded for you. `options` as for
+// sr_client_transaction_begin().
+//
+// Returns as sr_client_execute_into(): SR_OK (exactly one completion with `op_id` then comes),
+// SR_ERR_INVALID_ARGUMENT (NULL client or mailbox), SR_ERR_CLOSED (client or mailbox closed).
+//
+// # Safety
+// `client` is NULL or a handle not yet freed; `options` is NULL or valid; `mailbox` is NULL or
+// a mailbox not yet freed.
+int sr_client_transaction_begin_into(struct sr_client_t *client,
+                                     const struct sr_call_options_t *options,
+                                     const struct sr_mailbox_t *mailbox,
+                                     uint64_t op_id);
+
+// sr_transaction_watch() whose completion goes to `mailbox` as `op_id`'s
+// SR_DELIVERY_COMPLETION, as sr_client_execute_into(): `reply` (`OK`) or `error`.
+//
+// Returns SR_OK (exactly one completion with `op_id` then comes), SR_ERR_INVALID_ARGUMENT
+// (NULL transaction, mailbox or keys, `n` 0) or SR_ERR_CLOSED (the mailbox is closed); a step
+// after EXEC is accepted and completes with SR_ERR_CONFIG.
+//
+// # Safety
+// As sr_transaction_watch(); `mailbox` is NULL or a mailbox not yet freed.
+int sr_transaction_watch_into(struct sr_transaction_t *transaction,
+                              size_t n,
+                              const char *const *keys,
+                              const size_t *keys_len,
+                              const struct sr_mailbox_t *mailbox,
+                              uint64_t op_id);
+
+// sr_transaction_execute() whose completion goes to `mailbox` as `op_id`'s
+// SR_DELIVERY_COMPLETION (`reply` or `error`). Returns as sr_transaction_watch_into().
+//
+// # Safety
+// As sr_transaction_execute(); `mailbox` is NULL or a mailbox not yet freed.
+int sr_transaction_execute_into(struct sr_transaction_t *transaction,
+                                size_t argc,
+                                const char *const *argv,
+                                const size_t *argv_len,
+                                const struct sr_mailbox_t *mailbox,
+                                uint64_t op_id);
+
+// sr_transaction_exec() whose completion goes to `mailbox` as `op_id`'s
+// SR_DELIVERY_COMPLETION: `results` (one per command), or `results` and `error` both NULL when
+// a watched key changed (nothing ran), or `error` (as for sr_transaction_exec()). Ends the
+// transaction. Returns as sr_transaction_watch_into() (`n` may be 0).
+//
+// # Safety
+// As sr_transaction_exec(); `mailbox` is NULL or a mailbox not yet freed.
+int sr_transaction_exec_into(struct sr_transaction_t *transaction,
+                             const struct sr_command_t *commands_,
+                             size_t n,
+                             const struct sr_mailbox_t *mailbox,
+                             uint64_t op_id);
 
 // Frees the transaction, discarding it (its connection closes) unless EXEC already ran.
 // Steps still running complete as usual. NULL is ignored.

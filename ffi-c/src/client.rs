@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use sr::host::{ApiNames, EventSubscription, Handle};
+use sr::host::{ApiNames, Done, EventSubscription, Handle, Operation};
 use sr::{Event, Value};
 
 use crate::args::{arguments, command_list, config_of, out_param, sr_command_t, sr_option_t};
@@ -18,7 +18,7 @@ use crate::ffi::{
     SharedArc, UserData, SR_OK,
 };
 use crate::mailbox::{
-    acquire_mailbox, events_into, ready_into, reply_into, results_into, sr_mailbox_t,
+    acquire_mailbox, events_into, ready_into, reply_into, results_into, sr_mailbox_t, MailboxBox,
 };
 use crate::operation::{call_options, deadline, give_operation, sr_call_options_t};
 use crate::reply::{into_owned_reply, reply_to, sr_reply_cb, sr_reply_t};
@@ -84,6 +84,31 @@ pub(crate) unsafe fn acquire(client: *const sr_client_t) -> Result<Arc<Client>, 
 /// A callback the call needs (`what` names it in errors).
 pub(crate) fn required<F>(callback: Option<F>, what: &str) -> Result<F, sr_error_t> {
     callback.ok_or_else(|| sr_error_t::invalid(&format!("{what} is NULL")))
+}
+
+/// Starts one operation of `client` whose completion goes to `mailbox` as `op_id`'s (the body of
+/// every `*_into` export of a client): `into` makes the completion, `begin` starts the operation
+/// with the options' deadline (`options` NULL for none; its cancel handle is handed out when
+/// asked for). Refused, with no completion ever, as sr_client_execute_into() says: NULL client
+/// or mailbox, a closed mailbox, a closed client.
+///
+/// # Safety
+/// `client` is NULL or a handle not yet freed; `options` is NULL or valid; `mailbox` is NULL or
+/// a mailbox not yet freed.
+pub(crate) unsafe fn client_into<T>(
+    client: *mut sr_client_t,
+    options: *const sr_call_options_t,
+    mailbox: *const sr_mailbox_t,
+    op_id: u64,
+    into: fn(&MailboxBox, u64) -> Result<Done<T>, sr_error_t>,
+    begin: impl FnOnce(&Handle, Option<std::time::Duration>, Done<T>) -> Operation,
+) -> Result<(), sr_error_t> {
+    let (timeout, operation_out) = call_options(options);
+    let h = acquire(client)?;
+    let done = into(&*acquire_mailbox(mailbox)?, op_id)?;
+    let operation = h.handle.accept(|handle| begin(handle, timeout, done))?;
+    give_operation(operation_out, operation);
+    Ok(())
 }
 
 impl Client {
@@ -198,12 +223,14 @@ pub unsafe extern "C" fn sr_client_wait_ready_into(
     op_id: u64,
 ) -> c_int {
     start(|| {
-        let (_, operation_out) = call_options(options);
-        let h = acquire(client)?;
-        let done = ready_into(&*acquire_mailbox(mailbox)?, op_id)?;
-        let operation = h.handle.accept(|handle| handle.ready(done))?;
-        give_operation(operation_out, operation);
-        Ok::<(), sr_error_t>(())
+        client_into(
+            client,
+            options,
+            mailbox,
+            op_id,
+            ready_into,
+            |handle, _, done| handle.ready(done),
+        )
     })
 }
 
@@ -420,16 +447,15 @@ pub unsafe extern "C" fn sr_client_execute_into(
     op_id: u64,
 ) -> c_int {
     start(|| {
-        let (timeout, operation_out) = call_options(options);
-        let h = acquire(client)?;
-        let m = acquire_mailbox(mailbox)?;
         let args = arguments(argc, argv, argv_len)?;
-        let done = reply_into(&m, op_id)?;
-        let operation = h
-            .handle
-            .accept(|handle| handle.execute(&args, timeout, done))?;
-        give_operation(operation_out, operation);
-        Ok::<(), sr_error_t>(())
+        client_into(
+            client,
+            options,
+            mailbox,
+            op_id,
+            reply_into,
+            |handle, timeout, done| handle.execute(&args, timeout, done),
+        )
     })
 }
 
@@ -449,16 +475,15 @@ pub unsafe extern "C" fn sr_client_pipeline_into(
     op_id: u64,
 ) -> c_int {
     start(|| {
-        let (timeout, operation_out) = call_options(options);
-        let h = acquire(client)?;
-        let m = acquire_mailbox(mailbox)?;
         let cmds = command_list(commands, n)?;
-        let done = results_into(&m, op_id)?;
-        let operation = h
-            .handle
-            .accept(|handle| handle.pipeline(&cmds, timeout, done))?;
-        give_operation(operation_out, operation);
-        Ok::<(), sr_error_t>(())
+        client_into(
+            client,
+            options,
+            mailbox,
+            op_id,
+            results_into,
+            |handle, timeout, done| handle.pipeline(&cmds, timeout, done),
+        )
     })
 }
 

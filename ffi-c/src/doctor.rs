@@ -10,6 +10,7 @@ use crate::args::{config_of, out_param, sr_option_t};
 use crate::client::required;
 use crate::error::sr_error_t;
 use crate::ffi::{blocking, guard, report, UserData};
+use crate::mailbox::{acquire_mailbox, doctor_into, report_of, sr_mailbox_t};
 
 /// How sr_doctor() diagnoses. Zeroed (or a NULL pointer) means the defaults. Values other than
 /// 0 follow the rule every binding keeps (the core's `doctor::Options::from_host`): out of
@@ -65,11 +66,6 @@ unsafe fn prepare(
     Ok((config, how))
 }
 
-fn c_json(d: &Diagnosis) -> CString {
-    // The JSON of serde_json never holds a NUL byte (it escapes control characters).
-    CString::new(d.json.as_str()).unwrap_or_default()
-}
-
 /// Diagnoses the deployment of a `redis+sentinel://` URL (with `options`, as sr_client_open()
 /// reads them) and returns at once; `callback` gets the report later, on a core thread (see
 /// sr_doctor_cb). `doctor_options` may be NULL. Everything passed in is copied before this
@@ -99,13 +95,8 @@ pub unsafe extern "C" fn sr_doctor(
         let user_data = UserData::new(user_data);
         let done = Box::new(move |result: sr::Result<Diagnosis>| match result {
             Ok(d) => {
-                let json = c_json(&d);
-                callback(
-                    user_data.get(),
-                    json.as_ptr(),
-                    c_int::from(d.exit_code),
-                    std::ptr::null(),
-                );
+                let (json, exit_code) = report_of(&d);
+                callback(user_data.get(), json.as_ptr(), exit_code, std::ptr::null());
             }
             Err(e) => {
                 let e = sr_error_t::from(e);
@@ -114,6 +105,38 @@ pub unsafe extern "C" fn sr_doctor(
         });
         // Cancelling is not offered: a diagnosis ends within its own deadlines.
         drop(host::doctor(config, how, done));
+        Ok(())
+    })
+}
+
+/// sr_doctor() whose completion goes to `mailbox` as `op_id`'s SR_DELIVERY_COMPLETION, as
+/// sr_client_execute_into(): `json` (borrowed for the delivery) and `exit_code` (0 healthy,
+/// 1 warnings, 2 failures), or `error` saying what prevented a diagnosis. Arguments as for
+/// sr_doctor() (`address_map` still runs on core threads, during the diagnosis only).
+///
+/// Returns SR_OK when the diagnosis started: exactly one completion with `op_id` then reaches
+/// the mailbox (a diagnosis belongs to no client, so no client's close waits for it: a mailbox
+/// closed before the diagnosis ended discards its completion). Any other code means it did not start, no completion comes and `*error` (if
+/// `error` is not NULL) receives an owned error: SR_ERR_CONFIG (a bad URL or option),
+/// SR_ERR_INVALID_ARGUMENT (NULL mailbox or URL), SR_ERR_CLOSED (the mailbox is closed).
+///
+/// # Safety
+/// As sr_doctor(); `mailbox` is NULL or a mailbox not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_doctor_into(
+    url: *const c_char,
+    options: *const sr_option_t,
+    options_len: usize,
+    doctor_options: *const sr_doctor_options_t,
+    mailbox: *const sr_mailbox_t,
+    op_id: u64,
+    error: *mut *mut sr_error_t,
+) -> c_int {
+    report(error, || {
+        let m = acquire_mailbox(mailbox)?;
+        let (config, how) = prepare(url, options, options_len, doctor_options)?;
+        // Cancelling is not offered: a diagnosis ends within its own deadlines.
+        drop(host::doctor(config, how, doctor_into(&m, op_id)?));
         Ok(())
     })
 }
@@ -144,9 +167,10 @@ pub unsafe extern "C" fn sr_doctor_blocking(
         });
         let (config, how) = prepare(url, options, options_len, doctor_options)?;
         let d = waiter.wait(|done| host::doctor(config, how, done))?;
-        *json = c_json(&d).into_raw();
+        let (report, verdict) = report_of(&d);
+        *json = report.into_raw();
         if let Some(code) = exit_code {
-            *code = c_int::from(d.exit_code);
+            *code = verdict;
         }
         Ok(())
     })

@@ -27,6 +27,7 @@ mod codes;
 mod doctor;
 mod error;
 mod ffi;
+mod handles;
 mod log;
 mod mailbox;
 mod operation;

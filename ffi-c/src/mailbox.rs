@@ -6,23 +6,29 @@
 
 use std::ffi::{c_char, c_int, c_void, CString};
 
-use sr::host::{Delivery, Done, Mailbox, Pushed};
-use sr::{Event, Topology, Value};
+use sr::host::{Delivery, Diagnosis, Done, HostTransaction, Mailbox, Pushed, Subscriber};
+use sr::{Event, Message, Topology, Value};
 
 use crate::codes::{SR_ERR_CLOSED, SR_ERR_INVALID_ARGUMENT};
 use crate::error::{c_string, sr_error_t};
 use crate::ffi::free_box;
 use crate::ffi::{
-    clone_arc, free_arc, guard, start, to_arc_mut_ptr, to_const_ptr, Castable, SharedArc, UserData,
-    SR_OK,
+    clone_arc, free_arc, guard, start, to_arc_mut_ptr, to_boxed_mut_ptr, to_const_ptr, Castable,
+    SharedArc, UserData, SR_OK,
+};
+use crate::handles::{
+    message_view, sr_message_t, sr_subscription_t, sr_transaction_t, Subscription,
 };
 use crate::reply::{as_reply, sr_reply_t};
-use crate::results::{results_of, sr_results_t, Results};
+use crate::results::{exec_results, results_of, sr_results_t, Results};
 use crate::topology::{sr_event_t, sr_topology_t, topology_to_c, EventBox};
 
 /// A delivery that completes a call started with a `*_into` function (sr_client_execute_into(),
-/// sr_client_pipeline_into(), sr_client_wait_ready_into()): `op_id` is the caller's,
-/// `reply`/`results`/`topology` or `error` its outcome.
+/// sr_client_pipeline_into(), sr_client_wait_ready_into(), sr_client_subscribe_into(),
+/// sr_subscription_next_into(), sr_subscription_change_into(),
+/// sr_client_transaction_begin_into(), sr_transaction_watch_into(),
+/// sr_transaction_execute_into(), sr_transaction_exec_into(), sr_doctor_into()): `op_id` is the
+/// caller's, the field that call's documentation names (or `error`) its outcome.
 pub const SR_DELIVERY_COMPLETION: c_int = 1;
 /// A delivery carrying a topology event (`event`) of a client whose events go to the mailbox
 /// (sr_client_set_event_mailbox()).
@@ -74,20 +80,10 @@ impl Castable for sr_mailbox_t {
 
 /// What queues in a mailbox.
 pub(crate) enum Item {
-    /// A completion of sr_client_execute_into().
-    Reply {
+    /// The completion of the `*_into` call `op_id`: its outcome, or why it failed as a whole.
+    Completion {
         op_id: u64,
-        result: Result<Value, sr_error_t>,
-    },
-    /// A completion of sr_client_pipeline_into().
-    Results {
-        op_id: u64,
-        result: Result<Results, sr_error_t>,
-    },
-    /// A completion of sr_client_wait_ready_into().
-    Ready {
-        op_id: u64,
-        result: Result<Topology, sr_error_t>,
+        outcome: Result<Outcome, sr_error_t>,
     },
     /// A topology event (converted to C on the draining thread).
     Event(Event),
@@ -97,6 +93,30 @@ pub(crate) enum Item {
         target: CString,
         message: CString,
     },
+}
+
+/// What a `*_into` call that succeeded hands to the host (the `sr_delivery_t` field it fills).
+pub(crate) enum Outcome {
+    /// sr_client_execute_into(), sr_transaction_watch_into(), sr_transaction_execute_into():
+    /// `reply`.
+    Reply(Value),
+    /// sr_client_pipeline_into(), sr_transaction_exec_into(): `results` (`None`: a watched key
+    /// changed, nothing ran; `results` and `error` both NULL).
+    Results(Option<Results>),
+    /// sr_client_wait_ready_into(): `topology`.
+    Ready(Topology),
+    /// sr_client_subscribe_into(): `subscription`, handed over to the host by the delivery
+    /// (closed when dropped undelivered).
+    Subscribed(Subscription),
+    /// sr_subscription_next_into(): `pubsub_message` (`None`: the subscription ended).
+    Message(Option<Message>),
+    /// sr_subscription_change_into(): nothing but success (every pointer NULL).
+    Done,
+    /// sr_client_transaction_begin_into(): `transaction`, handed over to the host by the
+    /// delivery (its connection closes when dropped undelivered).
+    Began(HostTransaction),
+    /// sr_doctor_into(): `json` and `exit_code`.
+    Doctor(CString, c_int),
 }
 
 /// Wake-up of a mailbox, given to sr_mailbox_new(): called when the mailbox goes from idle to
@@ -128,8 +148,10 @@ pub struct sr_delivery_t {
     /// the verified primary.
     pub topology: *const sr_topology_t,
     /// SR_DELIVERY_COMPLETION that failed as a whole: why (SR_ERR_CLOSED when handed back by
-    /// sr_mailbox_close()). Exactly one of `reply`, `results`, `topology` and `error` is
-    /// non-NULL.
+    /// sr_mailbox_close()). Either `error` or the one field the call's documentation names is
+    /// non-NULL, except where that documentation says both are NULL (sr_transaction_exec_into()
+    /// when a watched key changed, sr_subscription_next_into() once the subscription ended,
+    /// sr_subscription_change_into() on success).
     pub error: *const sr_error_t,
     /// SR_DELIVERY_EVENT: the event.
     pub event: *const sr_event_t,
@@ -141,6 +163,23 @@ pub struct sr_delivery_t {
     pub target: *const c_char,
     /// SR_DELIVERY_LOG: the text, never containing a password.
     pub message: *const c_char,
+    /// SR_DELIVERY_COMPLETION of sr_client_subscribe_into() that succeeded: the subscription,
+    /// owned by you from this delivery on (free it with sr_subscription_free()), also when you
+    /// ignore it.
+    pub subscription: *mut sr_subscription_t,
+    /// SR_DELIVERY_COMPLETION of sr_subscription_next_into(): the next message (borrowed for the
+    /// delivery), or NULL with `error` NULL once the subscription ended.
+    pub pubsub_message: *const sr_message_t,
+    /// SR_DELIVERY_COMPLETION of sr_client_transaction_begin_into() that succeeded: the
+    /// transaction, owned by you from this delivery on (free it with sr_transaction_free()), also
+    /// when you ignore it.
+    pub transaction: *mut sr_transaction_t,
+    /// SR_DELIVERY_COMPLETION of sr_doctor_into() that succeeded: the report as JSON (borrowed
+    /// for the delivery; see sr_doctor_cb).
+    pub json: *const c_char,
+    /// SR_DELIVERY_COMPLETION of sr_doctor_into() that succeeded: the verdict, 0 healthy,
+    /// 1 warnings, 2 failures.
+    pub exit_code: c_int,
 }
 
 /// Receives deliveries from sr_mailbox_drain() (on the draining thread, one at a time, in order)
@@ -166,48 +205,36 @@ impl sr_delivery_t {
             level: 0,
             target: std::ptr::null(),
             message: std::ptr::null(),
+            subscription: std::ptr::null_mut(),
+            pubsub_message: std::ptr::null(),
+            transaction: std::ptr::null_mut(),
+            json: std::ptr::null(),
+            exit_code: 0,
         }
     }
 }
 
 impl Item {
-    /// Lends the item to `deliver` as an `sr_delivery_t`.
-    fn lend(&self, deliver: impl FnOnce(&sr_delivery_t)) {
+    /// Lends the item to `deliver` as an `sr_delivery_t`; a subscription or a transaction it
+    /// carries is handed over to the host.
+    fn lend(self, deliver: impl FnOnce(&sr_delivery_t)) {
         let mut d = sr_delivery_t::empty(SR_DELIVERY_COMPLETION);
         match self {
-            Item::Reply { op_id, result } => {
-                d.op_id = *op_id;
-                match result {
-                    Ok(value) => d.reply = as_reply(value),
-                    Err(e) => d.error = e,
-                }
-            }
-            Item::Results { op_id, result } => {
-                d.op_id = *op_id;
-                match result {
-                    Ok(results) => d.results = to_const_ptr::<sr_results_t>(results),
-                    Err(e) => d.error = e,
-                }
-            }
-            Item::Ready { op_id, result } => {
-                d.op_id = *op_id;
-                match result {
-                    Ok(topology) => {
-                        let owned = topology_to_c(topology);
-                        d.topology = owned;
-                        deliver(&d);
-                        // SAFETY: made just above, lent for the call only.
-                        drop(unsafe { free_box(owned) });
-                        return;
+            Item::Completion { op_id, outcome } => {
+                d.op_id = op_id;
+                match outcome {
+                    Ok(outcome) => outcome.lend(d, deliver),
+                    Err(e) => {
+                        d.error = &e;
+                        deliver(&d)
                     }
-                    Err(e) => d.error = e,
                 }
             }
             Item::Event(event) => {
-                let event = EventBox::new(event);
+                let event = EventBox::new(&event);
                 d.kind = SR_DELIVERY_EVENT;
                 d.event = event.view();
-                return deliver(&d);
+                deliver(&d)
             }
             Item::Log {
                 level,
@@ -215,46 +242,89 @@ impl Item {
                 message,
             } => {
                 d.kind = SR_DELIVERY_LOG;
-                d.level = *level;
+                d.level = level;
                 d.target = target.as_ptr();
                 d.message = message.as_ptr();
+                deliver(&d)
             }
         }
-        deliver(&d)
     }
 
-    /// The completion's id, or `None` for an event.
+    /// The completion's id, or `None` for an event or a log record.
     fn op_id(&self) -> Option<u64> {
         match self {
-            Item::Reply { op_id, .. } | Item::Results { op_id, .. } | Item::Ready { op_id, .. } => {
-                Some(*op_id)
-            }
+            Item::Completion { op_id, .. } => Some(*op_id),
             Item::Event(_) | Item::Log { .. } => None,
         }
     }
 }
 
-/// The completion of an `*_into` call: `item` makes what queues as `op_id`'s completion from
-/// the operation's result. Refused with SR_ERR_CLOSED when the mailbox is already closed (the
-/// call is then not accepted); a completion the mailbox refuses later, because it closed
-/// meanwhile, is discarded (see sr_mailbox_t).
+impl Outcome {
+    /// Lends the outcome to `deliver` in its field of `d`.
+    fn lend(self, mut d: sr_delivery_t, deliver: impl FnOnce(&sr_delivery_t)) {
+        match self {
+            Outcome::Reply(value) => {
+                d.reply = as_reply(&value);
+                deliver(&d)
+            }
+            Outcome::Results(results) => {
+                if let Some(results) = &results {
+                    d.results = to_const_ptr::<sr_results_t>(results);
+                }
+                deliver(&d)
+            }
+            Outcome::Ready(topology) => {
+                let owned = topology_to_c(&topology);
+                d.topology = owned;
+                deliver(&d);
+                // SAFETY: made just above, lent for the call only.
+                drop(unsafe { free_box(owned) });
+            }
+            Outcome::Subscribed(subscription) => {
+                d.subscription = to_arc_mut_ptr::<sr_subscription_t>(subscription);
+                deliver(&d)
+            }
+            Outcome::Message(message) => {
+                let view = message.as_ref().map(message_view);
+                if let Some(view) = &view {
+                    d.pubsub_message = view;
+                }
+                deliver(&d)
+            }
+            Outcome::Done => deliver(&d),
+            Outcome::Began(transaction) => {
+                d.transaction = to_boxed_mut_ptr::<sr_transaction_t>(transaction);
+                deliver(&d)
+            }
+            Outcome::Doctor(json, exit_code) => {
+                d.json = json.as_ptr();
+                d.exit_code = exit_code;
+                deliver(&d)
+            }
+        }
+    }
+}
+
+/// The completion of an `*_into` call: `outcome` makes what it hands to the host from the
+/// operation's value. Refused with SR_ERR_CLOSED when the mailbox is already closed (the call is
+/// then not accepted); a completion the mailbox refuses later, because it closed meanwhile, is
+/// discarded (see sr_mailbox_t).
 fn completion_into<T: 'static>(
     mailbox: &MailboxBox,
     op_id: u64,
-    item: fn(u64, sr::Result<T>) -> Item,
+    outcome: fn(T) -> Outcome,
 ) -> Result<Done<T>, sr_error_t> {
     let completion = mailbox.mailbox.completion()?;
     Ok(Box::new(move |result: sr::Result<T>| {
-        let _ = completion.complete(item(op_id, result));
+        let outcome = result.map(outcome).map_err(sr_error_t::from);
+        let _ = completion.complete(Item::Completion { op_id, outcome });
     }))
 }
 
-/// The completion of sr_client_execute_into(): the reply or error.
+/// The completion of sr_client_execute_into() (and of the transaction steps that complete with a
+/// reply): the reply or error.
 pub(crate) fn reply_into(mailbox: &MailboxBox, op_id: u64) -> Result<Done<Value>, sr_error_t> {
-    completion_into(mailbox, op_id, |op_id, result| Item::Reply {
-        op_id,
-        result: result.map_err(sr_error_t::from),
-    })
+    completion_into(mailbox, op_id, Outcome::Reply)
 }
 
 /// The completion of sr_client_pipeline_into(): one result per command, or the error.
@@ -262,17 +332,71 @@ pub(crate) fn results_into(
     mailbox: &MailboxBox,
     op_id: u64,
 ) -> Result<Done<Vec<sr::Result<Value>>>, sr_error_t> {
-    completion_into(mailbox, op_id, |op_id, result| Item::Results {
-        op_id,
-        result: result.map(results_of).map_err(sr_error_t::from),
+    completion_into(mailbox, op_id, |items| {
+        Outcome::Results(Some(results_of(items)))
+    })
+}
+
+/// The completion of sr_transaction_exec_into(): one result per command, nothing when a watched
+/// key changed, or the error.
+pub(crate) fn exec_into(
+    mailbox: &MailboxBox,
+    op_id: u64,
+) -> Result<Done<Option<Vec<Value>>>, sr_error_t> {
+    completion_into(mailbox, op_id, |values| {
+        Outcome::Results(exec_results(values).map(results_of))
     })
 }
 
 /// The completion of sr_client_wait_ready_into(): the topology, or the error.
 pub(crate) fn ready_into(mailbox: &MailboxBox, op_id: u64) -> Result<Done<Topology>, sr_error_t> {
-    completion_into(mailbox, op_id, |op_id, result| Item::Ready {
-        op_id,
-        result: result.map_err(sr_error_t::from),
+    completion_into(mailbox, op_id, Outcome::Ready)
+}
+
+/// The completion of sr_client_subscribe_into(): the subscription, or the error.
+pub(crate) fn subscribed_into(
+    mailbox: &MailboxBox,
+    op_id: u64,
+) -> Result<Done<Subscriber>, sr_error_t> {
+    completion_into(mailbox, op_id, |subscriber| {
+        Outcome::Subscribed(Subscription::new(subscriber))
+    })
+}
+
+/// The completion of sr_subscription_next_into(): the next message, `None` at the end.
+pub(crate) fn message_into(
+    mailbox: &MailboxBox,
+    op_id: u64,
+) -> Result<Done<Option<Message>>, sr_error_t> {
+    completion_into(mailbox, op_id, Outcome::Message)
+}
+
+/// The completion of a call that gives nothing but success (sr_subscription_change_into()).
+pub(crate) fn done_into(mailbox: &MailboxBox, op_id: u64) -> Result<Done<()>, sr_error_t> {
+    completion_into(mailbox, op_id, |()| Outcome::Done)
+}
+
+/// The completion of sr_client_transaction_begin_into(): the transaction, or the error.
+pub(crate) fn began_into(
+    mailbox: &MailboxBox,
+    op_id: u64,
+) -> Result<Done<HostTransaction>, sr_error_t> {
+    completion_into(mailbox, op_id, Outcome::Began)
+}
+
+/// A diagnosis as C hands it over: the report's JSON and its verdict (0 healthy, 1 warnings,
+/// 2 failures).
+pub(crate) fn report_of(d: &Diagnosis) -> (CString, c_int) {
+    // The JSON of serde_json never holds a NUL byte (it escapes control characters).
+    let json = CString::new(d.json.as_str()).unwrap_or_default();
+    (json, c_int::from(d.exit_code))
+}
+
+/// The completion of sr_doctor_into(): the report and its verdict, or the error.
+pub(crate) fn doctor_into(mailbox: &MailboxBox, op_id: u64) -> Result<Done<Diagnosis>, sr_error_t> {
+    completion_into(mailbox, op_id, |d| {
+        let (json, exit_code) = report_of(&d);
+        Outcome::Doctor(json, exit_code)
     })
 }
 

@@ -1,64 +1,23 @@
-//! Pub/sub for C: a subscription handle whose messages reach a callback, over the host layer's
-//! `Subscriber` (which guarantees in-order calls, one at a time, and none after close); this file
-//! converts C arguments and messages, nothing more.
+//! Pub/sub for C: a subscription handle whose messages reach a callback or, read one at a time,
+//! a host mailbox, over the host layer's `Subscriber` (which guarantees in-order calls, one at a
+//! time, and none after close); this file converts C arguments and messages, nothing more.
 
 use std::ffi::{c_char, c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use sr::host::Subscriber;
 use sr::Message;
 
 use crate::args::{arguments, names, out_param};
-use crate::client::{acquire, required, sr_client_t};
+use crate::client::{acquire, client_into, required, sr_client_t};
 use crate::codes::SR_ERR_CLOSED;
 use crate::error::sr_error_t;
 use crate::ffi::{
-    blocking, clone_arc, free_arc, guard, start, to_arc_mut_ptr, Castable, ErrorObject, SharedArc,
-    UserData, SR_OK,
+    blocking, clone_arc, free_arc, guard, start, to_arc_mut_ptr, ErrorObject, UserData, SR_OK,
 };
-
-/// A pub/sub subscription of a client, on a connection of its own that follows failovers.
-///
-/// Opaque. Created by sr_client_subscribe() or sr_client_subscribe_blocking(), which give the
-/// caller one reference; released by sr_subscription_free(). After a lost connection or a
-/// failover it re-subscribes every channel and pattern on the new node; the client's event
-/// callback receives SR_EVENT_SUBSCRIPTION_LOST, then SR_EVENT_SUBSCRIPTION_RESTORED with
-/// `gap_ms`. Redis pub/sub is at-most-once: messages published during the gap are not received.
-/// All functions taking a subscription are thread-safe.
-pub struct sr_subscription_t {
-    _private: [u8; 0],
-}
-
-/// What an `sr_subscription_t *` points to.
-pub(crate) struct Subscription {
-    subscriber: Subscriber,
-    /// Set by the first sr_subscription_close().
-    closing: AtomicBool,
-}
-
-impl Castable for sr_subscription_t {
-    type Ownership = SharedArc;
-    type RustType = Subscription;
-}
-
-/// One message, borrowed for the duration of the message callback only (copy what you need).
-/// The byte strings are not NUL-terminated.
-#[repr(C)]
-pub struct sr_message_t {
-    /// The channel it was published to.
-    pub channel: *const u8,
-    /// Length of `channel` in bytes.
-    pub channel_len: usize,
-    /// The pattern it matched (a PSUBSCRIBE subscription), or NULL for a channel subscription.
-    pub pattern: *const u8,
-    /// Length of `pattern` in bytes (0 when NULL).
-    pub pattern_len: usize,
-    /// The payload, as published.
-    pub payload: *const u8,
-    /// Length of `payload` in bytes.
-    pub payload_len: usize,
-}
+use crate::handles::{message_view, sr_message_t, sr_subscription_t, Subscription};
+use crate::mailbox::{acquire_mailbox, done_into, message_into, sr_mailbox_t, subscribed_into};
 
 /// Message callback: called with each message of the subscription, in the order the node sent
 /// them, on a core thread, one call at a time. Copy what you need and return quickly; do not
@@ -98,18 +57,7 @@ fn forward(
     user_data: UserData,
 ) -> sr::host::MessageHandler {
     Box::new(move |m: &Message| {
-        let (pattern, pattern_len) = match &m.pattern {
-            Some(p) => (p.as_ptr(), p.len()),
-            None => (std::ptr::null(), 0),
-        };
-        let view = sr_message_t {
-            channel: m.channel.as_ptr(),
-            channel_len: m.channel.len(),
-            pattern,
-            pattern_len,
-            payload: m.payload.as_ptr(),
-            payload_len: m.payload.len(),
-        };
+        let view = message_view(m);
         // SAFETY: the host promised a valid callback; the message lives until it returns.
         unsafe { cb(user_data.get(), &view) };
     })
@@ -125,10 +73,14 @@ fn into_c(
         subscriber.close();
         return Err(e);
     }
-    Ok(to_arc_mut_ptr::<sr_subscription_t>(Subscription {
+    Ok(to_arc_mut_ptr::<sr_subscription_t>(Subscription::new(
         subscriber,
-        closing: AtomicBool::new(false),
-    }))
+    )))
+}
+
+/// The buffer a subscribe call asks for (0: the default).
+fn buffer_of(buffer: usize) -> Option<usize> {
+    (buffer > 0).then_some(buffer)
 }
 
 /// Subscribes to `channels` and `patterns` (at least one name in all) on a connection of the
@@ -173,7 +125,7 @@ pub unsafe extern "C" fn sr_client_subscribe(
             handle.subscribe(
                 &channels,
                 &patterns,
-                (buffer > 0).then_some(buffer),
+                buffer_of(buffer),
                 Box::new(move |result: sr::Result<Subscriber>| {
                     let result = result.and_then(|s| into_c(s, on_message, message_data));
                     // SAFETY: the host promised a valid callback; the error lives until it returns.
@@ -220,11 +172,86 @@ pub unsafe extern "C" fn sr_client_subscribe_blocking(
         let on_message = required(on_message, "the message callback")?;
         let channels = names(channels_len, channels, channels_lens)?;
         let patterns = names(patterns_len, patterns, patterns_lens)?;
-        let buffer = (buffer > 0).then_some(buffer);
+        let buffer = buffer_of(buffer);
         let subscriber =
             waiter.wait(|done| h.handle.subscribe(&channels, &patterns, buffer, done))?;
         *subscription = into_c(subscriber, on_message, UserData::new(message_data))?;
         Ok(())
+    })
+}
+
+/// sr_client_subscribe() whose completion goes to `mailbox` as `op_id`'s SR_DELIVERY_COMPLETION,
+/// as sr_client_execute_into(): `subscription` (owned by you from that delivery on: free it with
+/// sr_subscription_free()) once the node confirmed the names (within the client's
+/// `command_timeout_ms`), or `error`. No message callback: read the messages, in order, with
+/// sr_subscription_next_into(); until then they wait in the subscription's buffer (`buffer`
+/// messages, 0 for the default 4096; beyond that the newest are dropped and counted,
+/// sr_subscription_dropped()). Names and `buffer` as for sr_client_subscribe(). A subscription
+/// whose completion is handed back by sr_mailbox_close() (SR_ERR_CLOSED) is closed for you.
+///
+/// Returns SR_OK when accepted: exactly one completion with `op_id` then reaches the mailbox.
+/// Any other code means it was not accepted and no completion comes: SR_ERR_INVALID_ARGUMENT
+/// (NULL client or mailbox, a NULL name), SR_ERR_CLOSED (client or mailbox closed).
+///
+/// # Safety
+/// `client` is NULL or a handle not yet freed; the lists are valid as for sr_client_subscribe();
+/// `mailbox` is NULL or a mailbox not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_client_subscribe_into(
+    client: *mut sr_client_t,
+    channels_len: usize,
+    channels: *const *const c_char,
+    channels_lens: *const usize,
+    patterns_len: usize,
+    patterns: *const *const c_char,
+    patterns_lens: *const usize,
+    buffer: usize,
+    mailbox: *const sr_mailbox_t,
+    op_id: u64,
+) -> c_int {
+    start(|| {
+        let channels = names(channels_len, channels, channels_lens)?;
+        let patterns = names(patterns_len, patterns, patterns_lens)?;
+        let no_options = std::ptr::null();
+        client_into(
+            client,
+            no_options,
+            mailbox,
+            op_id,
+            subscribed_into,
+            |handle, _, done| handle.subscribe(&channels, &patterns, buffer_of(buffer), done),
+        )
+    })
+}
+
+/// Takes the subscription's next message: it goes to `mailbox` as `op_id`'s
+/// SR_DELIVERY_COMPLETION with `pubsub_message` (borrowed for the delivery), in the order the
+/// node sent them, as soon as one is there; once the subscription ended (closed, or its client
+/// closed, also while this waited) `pubsub_message` and `error` are both NULL. Start the next
+/// call when a message arrives (from the delivery callback, if you like): messages that arrive
+/// meanwhile wait in the subscription's buffer. For subscriptions of sr_client_subscribe_into();
+/// a subscription with a message callback gives its messages to that callback, and this then
+/// completes only when it ends.
+///
+/// Returns as sr_client_execute_into(): SR_OK (exactly one completion with `op_id` then comes),
+/// SR_ERR_INVALID_ARGUMENT (NULL subscription or mailbox), SR_ERR_CLOSED (the subscription
+/// already ended, or the mailbox is closed).
+///
+/// # Safety
+/// `subscription` is NULL or a handle not yet freed; `mailbox` is NULL or a mailbox not yet
+/// freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_subscription_next_into(
+    subscription: *mut sr_subscription_t,
+    mailbox: *const sr_mailbox_t,
+    op_id: u64,
+) -> c_int {
+    start(|| {
+        let s = acquire_subscription(subscription)?;
+        let m = acquire_mailbox(mailbox)?;
+        let done = message_into(&m, op_id)?;
+        s.subscriber.accept(|subscriber| subscriber.next(done))?;
+        Ok::<(), sr_error_t>(())
     })
 }
 
@@ -314,10 +341,50 @@ pub unsafe extern "C" fn sr_subscription_change(
                 }
             }
         });
-        s.subscriber.accept(|subscriber| {
-            Change::of(change).map(|c| c.start(subscriber, &list, complete))
-        })??;
-        Ok::<(), sr_error_t>(())
+        start_change(&s, change, &list, complete)
+    })
+}
+
+/// Starts the change a C code names on an open subscription; refused (never completing
+/// `done`) for an unknown code or an ended subscription.
+fn start_change(
+    s: &Subscription,
+    change: c_int,
+    names: &[&[u8]],
+    done: sr::host::Done<()>,
+) -> Result<(), sr_error_t> {
+    s.subscriber
+        .accept(|subscriber| Change::of(change).map(|c| c.start(subscriber, names, done)))??;
+    Ok(())
+}
+
+/// sr_subscription_change() whose completion goes to `mailbox` as `op_id`'s
+/// SR_DELIVERY_COMPLETION, as sr_client_execute_into(): every pointer NULL once the node
+/// confirmed the change, or `error`. Once an unsubscribe's completion is delivered, no
+/// sr_subscription_next_into() gives a message of the names it removed.
+///
+/// Returns as sr_client_execute_into(): SR_OK (exactly one completion with `op_id` then comes),
+/// SR_ERR_INVALID_ARGUMENT (NULL subscription or mailbox, unknown `change`, no names),
+/// SR_ERR_CLOSED (the subscription ended, or the mailbox is closed).
+///
+/// # Safety
+/// As sr_subscription_change(); `mailbox` is NULL or a mailbox not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_subscription_change_into(
+    subscription: *mut sr_subscription_t,
+    change: c_int,
+    count: usize,
+    names: *const *const c_char,
+    lens: *const usize,
+    mailbox: *const sr_mailbox_t,
+    op_id: u64,
+) -> c_int {
+    start(|| {
+        let s = acquire_subscription(subscription)?;
+        let m = acquire_mailbox(mailbox)?;
+        let list = arguments(count, names, lens)?;
+        let done = done_into(&m, op_id)?;
+        start_change(&s, change, &list, done)
     })
 }
 

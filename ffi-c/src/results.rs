@@ -63,6 +63,12 @@ pub(crate) fn results_of(items: Vec<sr::Result<Value>>) -> Results {
     Results::new(items)
 }
 
+/// EXEC's replies as results, one per command (a command that failed inside EXEC is an error
+/// reply in its place); `None` when a watched key changed and nothing ran.
+pub(crate) fn exec_results(values: Option<Vec<Value>>) -> Option<Vec<sr::Result<Value>>> {
+    values.map(|values| values.into_iter().map(Ok).collect())
+}
+
 /// Results handed to the host, owned by it (freed with sr_results_free()).
 pub(crate) fn into_owned_results(items: Vec<sr::Result<Value>>) -> *mut sr_results_t {
     to_boxed_mut_ptr::<sr_results_t>(Results::new(items))

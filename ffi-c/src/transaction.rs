@@ -3,34 +3,22 @@
 
 use std::ffi::{c_char, c_int, c_void};
 
-use sr::host::HostTransaction;
+use sr::host::{Done, HostTransaction, Operation};
 use sr::Value;
 
 use crate::args::{arguments, command_list, out_param, sr_command_t};
-use crate::client::{acquire, required, sr_client_t};
+use crate::client::{acquire, client_into, required, sr_client_t};
 use crate::error::sr_error_t;
-use crate::ffi::{
-    blocking, free_box, guard, start, to_boxed_mut_ptr, try_ref, Castable, OwnedBox, UserData,
+use crate::ffi::{blocking, free_box, guard, start, to_boxed_mut_ptr, try_ref, UserData};
+use crate::handles::sr_transaction_t;
+use crate::mailbox::{
+    acquire_mailbox, began_into, exec_into, reply_into, sr_mailbox_t, MailboxBox,
 };
 use crate::operation::{call_options, give_operation, sr_call_options_t};
 use crate::reply::{into_owned_reply, reply_to, sr_reply_cb, sr_reply_t};
-use crate::results::{deliver_results, into_owned_results, sr_results_cb, sr_results_t};
-
-/// A transaction on a dedicated connection to the primary it began on.
-///
-/// Opaque, owned by the caller from the sr_transaction_cb that delivered it (or from
-/// sr_client_transaction_begin_blocking()): free it with
-/// sr_transaction_free() (which discards it if EXEC has not run). Use it from one thread at a
-/// time or from callbacks; steps run in the order they were started. After
-/// sr_transaction_exec(), further steps fail with SR_ERR_CONFIG ("the transaction has ended").
-pub struct sr_transaction_t {
-    _private: [u8; 0],
-}
-
-impl Castable for sr_transaction_t {
-    type Ownership = OwnedBox;
-    type RustType = HostTransaction;
-}
+use crate::results::{
+    deliver_results, exec_results, into_owned_results, sr_results_cb, sr_results_t,
+};
 
 /// The transaction behind `transaction`, or the error naming it NULL.
 ///
@@ -127,15 +115,14 @@ pub unsafe extern "C" fn sr_transaction_watch(
         let t = transaction_ref(transaction)?;
         let cb = required(callback, "callback")?;
         let keys = arguments(n, keys, keys_len)?;
-        let done = reply_to(cb, user_data);
-        t.watch(
-            &keys,
-            Box::new(move |result: sr::Result<()>| {
-                done(result.map(|()| Value::Simple("OK".into())))
-            }),
-        );
+        t.watch(&keys, watched(reply_to(cb, user_data)));
         Ok::<(), sr_error_t>(())
     })
+}
+
+/// WATCH's completion as a reply completion: `OK` once the server answered.
+fn watched(done: sr::host::Done<Value>) -> sr::host::Done<()> {
+    Box::new(move |result: sr::Result<()>| done(result.map(|()| Value::Simple("OK".into()))))
 }
 
 /// Runs one command now on the transaction's connection (typically a read of a watched key
@@ -186,8 +173,7 @@ pub unsafe extern "C" fn sr_transaction_exec(
         t.exec(
             &cmds,
             Box::new(move |result: sr::Result<Option<Vec<Value>>>| {
-                let result = result.map(|r| r.map(|values| values.into_iter().map(Ok).collect()));
-                deliver_results(cb, user_data.get(), result)
+                deliver_results(cb, user_data.get(), result.map(exec_results))
             }),
         );
         Ok::<(), sr_error_t>(())
@@ -278,10 +264,132 @@ pub unsafe extern "C" fn sr_transaction_exec_blocking(
         let results = out_param(results, "results")?;
         let t = transaction_ref(transaction)?;
         let cmds = command_list(commands_, n)?;
-        if let Some(values) = waiter.wait(|done| t.exec(&cmds, done))? {
-            *results = into_owned_results(values.into_iter().map(Ok).collect());
+        if let Some(items) = exec_results(waiter.wait(|done| t.exec(&cmds, done))?) {
+            *results = into_owned_results(items);
         }
         Ok(())
+    })
+}
+
+/// sr_client_transaction_begin() whose completion goes to `mailbox` as `op_id`'s
+/// SR_DELIVERY_COMPLETION, as sr_client_execute_into(): `transaction` (owned by you from that
+/// delivery on: free it with sr_transaction_free()), or `error`. A transaction whose completion
+/// is handed back by sr_mailbox_close() (SR_ERR_CLOSED) is discarded for you. `options` as for
+/// sr_client_transaction_begin().
+///
+/// Returns as sr_client_execute_into(): SR_OK (exactly one completion with `op_id` then comes),
+/// SR_ERR_INVALID_ARGUMENT (NULL client or mailbox), SR_ERR_CLOSED (client or mailbox closed).
+///
+/// # Safety
+/// `client` is NULL or a handle not yet freed; `options` is NULL or valid; `mailbox` is NULL or
+/// a mailbox not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_client_transaction_begin_into(
+    client: *mut sr_client_t,
+    options: *const sr_call_options_t,
+    mailbox: *const sr_mailbox_t,
+    op_id: u64,
+) -> c_int {
+    start(|| {
+        client_into(
+            client,
+            options,
+            mailbox,
+            op_id,
+            began_into,
+            |handle, _, done| handle.begin_transaction(done),
+        )
+    })
+}
+
+/// Starts one step of `transaction` whose completion goes to `mailbox` as `op_id`'s (the body of
+/// the transaction steps' `*_into` exports): `into` makes the completion, `step` starts the
+/// step. Refused, with no completion ever, for a NULL transaction or mailbox and a closed
+/// mailbox.
+///
+/// # Safety
+/// `transaction` is NULL or not yet freed; `mailbox` is NULL or a mailbox not yet freed.
+unsafe fn step_into<T>(
+    transaction: *const sr_transaction_t,
+    mailbox: *const sr_mailbox_t,
+    op_id: u64,
+    into: fn(&MailboxBox, u64) -> Result<Done<T>, sr_error_t>,
+    step: impl FnOnce(&HostTransaction, Done<T>) -> Operation,
+) -> Result<(), sr_error_t> {
+    let t = transaction_ref(transaction)?;
+    let done = into(&*acquire_mailbox(mailbox)?, op_id)?;
+    drop(step(t, done));
+    Ok(())
+}
+
+/// sr_transaction_watch() whose completion goes to `mailbox` as `op_id`'s
+/// SR_DELIVERY_COMPLETION, as sr_client_execute_into(): `reply` (`OK`) or `error`.
+///
+/// Returns SR_OK (exactly one completion with `op_id` then comes), SR_ERR_INVALID_ARGUMENT
+/// (NULL transaction, mailbox or keys, `n` 0) or SR_ERR_CLOSED (the mailbox is closed); a step
+/// after EXEC is accepted and completes with SR_ERR_CONFIG.
+///
+/// # Safety
+/// As sr_transaction_watch(); `mailbox` is NULL or a mailbox not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_transaction_watch_into(
+    transaction: *mut sr_transaction_t,
+    n: usize,
+    keys: *const *const c_char,
+    keys_len: *const usize,
+    mailbox: *const sr_mailbox_t,
+    op_id: u64,
+) -> c_int {
+    start(|| {
+        let keys = arguments(n, keys, keys_len)?;
+        step_into(transaction, mailbox, op_id, reply_into, |t, done| {
+            t.watch(&keys, watched(done))
+        })
+    })
+}
+
+/// sr_transaction_execute() whose completion goes to `mailbox` as `op_id`'s
+/// SR_DELIVERY_COMPLETION (`reply` or `error`). Returns as sr_transaction_watch_into().
+///
+/// # Safety
+/// As sr_transaction_execute(); `mailbox` is NULL or a mailbox not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_transaction_execute_into(
+    transaction: *mut sr_transaction_t,
+    argc: usize,
+    argv: *const *const c_char,
+    argv_len: *const usize,
+    mailbox: *const sr_mailbox_t,
+    op_id: u64,
+) -> c_int {
+    start(|| {
+        let args = arguments(argc, argv, argv_len)?;
+        step_into(transaction, mailbox, op_id, reply_into, |t, done| {
+            t.execute(&args, done)
+        })
+    })
+}
+
+/// sr_transaction_exec() whose completion goes to `mailbox` as `op_id`'s
+/// SR_DELIVERY_COMPLETION: `results` (one per command), or `results` and `error` both NULL when
+/// a watched key changed (nothing ran), or `error` (as for sr_transaction_exec()). Ends the
+/// transaction. Returns as sr_transaction_watch_into() (`n` may be 0).
+///
+/// # Safety
+/// As sr_transaction_exec(); `mailbox` is NULL or a mailbox not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_transaction_exec_into(
+    transaction: *mut sr_transaction_t,
+    commands_: *const sr_command_t,
+    n: usize,
+    mailbox: *const sr_mailbox_t,
+    op_id: u64,
+) -> c_int {
+    start(|| {
+        let cmds = command_list(commands_, n)?;
+        step_into(transaction, mailbox, op_id, exec_into, |t, done| {
+            t.exec(&cmds, done)
+        })
     })
 }
 
