@@ -71,21 +71,23 @@ pub unsafe extern "C" fn sr_client_transaction_begin(
         let cb = required(callback, "callback")?;
         let user_data = UserData::new(user_data);
         let operation = h.handle.accept(|handle| {
-            let begin_transaction = |done| handle.begin_transaction(timeout, done);
-            begin_transaction(Box::new(move |result: sr::Result<HostTransaction>| {
-                let user_data = user_data.get();
-                // SAFETY: the host promised a valid callback.
-                unsafe {
-                    match result {
-                        Ok(tx) => cb(
-                            user_data,
-                            to_boxed_mut_ptr::<sr_transaction_t>(tx),
-                            std::ptr::null(),
-                        ),
-                        Err(e) => cb(user_data, std::ptr::null_mut(), &sr_error_t::from(e)),
+            handle.begin_transaction(
+                timeout,
+                Box::new(move |result: sr::Result<HostTransaction>| {
+                    let user_data = user_data.get();
+                    // SAFETY: the host promised a valid callback.
+                    unsafe {
+                        match result {
+                            Ok(tx) => cb(
+                                user_data,
+                                to_boxed_mut_ptr::<sr_transaction_t>(tx),
+                                std::ptr::null(),
+                            ),
+                            Err(e) => cb(user_data, std::ptr::null_mut(), &sr_error_t::from(e)),
+                        }
                     }
-                }
-            }))
+                }),
+            )
         })?;
         give_operation(operation_out, operation);
         Ok::<(), sr_error_t>(())
@@ -297,7 +299,7 @@ pub unsafe extern "C" fn sr_client_transaction_begin_into(
             mailbox,
             op_id,
             began_into,
-            |handle, _, done| handle.begin_transaction(done),
+            |handle, timeout, done| handle.begin_transaction(timeout, done),
         )
     })
 }
