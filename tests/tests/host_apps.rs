@@ -135,6 +135,70 @@ fn pipeline_transaction_deadline_cancel_and_hints() {
     assert_eq!(e.code(), ErrorCode::Closed);
 }
 
+/// Steps of an interactive transaction started back to back, without waiting for each other, run
+/// in the order they were started (each step is its own task, and core threads may pick them up
+/// in any order): 30 INCRs count 1 to 30 in start order, one cancelled before its turn changes
+/// nothing for the others, and the EXEC started last runs last.
+#[test]
+fn transaction_steps_started_back_to_back_run_in_start_order() {
+    let topo = Topology::start(TopologySpec {
+        replicas: 0,
+        ..Default::default()
+    })
+    .unwrap();
+    let handle = Handle::open_url::<&str, &str>(&topo.url(), &[]).unwrap();
+    Handle::block(|done| handle.ready(done)).unwrap();
+    for round in 0..5 {
+        let key = format!("order:{round}");
+        let tx = Handle::block(|done| handle.begin_transaction(None, done)).unwrap();
+        let (sender, replies) = std::sync::mpsc::channel();
+        let mut cancelled = None;
+        for i in 0..30 {
+            let sender = sender.clone();
+            let op = tx.execute(
+                &["INCR", key.as_str()],
+                Box::new(move |r| {
+                    let _ = sender.send((i, r));
+                }),
+            );
+            if i == 10 {
+                cancelled = Some(op);
+            }
+        }
+        cancelled.unwrap().cancel();
+        let sender_exec = sender.clone();
+        let _exec = tx.exec(
+            &[vec!["INCR", key.as_str()]],
+            Box::new(move |r| {
+                let _ = sender_exec.send((99, r.map(|v| Value::Array(v.unwrap_or_default()))));
+            }),
+        );
+        drop(sender);
+        let mut got: Vec<(usize, sentinel_recovery::Result<Value>)> = replies.iter().collect();
+        got.sort_by_key(|(i, _)| *i);
+        let mut expected = 1;
+        for (i, r) in &got {
+            match (i, r) {
+                (10, Err(e)) if e.code() == ErrorCode::Closed => {}
+                (99, Ok(Value::Array(v))) => {
+                    assert_eq!(
+                        v,
+                        &vec![Value::Int(expected)],
+                        "round {round}: EXEC ran last"
+                    )
+                }
+                (_, Ok(Value::Int(n))) => {
+                    assert_eq!(*n, expected, "round {round}: step {i} ran out of order");
+                    expected += 1;
+                }
+                other => panic!("round {round}: step {other:?}"),
+            }
+        }
+        assert_eq!(got.len(), 31, "round {round}: one completion per step");
+    }
+    handle.close_blocking();
+}
+
 #[test]
 fn log_records_reach_the_sink_without_secrets() {
     let lines: Arc<Mutex<Vec<(i32, String, String)>>> = Arc::default();

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::handle::Handle;
@@ -14,7 +15,9 @@ use crate::error::Error;
 use crate::resp::Value;
 
 /// A transaction begun with [`Handle::begin_transaction`]. Each step completes through its
-/// `done` like every host operation (and with `closed` when the handle closes first). After
+/// `done` like every host operation (and with `closed` when the handle closes first). Steps run
+/// in the order they were started, each once the one before it ended (completed, failed or was
+/// cancelled), whichever core thread picks them up first. After
 /// [`HostTransaction::exec`] or [`HostTransaction::discard`], or once a step failed in a way that
 /// ends it (a step that timed out), further steps fail with a `config` error saying the
 /// transaction has ended.
@@ -22,6 +25,66 @@ pub struct HostTransaction {
     handle: Handle,
     tx: Arc<tokio::sync::Mutex<Option<Transaction>>>,
     primary: String,
+    order: Order,
+}
+
+/// The order of a transaction's steps: the end of the step started last, which the next one
+/// waits for. Each step is its own task, and tasks started back to back may first run on
+/// different core threads in any order: without this, an EXEC could overtake the GET started
+/// before it.
+#[derive(Default)]
+struct Order {
+    last: std::sync::Mutex<Option<watch::Receiver<()>>>,
+}
+
+/// One step's place in the [`Order`]: what it waits for, and its own end (the sender, dropped
+/// when the step ends or is cancelled; nothing is ever sent).
+struct Turn {
+    previous: Option<watch::Receiver<()>>,
+    ended: Option<watch::Sender<()>>,
+}
+
+impl Order {
+    /// The next step's turn, taken when the step is started (on the caller's thread).
+    fn next(&self) -> Turn {
+        let (ended, end) = watch::channel(());
+        let previous = self
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .replace(end);
+        Turn {
+            previous,
+            ended: Some(ended),
+        }
+    }
+}
+
+impl Turn {
+    /// Waits until the step started before this one ended.
+    async fn wait(&mut self) {
+        if let Some(previous) = self.previous.as_mut() {
+            // Closed (Err) when that step's sender is dropped: the only change there is.
+            let _ = previous.changed().await;
+        }
+        self.previous = None;
+    }
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        // Cancelled before its turn: the next step must still wait for the one before this.
+        if let (Some(mut previous), Some(ended)) = (self.previous.take(), self.ended.take()) {
+            if previous.has_changed().is_ok() {
+                if let Ok(runtime) = crate::runtime::handle() {
+                    runtime.spawn(async move {
+                        let _ = previous.changed().await;
+                        drop(ended);
+                    });
+                }
+            }
+        }
+    }
 }
 
 fn ended() -> Error {
@@ -69,6 +132,7 @@ impl Handle {
                         handle,
                         primary: tx.primary().to_string(),
                         tx: Arc::new(tokio::sync::Mutex::new(Some(tx))),
+                        order: Order::default(),
                     })
                 })
             },
@@ -87,9 +151,11 @@ impl HostTransaction {
     pub fn watch<A: AsRef<[u8]>>(&self, keys: &[A], done: Done<()>) -> Operation {
         let keys = owned(keys);
         let tx = self.tx.clone();
+        let mut turn = self.order.next();
         self.handle.start(
             move |_| {
                 Ok(async move {
+                    turn.wait().await;
                     let mut guard = tx.lock().await;
                     let result = guard.as_mut().ok_or_else(ended)?.watch(&keys).await;
                     settle(&mut guard);
@@ -105,9 +171,11 @@ impl HostTransaction {
         let args = owned(args);
         let tx = self.tx.clone();
         let names = self.handle.api_names();
+        let mut turn = self.order.next();
         self.handle.start(
             move |_| {
                 Ok(async move {
+                    turn.wait().await;
                     let mut guard = tx.lock().await;
                     let result = guard.as_mut().ok_or_else(ended)?.execute(&args).await;
                     settle(&mut guard);
@@ -135,9 +203,11 @@ impl HostTransaction {
         let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(|c| owned(c)).collect();
         let tx = self.tx.clone();
         let names = self.handle.api_names();
+        let mut turn = self.order.next();
         self.handle.start(
             move |_| {
                 Ok(async move {
+                    turn.wait().await;
                     let mut tx = tx.lock().await.take().ok_or_else(ended)?;
                     for command in &commands {
                         tx.queue(command).map_err(|e| names.localize(e))?;
