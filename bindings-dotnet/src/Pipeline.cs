@@ -111,12 +111,15 @@ namespace SentinelRecovery
         /// <see cref="ReplyType.Error"/>), or null when a watched key changed (nothing ran).
         /// Faults with <see cref="ConnectionLostException"/> ("nothing was applied") when the
         /// primary changed meanwhile. To read watched keys before EXEC use
-        /// <see cref="BeginTransactionAsync"/>.
+        /// <see cref="BeginTransactionAsync"/>. <paramref name="timeout"/> is the whole
+        /// transaction's deadline, until EXEC's reply (null: <c>command_timeout_ms</c> for the begin
+        /// and for each step), as <see cref="BeginTransactionAsync"/>'s; cancelling the token
+        /// cancels the begin.
         /// </summary>
         public async Task<RedisReply[]> TransactionAsync(IEnumerable<object[]> commands, object[] watch = null,
-            CancellationToken cancellationToken = default(CancellationToken))
+            TimeSpan? timeout = null, CancellationToken cancellationToken = default(CancellationToken))
         {
-            using (var tx = await BeginTransactionAsync(cancellationToken).ConfigureAwait(false))
+            using (var tx = await BeginTransactionAsync(timeout, cancellationToken).ConfigureAwait(false))
             {
                 if (watch != null && watch.Length > 0) await tx.WatchAsync(watch).ConfigureAwait(false);
                 return await tx.ExecAsync(commands).ConfigureAwait(false);
@@ -126,14 +129,23 @@ namespace SentinelRecovery
         /// <summary>
         /// Begins a transaction on a dedicated connection to the current primary (waiting for one
         /// like a command). Dispose it when done: that discards it unless
-        /// <see cref="SentinelTransaction.ExecAsync"/> ran.
+        /// <see cref="SentinelTransaction.ExecAsync"/> ran. <paramref name="timeout"/>, when given,
+        /// bounds the whole transaction, from this call until EXEC completes: each step only has
+        /// the time left, and one past it faults with <see cref="SentinelTimeoutException"/> and
+        /// ends the transaction (its connection is closed; an EXEC sent but not answered in time may
+        /// or may not have been applied). Null: the begin and each step get
+        /// <c>command_timeout_ms</c> of their own.
         /// </summary>
-        public unsafe Task<SentinelTransaction> BeginTransactionAsync(CancellationToken cancellationToken = default(CancellationToken))
+        /// <exception cref="ConfigException"><paramref name="timeout"/> is not more than zero and at
+        /// most 2147483647 ms.</exception>
+        public unsafe Task<SentinelTransaction> BeginTransactionAsync(TimeSpan? timeout = null,
+            CancellationToken cancellationToken = default(CancellationToken))
         {
+            ulong ms = timeout.HasValue ? TimeoutMs(timeout.Value) : 0;
             return StartInto(d => new SentinelTransaction(Native.Delivery(d).transaction, this), cancellationToken,
                 (mailbox, id, op) =>
                 {
-                    var o = new Native.sr_call_options_t { timeout_ms = 0, operation = op };
+                    var o = new Native.sr_call_options_t { timeout_ms = ms, operation = op };
                     return Native.sr_client_transaction_begin_into(_handle, &o, mailbox, id);
                 });
         }

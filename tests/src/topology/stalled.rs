@@ -31,6 +31,29 @@ impl Topology {
     /// waits until a sentinel has selected the replica to promote, then pauses the old primary.
     /// The topology's `failover-timeout` must outlast the stall (else the leader aborts).
     pub fn stall_failover(&self) -> Result<StalledFailover, TestkitError> {
+        let mut last = String::new();
+        for _ in 0..3 {
+            match self.try_stall()? {
+                Ok(stalled) => return Ok(stalled),
+                // Refused (the replicas paused were not fit after all): continued, try again.
+                Err(refused) => last = refused,
+            }
+        }
+        Err(TestkitError::Timeout(format!(
+            "SENTINEL FAILOVER with the replicas paused was refused 3 times; last: {last}\n{}",
+            self.sentinel_log_tails(12)
+        )))
+    }
+
+    /// One attempt: `Ok(Err(answer))` when SENTINEL FAILOVER was refused (everything paused was
+    /// continued again).
+    fn try_stall(&self) -> Result<Result<StalledFailover, String>, TestkitError> {
+        // A sentinel converts a node that says it is a primary but should be a replica (the old
+        // primary, once continued after a failover) 4 publish periods after it said so: 4 s by
+        // default, which a stall right after an earlier one would otherwise wait for.
+        for s in self.sentinels.iter().filter(|s| s.pollable()) {
+            s.cmd(&["SENTINEL", "DEBUG", "publish-period", "250"])?;
+        }
         self.wait_replication(Duration::from_secs(20))?;
         let primary = self
             .current_primary()
@@ -44,33 +67,48 @@ impl Topology {
             return Err(TestkitError::Setup("no running replica to promote".into()));
         }
         // After an earlier failover the sentinels learn the new primary's replicas over a few
-        // seconds; pausing them before makes SENTINEL FAILOVER answer NOGOODSLAVE for good.
+        // seconds (the old primary reports role master until it is converted); pausing them
+        // before makes SENTINEL FAILOVER answer NOGOODSLAVE for good.
         let ports: Vec<u16> = replicas.iter().map(|r| r.port()).collect();
         wait_until(
-            Duration::from_secs(20),
+            Duration::from_secs(30),
             "every sentinel to see the replicas as fit to promote",
-            || self.replicas_fit(&ports).then_some(()),
+            || self.replicas_fit(primary.port(), &ports).then_some(()),
         )?;
         for r in &replicas {
             r.stop();
         }
         let stalled = StalledFailover {
             primary: primary.port(),
-            replicas: replicas.iter().map(|r| r.port()).collect(),
+            replicas: ports,
         };
-        let started = self.sentinel_failover().and_then(|()| {
-            wait_until(
-                Duration::from_secs(10),
-                "a sentinel to select the replica to promote",
-                || self.replica_selected().then_some(()),
-            )
-        });
-        if let Err(e) = started {
+        if let Err(refused) = self.ask_failover_once() {
+            self.cont_all(&stalled);
+            return Ok(Err(refused));
+        }
+        let selected = wait_until(
+            Duration::from_secs(10),
+            "a sentinel to select the replica to promote",
+            || self.replica_selected().then_some(()),
+        );
+        if let Err(e) = selected {
             self.cont_all(&stalled);
             return Err(e);
         }
         primary.stop();
-        Ok(stalled)
+        Ok(Ok(stalled))
+    }
+
+    /// `SENTINEL FAILOVER` asked once of the first sentinel that answers; its refusal as text.
+    fn ask_failover_once(&self) -> Result<(), String> {
+        for s in self.sentinels.iter().filter(|s| s.pollable()) {
+            match s.cmd(&["SENTINEL", "FAILOVER", &self.spec.service]) {
+                Ok(_) => return Ok(()),
+                Err(TestkitError::Server(e)) => return Err(e),
+                Err(_) => continue,
+            }
+        }
+        Err("no sentinel answered".into())
     }
 
     /// Continues what [`Topology::stall_failover`] paused and waits (up to `timeout`) until every
@@ -108,11 +146,15 @@ impl Topology {
     }
 
     /// Whether every reachable sentinel lists each of `ports` as a replica it would promote: no
-    /// down or disconnected flag, answered a PING and an INFO recently (Sentinel's own rules).
-    fn replicas_fit(&self, ports: &[u16]) -> bool {
+    /// down or disconnected flag, answered a PING and an INFO recently (Sentinel's own rules),
+    /// and that INFO showed it replicating from `primary` with its link up.
+    fn replicas_fit(&self, primary: u16, ports: &[u16]) -> bool {
         let fit = |r: &std::collections::HashMap<String, String>| {
             let ms = |k: &str| r.get(k).and_then(|v| v.parse::<u64>().ok());
             r.get("flags").is_some_and(|f| f == "slave")
+                && r.get("role-reported").is_some_and(|v| v == "slave")
+                && r.get("master-link-status").is_some_and(|v| v == "ok")
+                && r.get("master-port").and_then(|v| v.parse::<u16>().ok()) == Some(primary)
                 && ms("last-ok-ping-reply").is_some_and(|v| v < 2_000)
                 && ms("info-refresh").is_some_and(|v| v < 20_000)
         };
