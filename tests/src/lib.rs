@@ -35,9 +35,9 @@ pub use ports::{free_port, refusing_port};
 pub use proxy::{Affects, FaultProxy, LinkFaults};
 pub use resp::{Conn, Reply};
 pub use security::{AclSpec, AclUser, TlsFiles, TlsSpec};
+pub use topology::stalled::StalledFailover;
 pub use topology::{
-    sentinel_url, start_stale_sentinel, Node, ServerKind, StaleSentinelSpec, StalledFailover,
-    Topology, TopologySpec,
+    sentinel_url, start_stale_sentinel, Node, ServerKind, StaleSentinelSpec, Topology, TopologySpec,
 };
 pub use wait::wait_until;
 

@@ -14,7 +14,7 @@ mod server;
 mod services;
 mod spawn;
 mod stale;
-mod stalled;
+pub(crate) mod stalled;
 
 use conf::{data_conf, debug_commands, default_sentinel_debug, SentinelConf};
 pub use node::Node;
@@ -24,7 +24,6 @@ pub use server::ServerKind;
 pub(crate) use spawn::spawn_child as spawn_owned_child;
 use spawn::{keep_dirs, make_temp_dir};
 pub use stale::{start_stale_sentinel, StaleSentinelSpec};
-pub use stalled::StalledFailover;
 
 // ---------------------------------------------------------------------------------------------
 
