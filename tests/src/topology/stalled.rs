@@ -49,32 +49,15 @@ impl Topology {
     /// continued again).
     fn try_stall(&self) -> Result<Result<StalledFailover, String>, TestkitError> {
         // A sentinel converts a node that says it is a primary but should be a replica (the old
-        // primary, once continued after a failover) 4 publish periods after it said so: 4 s by
-        // default, which a stall right after an earlier one would otherwise wait for.
-        for s in self.sentinels.iter().filter(|s| s.pollable()) {
-            s.cmd(&["SENTINEL", "DEBUG", "publish-period", "250"])?;
-        }
-        self.wait_replication(Duration::from_secs(20))?;
-        let primary = self
-            .current_primary()
-            .ok_or_else(|| TestkitError::Setup("no sentinel reports a primary".into()))?;
-        let replicas: Vec<&Node> = self
-            .data_nodes()
-            .into_iter()
-            .filter(|n| n.port() != primary.port() && n.pollable())
-            .collect();
-        if replicas.is_empty() {
-            return Err(TestkitError::Setup("no running replica to promote".into()));
-        }
-        // After an earlier failover the sentinels learn the new primary's replicas over a few
-        // seconds (the old primary reports role master until it is converted); pausing them
-        // before makes SENTINEL FAILOVER answer NOGOODSLAVE for good.
+        // primary, once continued after a failover) 4 publish periods after it said so: 4 s at
+        // the topology's 1 s, which a stall right after an earlier one would otherwise wait for.
+        // Back to 1 s before the failover: at 100 ms the sentinels other than the leader would
+        // convert the replica being promoted back, before the leader tells them of the promotion.
+        self.set_publish_period(100)?;
+        let fit = self.fit_replicas();
+        self.set_publish_period(1000)?;
+        let (primary, replicas) = fit?;
         let ports: Vec<u16> = replicas.iter().map(|r| r.port()).collect();
-        wait_until(
-            Duration::from_secs(30),
-            "every sentinel to see the replicas as fit to promote",
-            || self.replicas_fit(primary.port(), &ports).then_some(()),
-        )?;
         for r in &replicas {
             r.stop();
         }
@@ -97,6 +80,39 @@ impl Topology {
         }
         primary.stop();
         Ok(Ok(stalled))
+    }
+
+    /// The current primary and its replicas, once every sentinel sees each of them fit to
+    /// promote (after an earlier failover they learn the new primary's replicas over a few
+    /// publish periods; pausing them before makes SENTINEL FAILOVER answer NOGOODSLAVE).
+    fn fit_replicas(&self) -> Result<(&Node, Vec<&Node>), TestkitError> {
+        self.wait_replication(Duration::from_secs(20))?;
+        let primary = self
+            .current_primary()
+            .ok_or_else(|| TestkitError::Setup("no sentinel reports a primary".into()))?;
+        let replicas: Vec<&Node> = self
+            .data_nodes()
+            .into_iter()
+            .filter(|n| n.port() != primary.port() && n.pollable())
+            .collect();
+        if replicas.is_empty() {
+            return Err(TestkitError::Setup("no running replica to promote".into()));
+        }
+        let ports: Vec<u16> = replicas.iter().map(|r| r.port()).collect();
+        wait_until(
+            Duration::from_secs(30),
+            "every sentinel to see the replicas as fit to promote",
+            || self.replicas_fit(primary.port(), &ports).then_some(()),
+        )?;
+        Ok((primary, replicas))
+    }
+
+    /// `SENTINEL DEBUG publish-period` on every reachable sentinel.
+    fn set_publish_period(&self, ms: u64) -> Result<(), TestkitError> {
+        for s in self.sentinels.iter().filter(|s| s.pollable()) {
+            s.cmd(&["SENTINEL", "DEBUG", "publish-period", &ms.to_string()])?;
+        }
+        Ok(())
     }
 
     /// `SENTINEL FAILOVER` asked once of the first sentinel that answers; its refusal as text.
