@@ -301,6 +301,8 @@ impl Drop for Fault<'_> {
 
 /// For a "failover" case, waits until the client heard that the failover began (its writes
 /// are fenced until the promotion), so the call starts while it waits for that promotion.
+/// `events` are the observer's: clients that differ only in data-path settings (here
+/// `command_timeout_ms`) share one monitor, so the case's client heard it at the same moment.
 async fn announced(events: &mut EventStream, case: &Case) {
     if case.state != State::Failover {
         return;

@@ -108,7 +108,7 @@ impl Transaction {
         }
         let mut args = vec![b"WATCH".to_vec()];
         args.extend(super::handle::owned(keys));
-        self.send(vec![args], "WATCH")
+        self.send(vec![args], Step::Watch)
             .await?
             .pop()
             .unwrap_or_else(|| Err(Error::protocol("no reply")))
@@ -119,7 +119,7 @@ impl Transaction {
     pub async fn execute<A: AsRef<[u8]>>(&mut self, args: &[A]) -> Result<Value> {
         check(args)?;
         let args = super::handle::owned(args);
-        self.send(vec![args], "the command")
+        self.send(vec![args], Step::Command)
             .await?
             .pop()
             .unwrap_or_else(|| Err(Error::protocol("no reply")))
@@ -148,13 +148,7 @@ impl Transaction {
         batch.append(&mut self.queued);
         batch.push(vec![b"EXEC".to_vec()]);
         let n = batch.len();
-        let mut results = self.send(batch, "EXEC").await.map_err(|e| {
-            if e.code() == ErrorCode::Timeout && e.message().starts_with("no reply") {
-                e.context("transaction outcome unknown")
-            } else {
-                e
-            }
-        })?;
+        let mut results = self.send(batch, Step::Exec).await?;
         self.conn.close();
         let exec = results
             .pop()
@@ -213,7 +207,7 @@ impl Transaction {
     async fn send(
         &mut self,
         commands: Vec<Vec<Vec<u8>>>,
-        step: &str,
+        step: Step,
     ) -> Result<Vec<Result<Value>>> {
         if self.ended {
             return Err(ended());
@@ -222,8 +216,9 @@ impl Transaction {
             Some(deadline) if Instant::now() >= deadline => {
                 self.end();
                 return Err(Error::timeout(format!(
-                    "the transaction's deadline passed before {step} was sent; nothing was \
-                     sent and the transaction has ended"
+                    "the transaction's deadline passed before {} was sent; nothing was \
+                     sent and the transaction has ended",
+                    step.name()
                 )));
             }
             Some(deadline) => deadline,
@@ -270,7 +265,14 @@ impl Transaction {
                 Ok(Err(_)) => Err(Error::connection_lost(format!(
                     "the transaction's connection to {primary} is gone (a failover closes it); nothing was applied"
                 ))),
-                Err(_) => Err(Error::timeout(format!("no reply from {primary} within {what}"))),
+                Err(_) => {
+                    let e = Error::timeout(format!("no reply from {primary} within {what}"));
+                    // EXEC was sent: the server may run it yet.
+                    Err(match step {
+                        Step::Exec => e.context("transaction outcome unknown"),
+                        Step::Watch | Step::Command => e,
+                    })
+                }
             }
         })
         .await;
@@ -280,6 +282,24 @@ impl Transaction {
             self.end();
         }
         sent
+    }
+}
+
+/// A step that sends, for its errors.
+#[derive(Clone, Copy)]
+enum Step {
+    Watch,
+    Command,
+    Exec,
+}
+
+impl Step {
+    fn name(self) -> &'static str {
+        match self {
+            Step::Watch => "WATCH",
+            Step::Command => "the command",
+            Step::Exec => "EXEC",
+        }
     }
 }
 

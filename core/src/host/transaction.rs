@@ -10,8 +10,7 @@ use tokio::time::Instant;
 
 use super::handle::Handle;
 use super::inflight::{Done, Operation};
-use crate::client::{Deadline, Transaction};
-use crate::error::Error;
+use crate::client::{transaction_ended, Deadline, Transaction};
 use crate::resp::Value;
 
 /// A transaction begun with [`Handle::begin_transaction`]. Each step completes through its
@@ -87,12 +86,8 @@ impl Drop for Turn {
     }
 }
 
-fn ended() -> Error {
-    crate::client::transaction_ended()
-}
-
 /// Drops the transaction in `slot` (which closes its connection) when a step ended it (it timed
-/// out), so later steps fail with [`ended`].
+/// out), so later steps fail with "the transaction has ended".
 fn settle(slot: &mut Option<Transaction>) {
     if slot.as_ref().is_some_and(Transaction::is_ended) {
         drop(slot.take());
@@ -157,7 +152,11 @@ impl HostTransaction {
                 Ok(async move {
                     turn.wait().await;
                     let mut guard = tx.lock().await;
-                    let result = guard.as_mut().ok_or_else(ended)?.watch(&keys).await;
+                    let result = guard
+                        .as_mut()
+                        .ok_or_else(transaction_ended)?
+                        .watch(&keys)
+                        .await;
                     settle(&mut guard);
                     result
                 })
@@ -177,7 +176,11 @@ impl HostTransaction {
                 Ok(async move {
                     turn.wait().await;
                     let mut guard = tx.lock().await;
-                    let result = guard.as_mut().ok_or_else(ended)?.execute(&args).await;
+                    let result = guard
+                        .as_mut()
+                        .ok_or_else(transaction_ended)?
+                        .execute(&args)
+                        .await;
                     settle(&mut guard);
                     result.map_err(|e| names.localize(e))
                 })
@@ -208,7 +211,7 @@ impl HostTransaction {
             move |_| {
                 Ok(async move {
                     turn.wait().await;
-                    let mut tx = tx.lock().await.take().ok_or_else(ended)?;
+                    let mut tx = tx.lock().await.take().ok_or_else(transaction_ended)?;
                     for command in &commands {
                         tx.queue(command).map_err(|e| names.localize(e))?;
                     }

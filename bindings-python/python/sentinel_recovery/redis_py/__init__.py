@@ -43,7 +43,6 @@ Not promised: a command already on the wire to a primary that is being demoted c
 from __future__ import annotations
 
 import os
-import socket
 import time
 from typing import Any, Dict, List, Optional, Tuple, Type
 
@@ -63,6 +62,7 @@ from ._core import (
     Guard,
     command_name,
     core_for,
+    end_stream,
     node_text,
     remember_name,
     role_of,
@@ -264,17 +264,6 @@ class _RoutedMixin:
         guard = self._guard
         return guard.verified == guard.epoch[0] or guard.routable(self.host, self.port)
 
-    def end_stream(self) -> None:
-        """Shuts the socket down both ways without closing it: the thread reading it (a PubSub's)
-        sees the end of the stream and redis-py reconnects, through the core, and subscribes
-        again. Not closed here, so a thread blocked on the descriptor can't read a reused one."""
-        sock = self._sock
-        if sock is not None:
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # already closed by its own thread
-
     def repr_pieces(self) -> List[Tuple[str, Any]]:
         role = "primary" if self.sentinel_primary else "read"
         return [("service", self._core.service), ("route", role), ("host", self.host), ("port", self.port)]
@@ -365,7 +354,7 @@ class ConnectionPool(redis.ConnectionPool):
         # the application's own (UN)SUBSCRIBE on the same connection is most likely, and two
         # threads connecting one redis-py connection read each other's handshake.
         for connection in subscribers:
-            connection.end_stream()
+            end_stream(connection._sock)
 
     def release(self, connection: Any) -> None:
         # A checked-out connection needs no check of its own: its first send is fenced.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import weakref
 from typing import Any, Callable, Dict, Optional, Tuple
@@ -320,6 +321,18 @@ class Guard:
 
 #: :meth:`Guard.before_send`'s answer for "close, then send through a connection the core routes".
 MOVE = ConnectionAbortedError("moved to the node the core routes to")
+
+
+def end_stream(sock: Any) -> None:
+    """Shuts a subscriber's socket down both ways without closing it (see the pools'
+    ``primary_changed`` handling): its reader sees the end of the stream and reconnects through
+    the core; the descriptor stays valid, so a thread blocked on it can't read a reused one."""
+    if sock is None:
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already closed by its own reader
 
 
 def node_text(host: Any, port: Any) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import time
 from typing import Any, Dict, List, Optional, Tuple, Type
 
@@ -37,6 +36,7 @@ from ._core import (
     Guard,
     command_name,
     core_for,
+    end_stream,
     node_text,
     remember_name,
     role_of,
@@ -309,12 +309,7 @@ class ConnectionPool(redis.asyncio.ConnectionPool):
             for connection in list(self._in_use_connections):
                 if connection._guard.subscribed and not connection.routable():
                     writer = getattr(connection, "_writer", None)
-                    sock = writer.transport.get_extra_info("socket") if writer is not None else None
-                    if sock is not None:
-                        try:
-                            sock.shutdown(socket.SHUT_RDWR)
-                        except OSError:
-                            pass  # already closed
+                    end_stream(writer.transport.get_extra_info("socket") if writer is not None else None)
 
     async def get_connection(self, *args: Any, **kwargs: Any) -> Any:
         # The loop the pool's events close idle connections on; the connection itself is
