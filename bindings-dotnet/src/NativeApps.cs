@@ -46,6 +46,10 @@ namespace SentinelRecovery
         internal static extern IntPtr sr_results_error(IntPtr results, UIntPtr index);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_transaction_into(ClientHandle client, sr_command_t* commands, UIntPtr n,
+            UIntPtr watchN, IntPtr* watch, UIntPtr* watchLen, sr_call_options_t* options, IntPtr mailbox, ulong opId);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sr_client_transaction_begin_into(ClientHandle client, sr_call_options_t* options,
             IntPtr mailbox, ulong opId);
 

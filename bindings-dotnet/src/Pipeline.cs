@@ -111,18 +111,36 @@ namespace SentinelRecovery
         /// <see cref="ReplyType.Error"/>), or null when a watched key changed (nothing ran).
         /// Faults with <see cref="ConnectionLostException"/> ("nothing was applied") when the
         /// primary changed meanwhile. To read watched keys before EXEC use
-        /// <see cref="BeginTransactionAsync"/>. <paramref name="timeout"/> is the whole
-        /// transaction's deadline, until EXEC's reply (null: <c>command_timeout_ms</c> for the begin
-        /// and for each step), as <see cref="BeginTransactionAsync"/>'s; cancelling the token
-        /// cancels the begin.
+        /// <see cref="BeginTransactionAsync"/>. <paramref name="timeout"/> (null:
+        /// <c>command_timeout_ms</c>) bounds the whole transaction, from this call until EXEC's
+        /// reply; past it the task faults with <see cref="SentinelTimeoutException"/> and the
+        /// transaction's connection is closed (an EXEC sent but not answered in time may or may not
+        /// have been applied). Cancelling the token cancels all of it. A command that can't run in
+        /// a transaction (blocking commands, MULTI, ...) faults with <see cref="ConfigException"/>
+        /// before anything is sent.
         /// </summary>
-        public async Task<RedisReply[]> TransactionAsync(IEnumerable<object[]> commands, object[] watch = null,
+        /// <exception cref="ConfigException"><paramref name="timeout"/> is not more than zero and at
+        /// most 2147483647 ms.</exception>
+        public unsafe Task<RedisReply[]> TransactionAsync(IEnumerable<object[]> commands, object[] watch = null,
             TimeSpan? timeout = null, CancellationToken cancellationToken = default(CancellationToken))
         {
-            using (var tx = await BeginTransactionAsync(timeout, cancellationToken).ConfigureAwait(false))
+            if (commands == null) throw new ArgumentNullException("commands");
+            ulong ms = timeout.HasValue ? TimeoutMs(timeout.Value) : 0;
+            var all = commands.ToList();
+            int n = all.Count;
+            bool watching = watch != null && watch.Length > 0;
+            if (watching) all.Add(watch);
+            using (var pinned = new PinnedCommands(all))
             {
-                if (watch != null && watch.Length > 0) await tx.WatchAsync(watch).ConfigureAwait(false);
-                return await tx.ExecAsync(commands).ConfigureAwait(false);
+                var cmds = pinned.Commands;
+                return StartInto(CopyExec, cancellationToken, (mailbox, id, op) =>
+                {
+                    var o = new Native.sr_call_options_t { timeout_ms = ms, operation = op };
+                    var keys = watching ? cmds[n] : default(Native.sr_command_t);
+                    fixed (Native.sr_command_t* pc = cmds)
+                        return Native.sr_client_transaction_into(_handle, pc, (UIntPtr)(uint)n, keys.argc, keys.argv,
+                            keys.argv_len, &o, mailbox, id);
+                });
             }
         }
 

@@ -135,6 +135,22 @@ namespace SentinelRecovery.Tests
         }
 
         [Test]
+        public void CancellingTransactionAsyncCancelsItsExec()
+        {
+            // Sentinels that wait 60 s before they call a sleeping primary down: no failover.
+            using (var topo = new TopologyProcess("--replicas", "0", "--down-after", "60000"))
+            using (var c = Connect(topo.Url))
+            using (var cts = new CancellationTokenSource())
+            {
+                Assert.That(c.Execute("PING").AsString(), Is.EqualTo("PONG"));
+                // The server runs the EXEC for 3 s: only the token can end the call before that.
+                var t = c.TransactionAsync(new[] { new object[] { "DEBUG", "SLEEP", "3" } }, null, null, cts.Token);
+                cts.CancelAfter(200);
+                Assert.That(Wait.Settles(t, 2500, "the cancelled transaction"), Is.InstanceOf<TaskCanceledException>());
+            }
+        }
+
+        [Test]
         public void ExecIsRefusedAfterAFailover()
         {
             using (var topo = new TopologyProcess())

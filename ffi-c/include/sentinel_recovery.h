@@ -405,8 +405,9 @@ typedef struct sr_call_options_t {
   // does not count the block a blocking command asked for. More than 2147483647 (2^31 - 1,
   // the limit every binding shares) fails the call with SR_ERR_CONFIG, nothing sent.
   uint64_t timeout_ms;
-  // NULL, or where to store a cancel handle for the started call (callback forms only; set to
-  // NULL when the call is not accepted). Free it with sr_operation_free().
+  // NULL, or where to store a cancel handle for the started call (the callback and `*_into`
+  // forms; the blocking forms ignore it; set to NULL when the call is not accepted). Free it
+  // with sr_operation_free().
   struct sr_operation_t **operation;
 } sr_call_options_t;
 
@@ -1597,6 +1598,35 @@ int sr_client_transaction_begin_into(struct sr_client_t *client,
                                      const struct sr_call_options_t *options,
                                      const struct sr_mailbox_t *mailbox,
                                      uint64_t op_id);
+
+// Runs `commands` (`n` of them) in MULTI/EXEC on the primary, after `WATCH` of the
+// `watch_n` keys in `watch` (`watch_len` NULL for NUL-terminated keys; `watch_n` 0 for none),
+// in one call: begin, watch and exec as one operation, whose completion goes to `mailbox` as
+// `op_id`'s SR_DELIVERY_COMPLETION as sr_transaction_exec_into()'s does (`results`, both NULL
+// when a watched key changed, or `error`). `options->timeout_ms` (0: `command_timeout_ms`)
+// bounds the whole transaction, from this call until EXEC's reply; past it the completion is
+// SR_ERR_TIMEOUT and the transaction's connection is closed (an EXEC sent but not answered may
+// or may not have been applied). `options->operation` receives a handle that cancels all of
+// it. A command that can't run in a transaction (blocking commands, MULTI, WATCH, ...)
+// completes with SR_ERR_CONFIG before anything is sent.
+//
+// Returns as sr_client_execute_into(): SR_OK (exactly one completion with `op_id` then comes),
+// SR_ERR_INVALID_ARGUMENT (NULL client or mailbox, NULL commands with `n` > 0, NULL watch with
+// `watch_n` > 0), SR_ERR_CLOSED (client or mailbox closed).
+//
+// # Safety
+// `client` is NULL or a handle not yet freed; `commands` points to `n` commands as for
+// sr_client_pipeline(); `watch` to `watch_n` keys as sr_client_execute()'s arguments;
+// `options` is NULL or valid; `mailbox` is NULL or a mailbox not yet freed.
+int sr_client_transaction_into(struct sr_client_t *client,
+                               const struct sr_command_t *commands,
+                               size_t n,
+                               size_t watch_n,
+                               const char *const *watch,
+                               const size_t *watch_len,
+                               const struct sr_call_options_t *options,
+                               const struct sr_mailbox_t *mailbox,
+                               uint64_t op_id);
 
 // sr_transaction_watch() whose completion goes to `mailbox` as `op_id`'s
 // SR_DELIVERY_COMPLETION, as sr_client_execute_into(): `reply` (`OK`) or `error`.

@@ -19,8 +19,9 @@ pub struct sr_call_options_t {
     /// does not count the block a blocking command asked for. More than 2147483647 (2^31 - 1,
     /// the limit every binding shares) fails the call with SR_ERR_CONFIG, nothing sent.
     pub timeout_ms: u64,
-    /// NULL, or where to store a cancel handle for the started call (callback forms only; set to
-    /// NULL when the call is not accepted). Free it with sr_operation_free().
+    /// NULL, or where to store a cancel handle for the started call (the callback and `*_into`
+    /// forms; the blocking forms ignore it; set to NULL when the call is not accepted). Free it
+    /// with sr_operation_free().
     pub operation: *mut *mut sr_operation_t,
 }
 

@@ -304,6 +304,54 @@ pub unsafe extern "C" fn sr_client_transaction_begin_into(
     })
 }
 
+/// Runs `commands` (`n` of them) in MULTI/EXEC on the primary, after `WATCH` of the
+/// `watch_n` keys in `watch` (`watch_len` NULL for NUL-terminated keys; `watch_n` 0 for none),
+/// in one call: begin, watch and exec as one operation, whose completion goes to `mailbox` as
+/// `op_id`'s SR_DELIVERY_COMPLETION as sr_transaction_exec_into()'s does (`results`, both NULL
+/// when a watched key changed, or `error`). `options->timeout_ms` (0: `command_timeout_ms`)
+/// bounds the whole transaction, from this call until EXEC's reply; past it the completion is
+/// SR_ERR_TIMEOUT and the transaction's connection is closed (an EXEC sent but not answered may
+/// or may not have been applied). `options->operation` receives a handle that cancels all of
+/// it. A command that can't run in a transaction (blocking commands, MULTI, WATCH, ...)
+/// completes with SR_ERR_CONFIG before anything is sent.
+///
+/// Returns as sr_client_execute_into(): SR_OK (exactly one completion with `op_id` then comes),
+/// SR_ERR_INVALID_ARGUMENT (NULL client or mailbox, NULL commands with `n` > 0, NULL watch with
+/// `watch_n` > 0), SR_ERR_CLOSED (client or mailbox closed).
+///
+/// # Safety
+/// `client` is NULL or a handle not yet freed; `commands` points to `n` commands as for
+/// sr_client_pipeline(); `watch` to `watch_n` keys as sr_client_execute()'s arguments;
+/// `options` is NULL or valid; `mailbox` is NULL or a mailbox not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn sr_client_transaction_into(
+    client: *mut sr_client_t,
+    commands: *const sr_command_t,
+    n: usize,
+    watch_n: usize,
+    watch: *const *const c_char,
+    watch_len: *const usize,
+    options: *const sr_call_options_t,
+    mailbox: *const sr_mailbox_t,
+    op_id: u64,
+) -> c_int {
+    start(|| {
+        let cmds = command_list(commands, n)?;
+        let keys = match watch_n {
+            0 => Vec::new(),
+            _ => arguments(watch_n, watch, watch_len)?,
+        };
+        client_into(
+            client,
+            options,
+            mailbox,
+            op_id,
+            exec_into,
+            |handle, timeout, done| handle.transaction(&cmds, &keys, timeout, done),
+        )
+    })
+}
+
 /// Starts one step of `transaction` whose completion goes to `mailbox` as `op_id`'s (the body of
 /// the transaction steps' `*_into` exports): `into` makes the completion, `step` starts the
 /// step. Refused, with no completion ever, for a NULL transaction or mailbox and a closed

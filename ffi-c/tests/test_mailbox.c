@@ -27,6 +27,8 @@
 #define N 200
 
 static topo_t topo;
+/* argv[1]: the sr-topology binary, for a test that needs a topology of its own. */
+static const char *topology_bin;
 
 /* What a mailbox's wake-up and deliveries saw. */
 typedef struct {
@@ -694,6 +696,56 @@ static void test_transaction_into_steps(void) {
     rec_destroy(&r);
 }
 
+/* The composite transaction through the mailbox: WATCH and the commands in one call, one
+ * completion with one result per command; a command that can't be queued completes with
+ * SR_ERR_CONFIG; the cancel handle from the options ends it while EXEC runs on the server (a
+ * topology of its own, whose sentinels wait 60 s before they call a sleeping primary down). */
+static void test_transaction_into_in_one_call(void) {
+    rec_t r;
+    CHECK_RC(rec_init(&r), SR_OK);
+    topo_t slow;
+    const char *const patient[] = {"--replicas", "0", "--down-after", "60000", NULL};
+    CHECK_RC(topo_start_with(&slow, topology_bin, patient), 0);
+    sr_client_t *c = NULL;
+    CHECK_RC(sr_client_open(slow.url, NULL, 0, &c, NULL), SR_OK);
+    CHECK(c != NULL);
+    const char *keys[] = {"into:one"};
+    const char *set[] = {"SET", "into:one", "5"}, *incr[] = {"INCR", "into:one"}, *blpop[] = {"BLPOP", "x", "0"};
+    sr_command_t cmds[] = {{3, set, NULL}, {2, incr, NULL}};
+    CHECK_RC(sr_client_transaction_into(NULL, cmds, 2, 1, keys, NULL, NULL, r.mb, 1), SR_ERR_INVALID_ARGUMENT);
+    CHECK_RC(sr_client_transaction_into(c, NULL, 2, 1, keys, NULL, NULL, r.mb, 1), SR_ERR_INVALID_ARGUMENT);
+    CHECK_RC(sr_client_transaction_into(c, cmds, 2, 1, NULL, NULL, NULL, r.mb, 1), SR_ERR_INVALID_ARGUMENT);
+    CHECK_RC(sr_client_transaction_into(c, cmds, 2, 1, keys, NULL, NULL, NULL, 1), SR_ERR_INVALID_ARGUMENT);
+    CHECK_RC(sr_client_transaction_into(c, cmds, 2, 1, keys, NULL, NULL, r.mb, 1), SR_OK);
+    rec_until(&r, 1);
+    CHECK(r.bad == 0 && r.n == 1 && r.op[0] == 1 && r.what[0] == 'R' && r.num[0] == 2);
+    sr_command_t refused[] = {{3, set, NULL}, {3, blpop, NULL}};
+    CHECK_RC(sr_client_transaction_into(c, refused, 2, 0, NULL, NULL, NULL, r.mb, 2), SR_OK);
+    rec_until(&r, 2);
+    CHECK(r.op[1] == 2 && r.code[1] == SR_ERR_CONFIG);
+    /* the server runs EXEC for 3 s; the cancel ends the call long before */
+    const char *sleep3[] = {"DEBUG", "SLEEP", "3"};
+    sr_command_t slow_exec[] = {{3, sleep3, NULL}};
+    sr_operation_t *op = NULL;
+    sr_call_options_t o = {0, &op};
+    long start = now_ms();
+    CHECK_RC(sr_client_transaction_into(c, slow_exec, 1, 0, NULL, NULL, &o, r.mb, 3), SR_OK);
+    CHECK(op != NULL);
+    usleep(200 * 1000);
+    sr_operation_cancel(op);
+    rec_until(&r, 3);
+    long took = now_ms() - start;
+    printf("    cancelled after %ld ms\n", took);
+    CHECK(r.op[2] == 3 && r.code[2] == SR_ERR_CLOSED && took < 2500);
+    sr_operation_free(op);
+    CHECK(r.bad == 0);
+    CHECK_RC(sr_client_close(c), SR_OK);
+    CHECK_RC(sr_mailbox_close(r.mb, NULL, NULL), SR_OK);
+    sr_client_free(c);
+    topo_stop(&slow);
+    rec_destroy(&r);
+}
+
 /* The doctor's report through the mailbox: once, with its op id, the JSON and the verdict. */
 static void test_doctor_into_completes_with_the_report(void) {
     rec_t r;
@@ -782,9 +834,11 @@ int main(int argc, char **argv) {
         {"into_forms_refuse_nulls", test_into_forms_refuse_nulls},
         {"pubsub_into_reads_messages_in_order", test_pubsub_into_reads_messages_in_order},
         {"transaction_into_steps", test_transaction_into_steps},
+        {"transaction_into_in_one_call", test_transaction_into_in_one_call},
         {"doctor_into_completes_with_the_report", test_doctor_into_completes_with_the_report},
         {"into_forms_and_a_closed_mailbox", test_into_forms_and_a_closed_mailbox},
     };
     (void)topo_cmd; /* this suite needs no fault of the topology */
+    topology_bin = argc > 1 ? argv[1] : NULL;
     return RUN_SUITE(argc, argv, &topo, offline, live);
 }
