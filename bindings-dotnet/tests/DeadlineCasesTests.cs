@@ -2,7 +2,10 @@
 // header describes the columns): ExecuteAsync(TimeSpan, ...) for a per-call timeout,
 // ExecuteAsync(...) under the client's command_timeout_ms, PipelineAsync (its timeout is the
 // whole pipeline's), TransactionAsync (its timeout is the whole transaction's, until EXEC's reply),
-// and a CancellationToken for the cancel cases. Each call ends by its deadline with the expected
+// SubscribeAsync under the client's command_timeout_ms, SentinelDoctor.RunAsync with
+// connect_timeout_ms (its report's status), and a CancellationToken for the cancel cases of the
+// calls that take one (SubscribeAsync and RunAsync take none: their cancel cases are ignored,
+// saying why). Each call ends by its deadline with the expected
 // outcome, and afterwards no client is left blocked on the server (INFO clients:
 // blocked_clients back to what it was), i.e. a timed-out blocking command's connection was
 // closed. "paused" cases stop the current primary on a topology whose down-after (60 s) is far
@@ -42,7 +45,15 @@ namespace SentinelRecovery.Tests
             public int BlockMs;
             public string Expect;
             public string[][] Commands;
-            public int BudgetMs { get { return TimeoutMs + (Deadline == "default" ? BlockMs : 0) + SlackMs; } }
+            /// <summary>A doctor's steps each wait for at most a connect and one reply: 3 x its timeout.</summary>
+            public int BudgetMs
+            {
+                get
+                {
+                    if (Kind == "doctor" && Deadline == "default") return 3 * TimeoutMs + SlackMs;
+                    return TimeoutMs + (Deadline == "default" ? BlockMs : 0) + SlackMs;
+                }
+            }
             public override string ToString() { return Name; }
         }
 
@@ -51,10 +62,10 @@ namespace SentinelRecovery.Tests
             var cases = new List<Case>();
             foreach (var f in SharedCases.Rows("SR_CASES_FILE", 8, 18))
             {
-                if (!new[] { "command", "pipeline", "transaction" }.Contains(f[1])) throw new FormatException(f[0] + ": kind " + f[1]);
+                if (!new[] { "command", "pipeline", "transaction", "subscribe", "doctor" }.Contains(f[1])) throw new FormatException(f[0] + ": kind " + f[1]);
                 if (!new[] { "per-call", "default", "cancel" }.Contains(f[2])) throw new FormatException(f[0] + ": deadline " + f[2]);
                 if (!new[] { "healthy", "paused", "failover", "no-primary" }.Contains(f[3])) throw new FormatException(f[0] + ": state " + f[3]);
-                if (!new[] { "timeout", "nil", "config", "cancelled" }.Contains(f[6])) throw new FormatException(f[0] + ": expect " + f[6]);
+                if (!new[] { "timeout", "nil", "config", "cancelled", "failure" }.Contains(f[6])) throw new FormatException(f[0] + ": expect " + f[6]);
                 cases.Add(new Case
                 {
                     Name = f[0],
@@ -107,7 +118,8 @@ namespace SentinelRecovery.Tests
         /// <summary>The case's client; a no-primary one is opened without waiting (connecting would fail, as none is found).</summary>
         private SentinelClient Client(Case c)
         {
-            var defaultMs = c.Deadline == "default" ? c.TimeoutMs : LongDefaultMs;
+            // A doctor case's deadline is the doctor's connect_timeout_ms, not this client's.
+            var defaultMs = c.Deadline == "default" && c.Kind != "doctor" ? c.TimeoutMs : LongDefaultMs;
             if (!c.NoPrimary) return Connect(_topo.Url, defaultMs);
             var options = new Dictionary<string, string> { { "command_timeout_ms", defaultMs.ToString(CultureInfo.InvariantCulture) } };
             return SentinelClient.Open(NoPrimaryUrl, options);
@@ -121,8 +133,18 @@ namespace SentinelRecovery.Tests
             return long.Parse(line.Substring("blocked_clients:".Length).Trim(), CultureInfo.InvariantCulture);
         }
 
-        /// <summary>The case's call; a pipeline's or transaction's replies become a non-null placeholder.</summary>
-        private static async Task<RedisReply> Call(SentinelClient client, Case c, object[][] commands, CancellationToken token)
+        /// <summary>The doctor's options of a doctor case's <c>command</c>: "-" or "watch=SECONDS".</summary>
+        private static DoctorOptions DoctorOptionsOf(Case c)
+        {
+            var spec = string.Join(" ", c.Commands[0]);
+            if (spec == "-") return null;
+            if (!spec.StartsWith("watch=", StringComparison.Ordinal)) throw new FormatException(c.Name + ": doctor options " + spec);
+            return new DoctorOptions { Watch = TimeSpan.FromSeconds(double.Parse(spec.Substring("watch=".Length), CultureInfo.InvariantCulture)) };
+        }
+
+        /// <summary>The case's call: a reply, null for a pipeline, transaction or subscription
+        /// (closed at once), or a doctor's report.</summary>
+        private async Task<object> Call(SentinelClient client, Case c, object[][] commands, CancellationToken token)
         {
             TimeSpan? own = c.Deadline == "per-call" ? TimeSpan.FromMilliseconds(c.TimeoutMs) : (TimeSpan?)null;
             switch (c.Kind)
@@ -133,15 +155,28 @@ namespace SentinelRecovery.Tests
                 case "pipeline":
                     await client.PipelineAsync(commands, own, token).ConfigureAwait(false);
                     return null;
-                default:
+                case "transaction":
                     await client.TransactionAsync(commands, null, own, token).ConfigureAwait(false);
                     return null;
+                case "subscribe":
+                    // Its deadline is the client's command_timeout_ms; made anyway, it is closed.
+                    using (await client.SubscribeAsync(commands[0].Skip(1).Select(a => (string)a).ToArray()).ConfigureAwait(false)) { }
+                    return null;
+                default:
+                    var options = new Dictionary<string, string> { { "connect_timeout_ms", c.TimeoutMs.ToString(CultureInfo.InvariantCulture) } };
+                    return await SentinelDoctor.RunAsync(c.NoPrimary ? NoPrimaryUrl : _topo.Url, options, DoctorOptionsOf(c)).ConfigureAwait(false);
             }
         }
 
         [Test, TestCaseSource("Cases")]
         public void EndsByItsDeadlineAndLeavesNothingBlocked(Case c)
         {
+            // The C ABI's sr_client_subscribe_into and sr_doctor_into hand out no sr_operation_t, so
+            // these calls take no CancellationToken.
+            if (c.Deadline == "cancel" && (c.Kind == "subscribe" || c.Kind == "doctor"))
+                Assert.Ignore(c.Name + ": " + (c.Kind == "subscribe" ? "SubscribeAsync" : "SentinelDoctor.RunAsync")
+                    + " takes no CancellationToken (the C ABI's " + (c.Kind == "subscribe" ? "sr_client_subscribe_into" : "sr_doctor_into")
+                    + " gives no sr_operation_t to cancel)");
             using (var client = Client(c))
             using (var cancel = new CancellationTokenSource())
             {
@@ -166,10 +201,11 @@ namespace SentinelRecovery.Tests
                     var task = Call(client, c, commands, cancel.Token);
                     if (c.Deadline == "cancel") cancel.CancelAfter(c.TimeoutMs);
                     Exception error = null;
-                    RedisReply reply = null;
+                    object reply = null;
                     try { reply = Wait.Within(task, c.BudgetMs + 5000, c.Name).GetAwaiter().GetResult(); }
                     catch (Exception e) { error = e; }
                     var took = clock.ElapsedMilliseconds;
+                    Console.WriteLine("{0}: ended after {1} ms (allowed {2} ms)", c.Name, took, c.BudgetMs);
                     if (undo != null)
                     {
                         var line = undo;
@@ -183,9 +219,14 @@ namespace SentinelRecovery.Tests
                         case "timeout": Assert.IsInstanceOf<SentinelTimeoutException>(error, c.Name + ": expected a timeout, got " + got); break;
                         case "config": Assert.IsInstanceOf<ConfigException>(error, c.Name + ": expected a ConfigException, got " + got); break;
                         case "cancelled": Assert.IsInstanceOf<OperationCanceledException>(error, c.Name + ": expected a cancellation, got " + got); break;
+                        case "failure":
+                            Assert.IsNull(error, c.Name + ": " + error);
+                            var report = (DoctorReport)reply;
+                            Assert.AreEqual(DoctorStatus.Failure, report.Status, c.Name + ": " + report.Json);
+                            break;
                         default:
                             Assert.IsNull(error, c.Name + ": " + error);
-                            Assert.IsTrue(reply.IsNull, c.Name + ": expected a nil reply");
+                            Assert.IsTrue(((RedisReply)reply).IsNull, c.Name + ": expected a nil reply");
                             break;
                     }
                     if (c.Paused || c.Failover)

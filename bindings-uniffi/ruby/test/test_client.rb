@@ -27,8 +27,10 @@ class TestClient < Minitest::Test
   # header describes the columns): each call ends by its deadline with the expected outcome, and
   # afterwards no client is left blocked on the server (a timed-out blocking command's connection
   # was closed). Commands through #execute, pipelines through #pipeline and transactions through
-  # #transaction (each with timeout: per call, which bounds the whole pipeline or transaction).
-  # Cancel cases are skipped: the Ruby client has no cancellation. "paused" cases stop the
+  # #transaction (each with timeout: per call, which bounds the whole pipeline or transaction),
+  # subscriptions through #subscribe (under the client's command_timeout_ms), the doctor through
+  # SentinelRecovery.doctor with connect_timeout_ms (its report's status). Cancel cases are
+  # skipped: the Ruby client has no cancellation (nor the doctor options). "paused" cases stop the
   # current primary of a topology whose down-after (60 s) is far longer than the case, "failover"
   # cases stall a failover (sr-topology's stall-failover); both undo it afterwards and check that
   # the same client works again.
@@ -42,17 +44,30 @@ class TestClient < Minitest::Test
         observer.execute('INFO', 'clients')[/^blocked_clients:(\d+)/, 1].to_i
       end
       cases.each_with_index do |(name, kind, deadline, state, timeout_ms, block_ms, expect, command), serial|
+        assert_includes %w[command pipeline transaction subscribe doctor], kind, "#{name}: kind"
+        assert_includes %w[timeout nil config cancelled failure], expect, "#{name}: expect"
         per_call = deadline == 'per-call'
         if deadline == 'cancel'
           puts "    skip #{name}: the Ruby client's calls have no cancellation"
           next
         end
-        budget = (timeout_ms.to_i + (per_call ? 0 : block_ms.to_i) + 1000) / 1000.0
+        if kind == 'doctor' && command != '-'
+          puts "    skip #{name}: SentinelRecovery.doctor takes no doctor options (#{command})"
+          next
+        end
+        # A doctor's steps each wait for at most a connect and one reply: 3 x its timeout.
+        budget = if kind == 'doctor'
+                   (3 * timeout_ms.to_i + 1000) / 1000.0
+                 else
+                   (timeout_ms.to_i + (per_call ? 0 : block_ms.to_i) + 1000) / 1000.0
+                 end
         key = "deadline-case:#{name}:#{serial}"
         commands = command.split(' ; ').map { |c| c.split(' ').map { |a| a.gsub('{key}', key) } }
         # A no-primary client's only sentinel is a loopback port nobody listens on.
         url = state == 'no-primary' ? 'redis+sentinel://127.0.0.1:1/mymaster' : topo.url
-        SentinelRecovery::Client.open(url, command_timeout_ms: per_call ? 30_000 : timeout_ms.to_i) do |c|
+        # A doctor case's deadline is the doctor's connect_timeout_ms, not this client's.
+        default_ms = per_call || kind == 'doctor' ? 30_000 : timeout_ms.to_i
+        SentinelRecovery::Client.open(url, command_timeout_ms: default_ms) do |c|
           c.ready unless state == 'no-primary'
           before = blocked.call
           # The fault's undoing while it is in place: "cont PORT" or "release-failover PORT".
@@ -71,12 +86,16 @@ class TestClient < Minitest::Test
               case kind
               when 'command' then c.execute(*commands[0], timeout: own)
               when 'pipeline' then c.pipeline(*commands, timeout: own)
-              else c.transaction(*commands, timeout: own)
+              when 'transaction' then c.transaction(*commands, timeout: own)
+              # Its deadline is the client's command_timeout_ms; made anyway, it is closed.
+              when 'subscribe' then c.subscribe(*commands[0].drop(1)) { nil }
+              else SentinelRecovery.doctor(url, connect_timeout_ms: timeout_ms.to_i)
               end
             rescue SentinelRecovery::Error => e
               e
             end
             took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - start
+            puts "    #{name}: ended after #{(took * 1000).round} ms (allowed #{(budget * 1000).round} ms)"
             if undo
               line = undo
               undo = nil
@@ -85,6 +104,9 @@ class TestClient < Minitest::Test
             assert_operator took, :<=, budget, "#{name}: ended after #{took.round(3)} s"
             if expect == 'nil'
               assert_nil outcome, "#{name}: expected a nil reply"
+            elsif expect == 'failure'
+              refute_kind_of SentinelRecovery::Error, outcome, "#{name}: expected a report"
+              assert_equal 'failure', outcome.status, "#{name}: the report's status (#{outcome.text})"
             else
               assert_kind_of SentinelRecovery::Error, outcome, "#{name}: expected #{expect}"
               assert_equal expect, outcome.code, name

@@ -264,8 +264,10 @@ private fun caseRows(name: String, fields: Int, atLeast: Int): List<List<String>
  * header describes the columns): each call ends by its deadline with the expected outcome, and
  * afterwards no client is left blocked on the server (a timed-out blocking command's connection
  * was closed). Commands through `execute`, pipelines through `pipeline` and transactions through
- * `transaction` (each with `timeoutMs` per call, which bounds the whole pipeline or transaction), and
- * cancellation by cancelling the calling coroutine. "paused" cases stop the current primary of a
+ * `transaction` (each with `timeoutMs` per call, which bounds the whole pipeline or transaction),
+ * subscriptions through `subscribe` (under the client's command_timeout_ms), the doctor through
+ * [SentinelDoctor.run] with connect_timeout_ms (its report's status), and cancellation by
+ * cancelling the calling coroutine. The doctor has no watch option: its watch row is skipped. "paused" cases stop the current primary of a
  * topology whose down-after (60 s) is far longer than the case, "failover" cases stall a failover
  * (sr-topology's stall-failover); both undo it afterwards and check that the same client works.
  */
@@ -283,13 +285,25 @@ private fun deadlineCases() = runBlocking {
             }
             for ((serial, f) in cases.withIndex()) {
                 val (name, kind, deadline, state) = f
+                expect(kind in setOf("command", "pipeline", "transaction", "subscribe", "doctor")) { "$name: kind $kind" }
+                expect(f[6] in setOf("timeout", "nil", "config", "cancelled", "failure")) { "$name: expect ${f[6]}" }
+                if (kind == "doctor" && f[7] != "-") {
+                    println("    skip $name: SentinelDoctor.run has no doctor options (${f[7]}): it runs the defaults, no watch")
+                    continue
+                }
                 val timeoutMs = f[4].toLong()
                 val expected = f[6]
                 val perCall = deadline == "per-call"
-                val budget = timeoutMs + (if (deadline == "default") f[5].toLong() else 0) + 1000
+                // A doctor's steps each wait for at most a connect and one reply: 3 x its timeout.
+                val budget = if (kind == "doctor" && deadline == "default") {
+                    3 * timeoutMs + 1000
+                } else {
+                    timeoutMs + (if (deadline == "default") f[5].toLong() else 0) + 1000
+                }
                 val key = "deadline-case:$name:$serial"
                 val commands = f[7].split(" ; ").map { c -> c.split(" ").map { it.replace("{key}", key).toByteArray() } }
-                val defaultMs = if (deadline == "default") timeoutMs else 30000
+                // A doctor case's deadline is the doctor's connect_timeout_ms, not this client's.
+                val defaultMs = if (deadline == "default" && kind != "doctor") timeoutMs else 30000
                 // A no-primary client's only sentinel is a loopback port nobody listens on.
                 val url = if (state == "no-primary") "redis+sentinel://127.0.0.1:1/mymaster" else topo.url
                 SentinelClient.connect(url, mapOf("command_timeout_ms" to defaultMs.toString())).use { c ->
@@ -311,7 +325,10 @@ private fun deadlineCases() = runBlocking {
                                 when (kind) {
                                     "command" -> if (perCall) c.execute(timeoutMs, commands[0]) else c.execute(commands[0])
                                     "pipeline" -> if (perCall) c.pipeline(timeoutMs, commands) else c.pipeline(commands)
-                                    else -> if (perCall) c.transaction(timeoutMs, commands) else c.transaction(commands)
+                                    "transaction" -> if (perCall) c.transaction(timeoutMs, commands) else c.transaction(commands)
+                                    // Its deadline is the client's command_timeout_ms; made anyway, it is closed.
+                                    "subscribe" -> c.subscribe(commands[0].drop(1).map { String(it) }).close()
+                                    else -> SentinelDoctor.run(url, mapOf("connect_timeout_ms" to timeoutMs.toString()))
                                 }
                             } catch (e: SentinelException) {
                                 e
@@ -325,6 +342,7 @@ private fun deadlineCases() = runBlocking {
                             call.await()
                         }
                         val took = (System.nanoTime() - start) / 1_000_000
+                        println("    $name: ended after $took ms (allowed $budget ms)")
                         undo?.let { line ->
                             undo = null
                             topo.cmd(line, 40)
@@ -334,6 +352,11 @@ private fun deadlineCases() = runBlocking {
                             "nil" -> expectEqual<Any?>(Reply.Nil, outcome, "$name: the reply")
                             "cancelled" -> expect(outcome is kotlinx.coroutines.CancellationException) {
                                 "$name: expected a CancellationException, got $outcome"
+                            }
+                            "failure" -> {
+                                expect(outcome is sentinelrecovery.uniffi.DoctorReport) { "$name: expected a report, got $outcome" }
+                                val report = outcome as sentinelrecovery.uniffi.DoctorReport
+                                expectEqual("failure", report.status, "$name: the report's status (${report.text})")
                             }
                             else -> {
                                 expect(outcome is SentinelException) { "$name: expected $expected, got $outcome" }
