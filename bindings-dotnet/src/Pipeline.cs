@@ -296,7 +296,9 @@ namespace SentinelRecovery
         internal PendingOp(Func<IntPtr, T> convert) { _convert = convert; }
 
         /// <summary>An accepted call: keeps its cancel handle and wires cancellation.</summary>
-        private Task<T> Started(CancellationToken ct, IntPtr native)
+        /// <summary>The task of a call the library accepted, cancelled through <paramref name="native"/>
+        /// (its <c>sr_operation_t</c>, or zero) when <paramref name="ct"/> is.</summary>
+        internal Task<T> Started(CancellationToken ct, IntPtr native)
         {
             lock (this) Operation = native;
             if (ct.CanBeCanceled) Registration = ct.Register(CancelOp, this);
@@ -336,9 +338,6 @@ namespace SentinelRecovery
         }
 
         internal override void Fail(Exception e) { _tcs.TrySetException(e); }
-
-        /// <summary>The task, for a call started without <see cref="StartInto"/> (the doctor).</summary>
-        internal Task<T> Outcome { get { return _tcs.Task; } }
 
         internal override bool Complete(IntPtr delivery)
         {

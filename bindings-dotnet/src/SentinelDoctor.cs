@@ -3,6 +3,7 @@
 using System;
 using System.Collections.Generic;
 using System.Runtime.InteropServices;
+using System.Threading;
 using System.Threading.Tasks;
 
 namespace SentinelRecovery
@@ -20,7 +21,7 @@ namespace SentinelRecovery
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sr_doctor_into(byte* url, sr_option_t* options, UIntPtr optionsLen,
-            sr_doctor_options_t* doctorOptions, IntPtr mailbox, ulong opId, out IntPtr error);
+            sr_doctor_options_t* doctorOptions, IntPtr* operation, IntPtr mailbox, ulong opId, out IntPtr error);
     }
 
     /// <summary>The verdict of a diagnosis; the values are the CLI's exit codes.</summary>
@@ -99,12 +100,15 @@ namespace SentinelRecovery
         /// <param name="url">A <c>redis+sentinel://</c> URL, as for <see cref="SentinelClient.Open(string, IDictionary{string, string})"/>.</param>
         /// <param name="options">A client's options overriding the URL's query keys, or null.</param>
         /// <param name="doctorOptions">How to diagnose, or null for the defaults.</param>
+        /// <param name="cancellationToken">Stops the diagnosis (a long <see cref="DoctorOptions.Watch"/>
+        /// above all): the task is then cancelled.</param>
         /// <returns>The report. The task fails only when no diagnosis is possible (a
         /// <see cref="ConfigException"/> is thrown synchronously for a bad URL or option); every
         /// problem of the deployment is in the report.</returns>
         public static unsafe Task<DoctorReport> RunAsync(string url, IDictionary<string, string> options = null,
-            DoctorOptions doctorOptions = null)
+            DoctorOptions doctorOptions = null, CancellationToken cancellationToken = default(CancellationToken))
         {
+            if (cancellationToken.IsCancellationRequested) return SentinelClient.Canceled<DoctorReport>();
             var packed = NativeOptions.Pack(url, options);
             var mapper = doctorOptions == null ? null : AddressMapper.For(doctorOptions.AddressMap);
             var how = new Native.sr_doctor_options_t();
@@ -129,12 +133,13 @@ namespace SentinelRecovery
             int nopt = packed.Count;
             var opts = new Native.sr_option_t[Math.Max(nopt, 1)];
             IntPtr err;
+            IntPtr native = IntPtr.Zero;
             int rc;
             fixed (byte* b = packed.Buffer)
             fixed (Native.sr_option_t* o = opts)
             {
                 packed.Fill(b, o);
-                rc = Native.sr_doctor_into(b, nopt == 0 ? null : o, (UIntPtr)(uint)nopt, &how, mailbox.Pointer, id, out err);
+                rc = Native.sr_doctor_into(b, nopt == 0 ? null : o, (UIntPtr)(uint)nopt, &how, &native, mailbox.Pointer, id, out err);
             }
             packed.Clear();
             if (rc != Native.SR_OK)
@@ -143,7 +148,7 @@ namespace SentinelRecovery
                 mailbox.Unregister(id);
                 throw SentinelRecoveryException.TakeNative(rc, err);
             }
-            return op.Outcome;
+            return op.Started(cancellationToken, native);
         }
     }
 }

@@ -19,7 +19,7 @@ namespace SentinelRecovery
     {
         /// <summary>The channel it was published to.</summary>
         public byte[] Channel { get; internal set; }
-        /// <summary>The pattern it matched (<see cref="SentinelClient.SubscribeAsync(IEnumerable{string}, IEnumerable{string}, int)"/> with
+        /// <summary>The pattern it matched (<see cref="SentinelClient.SubscribeAsync(IEnumerable{string}, IEnumerable{string}, int, CancellationToken)"/> with
         /// patterns), or null for a channel subscription.</summary>
         public byte[] Pattern { get; internal set; }
         /// <summary>The payload, as published.</summary>
@@ -52,7 +52,7 @@ namespace SentinelRecovery
         private EventHandler<SubscriptionEventArgs> _onSubscriptionRestored;
 
         /// <summary>Subscribes to <paramref name="channels"/>: <c>await client.SubscribeAsync("news")</c>
-        /// (see <see cref="SubscribeAsync(IEnumerable{string}, IEnumerable{string}, int)"/>).</summary>
+        /// (see <see cref="SubscribeAsync(IEnumerable{string}, IEnumerable{string}, int, CancellationToken)"/>).</summary>
         public Task<Subscription> SubscribeAsync(params string[] channels)
         {
             return SubscribeAsync((IEnumerable<string>)channels, null, 0);
@@ -73,10 +73,13 @@ namespace SentinelRecovery
         /// were missed. Messages are raised as <see cref="Subscription.Message"/> on the dedicated
         /// <c>sr-dotnet-messages</c> thread; at most <paramref name="buffer"/> of them (default
         /// 4096) wait for it, beyond that the newest are dropped and counted
-        /// (<see cref="Subscription.Dropped"/>). Dispose the subscription when done.
+        /// (<see cref="Subscription.Dropped"/>). Dispose the subscription when done. The client's
+        /// <c>command_timeout_ms</c> bounds the wait for the confirmation; cancelling the token
+        /// ends it (a subscription confirmed after that is closed for you).
         /// </summary>
         /// <exception cref="ConfigException">No name at all (the task fails).</exception>
-        public unsafe Task<Subscription> SubscribeAsync(IEnumerable<string> channels, IEnumerable<string> patterns = null, int buffer = 0)
+        public unsafe Task<Subscription> SubscribeAsync(IEnumerable<string> channels, IEnumerable<string> patterns = null, int buffer = 0,
+            CancellationToken cancellationToken = default(CancellationToken))
         {
             if (channels == null) throw new ArgumentNullException("channels");
             if (buffer < 0) throw new ArgumentOutOfRangeException("buffer");
@@ -84,7 +87,7 @@ namespace SentinelRecovery
             var names = new NameList(channels);
             var pats = new NameList(patterns ?? new string[0]);
             // On the host thread: the subscription is ours from this delivery on; it starts reading.
-            return StartInto(d => Subscription.Start(this, Native.Delivery(d).subscription, capacity), CancellationToken.None,
+            return StartInto(d => Subscription.Start(this, Native.Delivery(d).subscription, capacity), cancellationToken,
                 (mailbox, id, op) =>
                 {
                     fixed (byte* cb = names.Bytes)
@@ -97,7 +100,7 @@ namespace SentinelRecovery
                         names.Fill(cb, cp, cl);
                         pats.Fill(pb, pp, pl);
                         return NativePubSub.sr_client_subscribe_into(_handle, (UIntPtr)(uint)names.Count, cp, cl,
-                            (UIntPtr)(uint)pats.Count, pp, pl, (UIntPtr)(uint)buffer, mailbox, id);
+                            (UIntPtr)(uint)pats.Count, pp, pl, (UIntPtr)(uint)buffer, op, mailbox, id);
                     }
                 });
         }
@@ -147,7 +150,7 @@ namespace SentinelRecovery
 
     /// <summary>
     /// A pub/sub subscription on a connection of the library's own that follows failovers (see
-    /// <see cref="SentinelClient.SubscribeAsync(IEnumerable{string}, IEnumerable{string}, int)"/>). Redis pub/sub is at-most-once: what is
+    /// <see cref="SentinelClient.SubscribeAsync(IEnumerable{string}, IEnumerable{string}, int, CancellationToken)"/>). Redis pub/sub is at-most-once: what is
     /// published while the subscription is between nodes is not received.
     /// Thread-safe. Dispose it when done: once <see cref="Dispose"/> returns (or the client is
     /// disposed), no <see cref="Message"/> handler starts again.
@@ -393,7 +396,7 @@ namespace SentinelRecovery
         [DllImport(Native.Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sr_client_subscribe_into(ClientHandle client, UIntPtr channelsLen, IntPtr* channels,
             UIntPtr* channelsLens, UIntPtr patternsLen, IntPtr* patterns, UIntPtr* patternsLens, UIntPtr buffer,
-            IntPtr mailbox, ulong opId);
+            IntPtr* operation, IntPtr mailbox, ulong opId);
 
         [DllImport(Native.Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sr_subscription_next_into(IntPtr subscription, IntPtr mailbox, ulong opId);

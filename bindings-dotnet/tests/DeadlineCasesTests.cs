@@ -3,9 +3,8 @@
 // ExecuteAsync(...) under the client's command_timeout_ms, PipelineAsync (its timeout is the
 // whole pipeline's), TransactionAsync (its timeout is the whole transaction's, until EXEC's reply),
 // SubscribeAsync under the client's command_timeout_ms, SentinelDoctor.RunAsync with
-// connect_timeout_ms (its report's status), and a CancellationToken for the cancel cases of the
-// calls that take one (SubscribeAsync and RunAsync take none: their cancel cases are ignored,
-// saying why). Each call ends by its deadline with the expected
+// connect_timeout_ms (its report's status), and a CancellationToken for the cancel cases. Each
+// call ends by its deadline with the expected
 // outcome, and afterwards no client is left blocked on the server (INFO clients:
 // blocked_clients back to what it was), i.e. a timed-out blocking command's connection was
 // closed. "paused" cases stop the current primary on a topology whose down-after (60 s) is far
@@ -160,23 +159,17 @@ namespace SentinelRecovery.Tests
                     return null;
                 case "subscribe":
                     // Its deadline is the client's command_timeout_ms; made anyway, it is closed.
-                    using (await client.SubscribeAsync(commands[0].Skip(1).Select(a => (string)a).ToArray()).ConfigureAwait(false)) { }
+                    using (await client.SubscribeAsync(commands[0].Skip(1).Select(a => (string)a), null, 0, token).ConfigureAwait(false)) { }
                     return null;
                 default:
                     var options = new Dictionary<string, string> { { "connect_timeout_ms", c.TimeoutMs.ToString(CultureInfo.InvariantCulture) } };
-                    return await SentinelDoctor.RunAsync(c.NoPrimary ? NoPrimaryUrl : _topo.Url, options, DoctorOptionsOf(c)).ConfigureAwait(false);
+                    return await SentinelDoctor.RunAsync(c.NoPrimary ? NoPrimaryUrl : _topo.Url, options, DoctorOptionsOf(c), token).ConfigureAwait(false);
             }
         }
 
         [Test, TestCaseSource("Cases")]
         public void EndsByItsDeadlineAndLeavesNothingBlocked(Case c)
         {
-            // The C ABI's sr_client_subscribe_into and sr_doctor_into hand out no sr_operation_t, so
-            // these calls take no CancellationToken.
-            if (c.Deadline == "cancel" && (c.Kind == "subscribe" || c.Kind == "doctor"))
-                Assert.Ignore(c.Name + ": " + (c.Kind == "subscribe" ? "SubscribeAsync" : "SentinelDoctor.RunAsync")
-                    + " takes no CancellationToken (the C ABI's " + (c.Kind == "subscribe" ? "sr_client_subscribe_into" : "sr_doctor_into")
-                    + " gives no sr_operation_t to cancel)");
             using (var client = Client(c))
             using (var cancel = new CancellationTokenSource())
             {

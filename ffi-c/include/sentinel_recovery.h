@@ -969,6 +969,10 @@ int sr_doctor(const char *url,
 // 1 warnings, 2 failures), or `error` saying what prevented a diagnosis. Arguments as for
 // sr_doctor() (`address_map` still runs on core threads, during the diagnosis only).
 //
+// `operation` is NULL or where to store a handle that stops the diagnosis (sr_operation_cancel():
+// the completion is then SR_ERR_CLOSED; free it with sr_operation_free()), for a long `watch`
+// above all; it is set to NULL when the diagnosis did not start.
+//
 // Returns SR_OK when the diagnosis started: exactly one completion with `op_id` then reaches
 // the mailbox (a diagnosis belongs to no client, so no client's close waits for it: a mailbox
 // closed before the diagnosis ended discards its completion). Any other code means it did not start, no completion comes and `*error` (if
@@ -976,11 +980,12 @@ int sr_doctor(const char *url,
 // SR_ERR_INVALID_ARGUMENT (NULL mailbox or URL), SR_ERR_CLOSED (the mailbox is closed).
 //
 // # Safety
-// As sr_doctor(); `mailbox` is NULL or a mailbox not yet freed.
+// As sr_doctor(); `operation` is NULL or writable; `mailbox` is NULL or a mailbox not yet freed.
 int sr_doctor_into(const char *url,
                    const struct sr_option_t *options,
                    size_t options_len,
                    const struct sr_doctor_options_t *doctor_options,
+                   struct sr_operation_t **operation,
                    const struct sr_mailbox_t *mailbox,
                    uint64_t op_id,
                    struct sr_error_t **error);
@@ -1212,13 +1217,17 @@ int sr_client_subscribe_blocking(struct sr_client_t *client,
 // sr_subscription_dropped()). Names and `buffer` as for sr_client_subscribe(). A subscription
 // whose completion is handed back by sr_mailbox_close() (SR_ERR_CLOSED) is closed for you.
 //
+// `operation` is NULL or where to store a handle that cancels the subscribe while it waits
+// (sr_operation_cancel(): the completion is then SR_ERR_CLOSED; free it with
+// sr_operation_free()); it is set to NULL when the call is not accepted.
+//
 // Returns SR_OK when accepted: exactly one completion with `op_id` then reaches the mailbox.
 // Any other code means it was not accepted and no completion comes: SR_ERR_INVALID_ARGUMENT
 // (NULL client or mailbox, a NULL name), SR_ERR_CLOSED (client or mailbox closed).
 //
 // # Safety
 // `client` is NULL or a handle not yet freed; the lists are valid as for sr_client_subscribe();
-// `mailbox` is NULL or a mailbox not yet freed.
+// `operation` is NULL or writable; `mailbox` is NULL or a mailbox not yet freed.
 int sr_client_subscribe_into(struct sr_client_t *client,
                              size_t channels_len,
                              const char *const *channels,
@@ -1227,6 +1236,7 @@ int sr_client_subscribe_into(struct sr_client_t *client,
                              const char *const *patterns,
                              const size_t *patterns_lens,
                              size_t buffer,
+                             struct sr_operation_t **operation,
                              const struct sr_mailbox_t *mailbox,
                              uint64_t op_id);
 

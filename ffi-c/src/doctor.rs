@@ -11,6 +11,7 @@ use crate::client::required;
 use crate::error::sr_error_t;
 use crate::ffi::{blocking, guard, report, UserData};
 use crate::mailbox::{acquire_mailbox, doctor_into, report_of, sr_mailbox_t};
+use crate::operation::{give_operation, sr_operation_t};
 
 /// How sr_doctor() diagnoses. Zeroed (or a NULL pointer) means the defaults. Values other than
 /// 0 follow the rule every binding keeps (the core's `doctor::Options::from_host`): out of
@@ -103,7 +104,7 @@ pub unsafe extern "C" fn sr_doctor(
                 callback(user_data.get(), std::ptr::null(), -1, &e);
             }
         });
-        // Cancelling is not offered: a diagnosis ends within its own deadlines.
+        // No cancel handle in the callback form (sr_doctor_into() gives one).
         drop(host::doctor(config, how, done));
         Ok(())
     })
@@ -114,6 +115,10 @@ pub unsafe extern "C" fn sr_doctor(
 /// 1 warnings, 2 failures), or `error` saying what prevented a diagnosis. Arguments as for
 /// sr_doctor() (`address_map` still runs on core threads, during the diagnosis only).
 ///
+/// `operation` is NULL or where to store a handle that stops the diagnosis (sr_operation_cancel():
+/// the completion is then SR_ERR_CLOSED; free it with sr_operation_free()), for a long `watch`
+/// above all; it is set to NULL when the diagnosis did not start.
+///
 /// Returns SR_OK when the diagnosis started: exactly one completion with `op_id` then reaches
 /// the mailbox (a diagnosis belongs to no client, so no client's close waits for it: a mailbox
 /// closed before the diagnosis ended discards its completion). Any other code means it did not start, no completion comes and `*error` (if
@@ -121,22 +126,28 @@ pub unsafe extern "C" fn sr_doctor(
 /// SR_ERR_INVALID_ARGUMENT (NULL mailbox or URL), SR_ERR_CLOSED (the mailbox is closed).
 ///
 /// # Safety
-/// As sr_doctor(); `mailbox` is NULL or a mailbox not yet freed.
+/// As sr_doctor(); `operation` is NULL or writable; `mailbox` is NULL or a mailbox not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn sr_doctor_into(
     url: *const c_char,
     options: *const sr_option_t,
     options_len: usize,
     doctor_options: *const sr_doctor_options_t,
+    operation: *mut *mut sr_operation_t,
     mailbox: *const sr_mailbox_t,
     op_id: u64,
     error: *mut *mut sr_error_t,
 ) -> c_int {
+    if !operation.is_null() {
+        *operation = std::ptr::null_mut();
+    }
     report(error, || {
         let m = acquire_mailbox(mailbox)?;
         let (config, how) = prepare(url, options, options_len, doctor_options)?;
-        // Cancelling is not offered: a diagnosis ends within its own deadlines.
-        drop(host::doctor(config, how, doctor_into(&m, op_id)?));
+        give_operation(
+            operation,
+            host::doctor(config, how, doctor_into(&m, op_id)?),
+        );
         Ok(())
     })
 }

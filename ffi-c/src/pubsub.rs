@@ -18,6 +18,7 @@ use crate::ffi::{
 };
 use crate::handles::{message_view, sr_message_t, sr_subscription_t, Subscription};
 use crate::mailbox::{acquire_mailbox, done_into, message_into, sr_mailbox_t, subscribed_into};
+use crate::operation::{sr_call_options_t, sr_operation_t};
 
 /// Message callback: called with each message of the subscription, in the order the node sent
 /// them, on a core thread, one call at a time. Copy what you need and return quickly; do not
@@ -189,13 +190,17 @@ pub unsafe extern "C" fn sr_client_subscribe_blocking(
 /// sr_subscription_dropped()). Names and `buffer` as for sr_client_subscribe(). A subscription
 /// whose completion is handed back by sr_mailbox_close() (SR_ERR_CLOSED) is closed for you.
 ///
+/// `operation` is NULL or where to store a handle that cancels the subscribe while it waits
+/// (sr_operation_cancel(): the completion is then SR_ERR_CLOSED; free it with
+/// sr_operation_free()); it is set to NULL when the call is not accepted.
+///
 /// Returns SR_OK when accepted: exactly one completion with `op_id` then reaches the mailbox.
 /// Any other code means it was not accepted and no completion comes: SR_ERR_INVALID_ARGUMENT
 /// (NULL client or mailbox, a NULL name), SR_ERR_CLOSED (client or mailbox closed).
 ///
 /// # Safety
 /// `client` is NULL or a handle not yet freed; the lists are valid as for sr_client_subscribe();
-/// `mailbox` is NULL or a mailbox not yet freed.
+/// `operation` is NULL or writable; `mailbox` is NULL or a mailbox not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn sr_client_subscribe_into(
     client: *mut sr_client_t,
@@ -206,16 +211,21 @@ pub unsafe extern "C" fn sr_client_subscribe_into(
     patterns: *const *const c_char,
     patterns_lens: *const usize,
     buffer: usize,
+    operation: *mut *mut sr_operation_t,
     mailbox: *const sr_mailbox_t,
     op_id: u64,
 ) -> c_int {
     start(|| {
         let channels = names(channels_len, channels, channels_lens)?;
         let patterns = names(patterns_len, patterns, patterns_lens)?;
-        let no_options = std::ptr::null();
+        // No per-call timeout: the client's `command_timeout_ms` bounds a subscribe.
+        let options = sr_call_options_t {
+            timeout_ms: 0,
+            operation,
+        };
         client_into(
             client,
-            no_options,
+            &options,
             mailbox,
             op_id,
             subscribed_into,

@@ -551,7 +551,7 @@ static void test_into_forms_refuse_nulls(void) {
     const char *names[] = {"ch"};
     const char *argv[] = {"PING"};
     sr_command_t cmd = {1, argv, NULL};
-    CHECK_RC(sr_client_subscribe_into(NULL, 1, names, NULL, 0, NULL, NULL, 0, r.mb, 1), SR_ERR_INVALID_ARGUMENT);
+    CHECK_RC(sr_client_subscribe_into(NULL, 1, names, NULL, 0, NULL, NULL, 0, NULL, r.mb, 1), SR_ERR_INVALID_ARGUMENT);
     CHECK_RC(sr_subscription_next_into(NULL, r.mb, 1), SR_ERR_INVALID_ARGUMENT);
     CHECK_RC(sr_subscription_change_into(NULL, SR_SUBSCRIBE, 1, names, NULL, r.mb, 1), SR_ERR_INVALID_ARGUMENT);
     CHECK_RC(sr_client_transaction_begin_into(NULL, NULL, r.mb, 1), SR_ERR_INVALID_ARGUMENT);
@@ -559,18 +559,18 @@ static void test_into_forms_refuse_nulls(void) {
     CHECK_RC(sr_transaction_execute_into(NULL, 1, argv, NULL, r.mb, 1), SR_ERR_INVALID_ARGUMENT);
     CHECK_RC(sr_transaction_exec_into(NULL, &cmd, 1, r.mb, 1), SR_ERR_INVALID_ARGUMENT);
     sr_error_t *err = (sr_error_t *)1;
-    CHECK_RC(sr_doctor_into(NULL, NULL, 0, NULL, r.mb, 1, &err), SR_ERR_INVALID_ARGUMENT);
+    CHECK_RC(sr_doctor_into(NULL, NULL, 0, NULL, NULL, r.mb, 1, &err), SR_ERR_INVALID_ARGUMENT);
     CHECK(err != NULL && sr_error_get_code(err) == SR_ERR_INVALID_ARGUMENT);
     sr_error_free(err);
-    CHECK_RC(sr_doctor_into("redis+sentinel://127.0.0.1:1/m", NULL, 0, NULL, NULL, 1, NULL), SR_ERR_INVALID_ARGUMENT);
-    CHECK_RC(sr_doctor_into("http://x/y", NULL, 0, NULL, r.mb, 1, &err), SR_ERR_CONFIG);
+    CHECK_RC(sr_doctor_into("redis+sentinel://127.0.0.1:1/m", NULL, 0, NULL, NULL, NULL, 1, NULL), SR_ERR_INVALID_ARGUMENT);
+    CHECK_RC(sr_doctor_into("http://x/y", NULL, 0, NULL, NULL, r.mb, 1, &err), SR_ERR_CONFIG);
     sr_error_free(err);
     /* a NULL mailbox, with a live client, subscription and transaction */
     sr_client_t *c = open_client();
     CHECK(c != NULL);
-    CHECK_RC(sr_client_subscribe_into(c, 1, names, NULL, 0, NULL, NULL, 0, NULL, 1), SR_ERR_INVALID_ARGUMENT);
+    CHECK_RC(sr_client_subscribe_into(c, 1, names, NULL, 0, NULL, NULL, 0, NULL, NULL, 1), SR_ERR_INVALID_ARGUMENT);
     CHECK_RC(sr_client_transaction_begin_into(c, NULL, NULL, 1), SR_ERR_INVALID_ARGUMENT);
-    CHECK_RC(sr_client_subscribe_into(c, 1, names, NULL, 0, NULL, NULL, 0, r.mb, 2), SR_OK);
+    CHECK_RC(sr_client_subscribe_into(c, 1, names, NULL, 0, NULL, NULL, 0, NULL, r.mb, 2), SR_OK);
     CHECK_RC(sr_client_transaction_begin_into(c, NULL, r.mb, 3), SR_OK);
     rec_until(&r, 2);
     CHECK(r.n == 2 && r.bad == 0 && r.sub != NULL && r.tx != NULL);
@@ -602,7 +602,7 @@ static void test_pubsub_into_reads_messages_in_order(void) {
     sr_client_t *c = open_client();
     CHECK(c != NULL);
     const char *channels[] = {"into:news"};
-    CHECK_RC(sr_client_subscribe_into(c, 1, channels, NULL, 0, NULL, NULL, 0, r.mb, 100), SR_OK);
+    CHECK_RC(sr_client_subscribe_into(c, 1, channels, NULL, 0, NULL, NULL, 0, NULL, r.mb, 100), SR_OK);
     rec_until(&r, 1);
     CHECK(r.n == 1 && r.op[0] == 100 && r.what[0] == 's' && r.code[0] == SR_OK);
     const char *more[] = {"into:more"};
@@ -746,18 +746,34 @@ static void test_transaction_into_in_one_call(void) {
     rec_destroy(&r);
 }
 
-/* The doctor's report through the mailbox: once, with its op id, the JSON and the verdict. */
+/* The doctor's report through the mailbox: once, with its op id, the JSON and the verdict; a
+ * watching diagnosis ends at once when cancelled. */
 static void test_doctor_into_completes_with_the_report(void) {
     rec_t r;
     CHECK_RC(rec_init(&r), SR_OK);
     sr_doctor_options_t how;
     memset(&how, 0, sizeof how);
     how.pings = 1;
-    CHECK_RC(sr_doctor_into(topo.url, NULL, 0, &how, r.mb, 42, NULL), SR_OK);
+    CHECK_RC(sr_doctor_into(topo.url, NULL, 0, &how, NULL, r.mb, 42, NULL), SR_OK);
     rec_until(&r, 1);
     CHECK(r.bad == 0 && r.n == 1 && r.op[0] == 42 && r.what[0] == 'j');
     CHECK(r.num[0] >= 0 && r.num[0] <= 2);
     printf("    verdict %ld\n", r.num[0]);
+    /* a diagnosis that would sample for 30 s, stopped with its cancel handle */
+    how.watch_ms = 30000;
+    sr_operation_t *op = (sr_operation_t *)1;
+    CHECK_RC(sr_doctor_into(topo.url, NULL, 0, &how, &op, NULL, 43, NULL), SR_ERR_INVALID_ARGUMENT);
+    CHECK(op == NULL);
+    long start = now_ms();
+    CHECK_RC(sr_doctor_into(topo.url, NULL, 0, &how, &op, r.mb, 43, NULL), SR_OK);
+    CHECK(op != NULL);
+    usleep(200 * 1000);
+    sr_operation_cancel(op);
+    rec_until(&r, 2);
+    long took = now_ms() - start;
+    printf("    watching doctor cancelled after %ld ms\n", took);
+    CHECK(r.bad == 0 && r.n == 2 && r.op[1] == 43 && r.code[1] == SR_ERR_CLOSED && took < 10000);
+    sr_operation_free(op);
     CHECK_RC(sr_mailbox_close(r.mb, NULL, NULL), SR_OK);
     rec_destroy(&r);
 }
@@ -773,13 +789,13 @@ static void test_into_forms_and_a_closed_mailbox(void) {
     CHECK(c != NULL && c2 != NULL);
     const char *names[] = {"into:closed"};
     /* a subscription and a transaction to call with, through another mailbox */
-    CHECK_RC(sr_client_subscribe_into(c2, 1, names, NULL, 0, NULL, NULL, 0, open.mb, 1), SR_OK);
+    CHECK_RC(sr_client_subscribe_into(c2, 1, names, NULL, 0, NULL, NULL, 0, NULL, open.mb, 1), SR_OK);
     CHECK_RC(sr_client_transaction_begin_into(c2, NULL, open.mb, 2), SR_OK);
     rec_until(&open, 2);
     CHECK(open.sub != NULL && open.tx != NULL);
     /* queued, not drained (closing `c` waits until they are in the mailbox), then handed back
        by the mailbox's close; the library frees what they carry */
-    CHECK_RC(sr_client_subscribe_into(c, 1, names, NULL, 0, NULL, NULL, 0, r.mb, 10), SR_OK);
+    CHECK_RC(sr_client_subscribe_into(c, 1, names, NULL, 0, NULL, NULL, 0, NULL, r.mb, 10), SR_OK);
     CHECK_RC(sr_client_transaction_begin_into(c, NULL, r.mb, 11), SR_OK);
     CHECK_RC(sr_client_close(c), SR_OK);
     /* in flight at the close: waits for a message published after it */
@@ -793,7 +809,7 @@ static void test_into_forms_and_a_closed_mailbox(void) {
     CHECK_RC(blocking(c2, 3, pub), SR_OK);
     const char *argv[] = {"PING"};
     sr_command_t cmd = {1, argv, NULL};
-    CHECK_RC(sr_client_subscribe_into(c2, 1, names, NULL, 0, NULL, NULL, 0, r.mb, 20), SR_ERR_CLOSED);
+    CHECK_RC(sr_client_subscribe_into(c2, 1, names, NULL, 0, NULL, NULL, 0, NULL, r.mb, 20), SR_ERR_CLOSED);
     CHECK_RC(sr_subscription_next_into(open.sub, r.mb, 21), SR_ERR_CLOSED);
     CHECK_RC(sr_subscription_change_into(open.sub, SR_SUBSCRIBE, 1, names, NULL, r.mb, 22), SR_ERR_CLOSED);
     CHECK_RC(sr_client_transaction_begin_into(c2, NULL, r.mb, 23), SR_ERR_CLOSED);
@@ -801,7 +817,7 @@ static void test_into_forms_and_a_closed_mailbox(void) {
     CHECK_RC(sr_transaction_execute_into(open.tx, 1, argv, NULL, r.mb, 25), SR_ERR_CLOSED);
     CHECK_RC(sr_transaction_exec_into(open.tx, &cmd, 1, r.mb, 26), SR_ERR_CLOSED);
     sr_error_t *err = NULL;
-    CHECK_RC(sr_doctor_into(topo.url, NULL, 0, NULL, r.mb, 27, &err), SR_ERR_CLOSED);
+    CHECK_RC(sr_doctor_into(topo.url, NULL, 0, NULL, NULL, r.mb, 27, &err), SR_ERR_CLOSED);
     CHECK(err != NULL && sr_error_get_code(err) == SR_ERR_CLOSED);
     sr_error_free(err);
     /* the client's close waits for the next_into in flight (done by the message, or ended) */
