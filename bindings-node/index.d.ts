@@ -452,6 +452,7 @@ export declare class Client extends EventEmitter {
   subscribe(channels: Array<string | Buffer>, options?: SubscribeOptions): Promise<Subscription>
   /** Subscribes to glob-style `patterns`. */
   psubscribe(patterns: Array<string | Buffer>, options?: Omit<SubscribeOptions, 'patterns'>): Promise<Subscription>
+  /**
    * Sends commands back to back on one connection; resolves with one result per command, in
    * order: its reply, or its own error object (e.g. ServerError for WRONGTYPE) in its place. Not
    * atomic. Rejects only when it failed as a whole (no primary by the deadline; a command a
