@@ -267,13 +267,20 @@ export interface ClientOptions {
   [key: string]: string | number | boolean | null | undefined | AddressMapFunction
 }
 
+/** The named keys of `T`, without its index signature (which `signal` would not fit). */
+type NamedKeys<T> = { [K in keyof T as string extends K ? never : number extends K ? never : K]: T[K] }
+
 /** Options of doctor(): a client's options plus the diagnosis' own. */
-export interface DoctorOptions extends ClientOptions {
+export interface DoctorOptions extends NamedKeys<ClientOptions> {
   /** Sample a PING every 100 ms to each sentinel for this long (more than 0, at most 3600000),
    * to see loop stalls; out of range, doctor() rejects with ConfigError. */
   watchMs?: number
   /** PINGs per sentinel for the round-trip figures: a whole number from 1 to 1000. Default 10. */
   pings?: number
+  /** Stops the diagnosis: the promise rejects at once with an AbortError. */
+  signal?: AbortSignal
+  /** Any other core key, in snake_case or camelCase. */
+  [key: string]: ClientOptions[string] | AbortSignal
 }
 
 /** One finding of a diagnosis. */
@@ -313,7 +320,8 @@ export interface DoctorReport {
 
 /**
  * Diagnoses the deployment of `url` (`sentinel-recovery doctor`) on the core's threads. Rejects
- * only when no diagnosis is possible (ConfigError for a bad URL or option).
+ * only when no diagnosis is possible (ConfigError for a bad URL or option), or with an
+ * AbortError when `options.signal` fires.
  */
 export declare function doctor(url: string, options?: DoctorOptions): Promise<DoctorReport>
 
@@ -373,6 +381,12 @@ export interface SubscribeOptions {
    * dropped and counted in `dropped`.
    */
   buffer?: number
+  /**
+   * Cancels the wait for the node's confirmation: the promise rejects at once with an
+   * AbortError, and no subscription is left open. (The wait is bounded by the client's
+   * `commandTimeoutMs`; there is no per-call deadline.)
+   */
+  signal?: AbortSignal
 }
 
 /** Listener signatures of Subscription. */
@@ -452,6 +466,7 @@ export declare class Client extends EventEmitter {
   subscribe(channels: Array<string | Buffer>, options?: SubscribeOptions): Promise<Subscription>
   /** Subscribes to glob-style `patterns`. */
   psubscribe(patterns: Array<string | Buffer>, options?: Omit<SubscribeOptions, 'patterns'>): Promise<Subscription>
+  /**
    * Sends commands back to back on one connection; resolves with one result per command, in
    * order: its reply, or its own error object (e.g. ServerError for WRONGTYPE) in its place. Not
    * atomic. Rejects only when it failed as a whole (no primary by the deadline; a command a

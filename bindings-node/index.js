@@ -130,10 +130,18 @@ class AbortError extends Error {
   }
 }
 
-function abortError(signal) {
-  return new AbortError('The command was aborted (it may have been sent, and may have run on the server)', {
-    cause: signal.reason,
-  })
+function abortError(signal, message = 'The command was aborted (it may have been sent, and may have run on the server)') {
+  return new AbortError(message, { cause: signal.reason })
+}
+
+/** The message of a doctor() whose AbortSignal fired. */
+const DOCTOR_ABORTED = 'The diagnosis was aborted'
+
+/** `options.signal` checked: undefined or an AbortSignal, else a TypeError is thrown. */
+function optionalSignal(options) {
+  const signal = options?.signal ?? undefined
+  if (signal !== undefined && !isAbortSignal(signal)) throw new TypeError('signal must be an AbortSignal')
+  return signal
 }
 
 /** Whether `s` looks like an AbortSignal (also one from another realm or a polyfill). */
@@ -586,17 +594,23 @@ class Client extends EventEmitter {
    * with a Subscription once the node confirmed them. It follows failovers (`subscription_lost` /
    * `subscription_restored` events; pub/sub is at-most-once). `options.buffer`: messages that may
    * wait (default 4096), beyond which the newest are dropped and counted (`dropped`).
+   * `options.signal` (an AbortSignal) cancels the wait for the confirmation: the promise rejects
+   * at once with an AbortError and no subscription is left open. The wait is bounded by the
+   * client's `commandTimeoutMs` (TimeoutError); there is no per-call deadline.
    * @param {Array<string|Buffer>} channels
-   * @param {{patterns?: Array<string|Buffer>, buffer?: number}} [options]
+   * @param {{patterns?: Array<string|Buffer>, buffer?: number, signal?: AbortSignal}} [options]
    */
   async subscribe(channels, options = {}) {
-    const { patterns = [], ...rest } = options ?? {}
-    return pubsub.subscribe(this, channels, patterns, rest)
+    const { patterns = [], signal, ...rest } = options ?? {}
+    if (optionalSignal({ signal })?.aborted) throw abortError(signal)
+    return pubsub.subscribe(this, channels, patterns, rest, signal)
   }
 
   /** Subscribes to glob-style `patterns` (see subscribe()). */
   async psubscribe(patterns, options = {}) {
-    return pubsub.subscribe(this, [], patterns, options ?? {})
+    const { signal, ...rest } = options ?? {}
+    if (optionalSignal({ signal })?.aborted) throw abortError(signal)
+    return pubsub.subscribe(this, [], patterns, rest, signal)
   }
 
   /**
@@ -796,7 +810,8 @@ class Client extends EventEmitter {
  * `watchMs` (sample a PING every 100 ms per sentinel for that long; more than 0, at most
  * 3600000) and `pings` (per sentinel, 1 to 1000, default 10). Rejects only when no diagnosis is
  * possible (a ConfigError for a bad URL or option, or one of these out of range); every problem
- * of the deployment is in the report.
+ * of the deployment is in the report. `options.signal` (an AbortSignal) stops the diagnosis:
+ * the promise rejects at once with an AbortError.
  * @param {string} url
  * @param {object} [options]
  */
@@ -804,8 +819,11 @@ function doctor(url, options = {}) {
   return new Promise((resolve, reject) => {
     if (typeof url !== 'string') throw new TypeError('url must be a string')
     if (options === null || typeof options !== 'object') throw new TypeError('options must be an object')
-    const { watchMs, pings, ...rest } = options
+    const { watchMs, pings, signal, ...rest } = options
+    if (optionalSignal({ signal })?.aborted) throw abortError(signal, DOCTOR_ABORTED)
+    let onAbort
     const done = (text) => {
+      if (onAbort !== undefined) signal.removeEventListener('abort', onAbort)
       const r = JSON.parse(text)
       if (!r.ok) return reject(makeError(r.code, r.message, null))
       const report = JSON.parse(r.json)
@@ -819,10 +837,19 @@ function doctor(url, options = {}) {
         text: r.text,
       })
     }
+    let operation
     try {
-      native.doctor(url, coreOptions(rest), watchMs ?? undefined, pings ?? undefined, mapFunction(rest), done)
+      operation = native.doctor(url, coreOptions(rest), watchMs ?? undefined, pings ?? undefined, mapFunction(rest), done)
     } catch (e) {
-      reject(fromNative(e))
+      return reject(fromNative(e))
+    }
+    if (signal !== undefined) {
+      // The core then completes the diagnosis with `closed`, which settles nothing any more.
+      onAbort = () => {
+        operation.cancel()
+        reject(abortError(signal, DOCTOR_ABORTED))
+      }
+      signal.addEventListener('abort', onAbort, { once: true })
     }
   })
 }

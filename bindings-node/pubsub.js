@@ -166,8 +166,12 @@ class Subscription extends EventEmitter {
   }
 }
 
-/** Subscribes on `client`; resolves with the Subscription once the node confirmed it. */
-async function subscribe(client, channels, patterns, options = {}) {
+/**
+ * Subscribes on `client`; resolves with the Subscription once the node confirmed it. `signal`
+ * (an AbortSignal, checked by the caller) cancels the wait: the promise rejects with an
+ * AbortError, and a subscription the core completes anyway is closed.
+ */
+async function subscribe(client, channels, patterns, options = {}, signal = undefined) {
   names(channels, 'channels')
   names(patterns, 'patterns')
   if (options === null || typeof options !== 'object') throw new TypeError('options must be an object')
@@ -176,7 +180,13 @@ async function subscribe(client, channels, patterns, options = {}) {
     throw new TypeError('buffer must be a positive integer')
   }
   const nativeSub = native.subscriber(client._native)
-  await client._op((op) => nativeSub.open(op, channels, patterns, buffer))
+  try {
+    await client._op((op) => nativeSub.open(op, channels, patterns, buffer), signal)
+  } catch (e) {
+    // Closed, so one the core confirms after all (the abort raced the confirmation) is closed too.
+    nativeSub.close()
+    throw e
+  }
   return new Subscription(client, nativeSub)
 }
 

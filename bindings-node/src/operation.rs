@@ -3,7 +3,8 @@
 use napi_derive::napi;
 use sentinel_recovery::host::Operation;
 
-/// A started operation that JavaScript may cancel (an `execute` with an `AbortSignal`).
+/// A started operation that JavaScript may cancel (a call with an `AbortSignal`: `execute`,
+/// `pipeline`, `transaction`, `subscribe`, `doctor`).
 #[napi]
 pub struct NativeOperation {
     pub(crate) operation: Operation,

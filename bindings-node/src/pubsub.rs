@@ -14,6 +14,7 @@ use sentinel_recovery::{Error as SrError, Message, Value};
 use crate::args::Args;
 use crate::client::NativeClient;
 use crate::completions::{Item, Shared};
+use crate::operation::NativeOperation;
 
 /// A message as the reply `[channel, payload, pattern | null]`, or `null` once the subscription
 /// ended.
@@ -82,7 +83,8 @@ impl NativeSubscriber {
 #[napi]
 impl NativeSubscriber {
     /// Subscribes to `channels` and `patterns` and completes `id` with `null` once the node
-    /// confirmed them. `buffer`: messages that may wait (default 4096).
+    /// confirmed them. `buffer`: messages that may wait (default 4096). The returned operation
+    /// cancels the wait (an AbortSignal); `close` then closes a subscription confirmed anyway.
     #[napi(catch_unwind)]
     pub fn open(
         &self,
@@ -90,7 +92,7 @@ impl NativeSubscriber {
         #[napi(ts_arg_type = "Array<string | Uint8Array>")] channels: Args,
         #[napi(ts_arg_type = "Array<string | Uint8Array>")] patterns: Args,
         buffer: Option<u32>,
-    ) {
+    ) -> NativeOperation {
         let done = self.done(id, |()| Value::Nil);
         let slot = self.slot.clone();
         let opened: Done<Subscriber> = Box::new(move |result| {
@@ -105,12 +107,13 @@ impl NativeSubscriber {
             });
             done(result)
         });
-        self.handle.subscribe(
+        let operation = self.handle.subscribe(
             &channels.to_vecs(),
             &patterns.to_vecs(),
             buffer.map(|b| b as usize),
             opened,
         );
+        NativeOperation { operation }
     }
 
     /// Completes `id` with the next message `[channel, payload, pattern | null]`, or `null` once

@@ -4,14 +4,15 @@
 // afterwards no client is left blocked on the server (a timed-out blocking command's connection
 // was closed). Commands through `execute`, pipelines through `pipeline` (options.timeoutMs is the
 // whole pipeline's deadline), transactions through `transaction` (options.timeoutMs is the whole
-// transaction's deadline, until EXEC's reply; a signal),
-// cancellation through an AbortSignal. "paused" cases stop the current primary on a topology
+// transaction's deadline, until EXEC's reply; a signal), subscriptions through `subscribe` (bounded
+// by the client's commandTimeoutMs), diagnoses through `doctor` on the case's URL with
+// connect_timeout_ms = timeout_ms, cancellation through an AbortSignal. "paused" cases stop the current primary on a topology
 // whose down-after (60 s) is far longer than the case, "failover" cases stall a failover
 // (sr-topology's stall-failover); both undo it afterwards and check the client works.
 
 const { test, before, after } = require('node:test')
 const assert = require('node:assert/strict')
-const { Client } = require('..')
+const { Client, Subscription, doctor } = require('..')
 const { caseRows, startTopology, waitFor } = require('./helpers')
 
 /** What a call may take beyond its deadline (scheduling on a busy 2-core machine). */
@@ -24,10 +25,12 @@ const NO_PRIMARY_URL = 'redis+sentinel://127.0.0.1:1/mymaster'
 function loadCases() {
   const cases = caseRows('deadlines.tsv', 8, 18)
     .map(([name, kind, deadline, state, timeoutMs, blockMs, expect, command]) => {
-      assert.ok(['command', 'pipeline', 'transaction'].includes(kind), `${name}: kind ${kind}`)
+      assert.ok(['command', 'pipeline', 'transaction', 'subscribe', 'doctor'].includes(kind), `${name}: kind ${kind}`)
       assert.ok(['per-call', 'default', 'cancel'].includes(deadline), `${name}: deadline ${deadline}`)
       assert.ok(['healthy', 'paused', 'failover', 'no-primary'].includes(state), `${name}: state ${state}`)
-      assert.ok(['timeout', 'nil', 'config', 'cancelled'].includes(expect), `${name}: expect ${expect}`)
+      assert.ok(['timeout', 'nil', 'config', 'cancelled', 'failure'].includes(expect), `${name}: expect ${expect}`)
+      assert.ok(expect !== 'failure' || kind === 'doctor', `${name}: expect failure is a doctor's`)
+      assert.ok(kind !== 'doctor' || command === '-' || command.startsWith('watch='), `${name}: doctor options ${command}`)
       return {
         name,
         kind,
@@ -39,12 +42,23 @@ function loadCases() {
         blockMs: Number(blockMs),
         expect,
         commands: command.split(' ; ').map((c) => c.split(' ')),
+        // A doctor's options: '-' for none, or 'watch=SECONDS'.
+        watchMs: kind === 'doctor' && command.startsWith('watch=') ? Number(command.split('=')[1]) * 1000 : undefined,
       }
     })
   return cases
 }
 
-const budgetMs = (c) => c.timeoutMs + (c.deadline === 'default' ? c.blockMs : 0) + SLACK_MS
+// Each step of a doctor waits for a connect and one reply at most: 3 x timeout_ms in all.
+const budgetMs = (c) =>
+  (c.kind === 'doctor' && c.deadline === 'default' ? 3 * c.timeoutMs : c.timeoutMs + (c.deadline === 'default' ? c.blockMs : 0)) +
+  SLACK_MS
+
+/** A subscribe case's channels: the arguments of its SUBSCRIBE. */
+function channelsOf(commands) {
+  assert.ok(commands[0][0] === 'SUBSCRIBE' && commands[0].length > 1, `not a SUBSCRIBE: ${commands[0]}`)
+  return commands[0].slice(1)
+}
 
 async function blockedClients(observer) {
   const info = String(await observer.execute(['INFO', 'clients']))
@@ -87,6 +101,8 @@ for (const c of loadCases()) {
       const commands = c.commands.map((cmd) => cmd.map((a) => a.replaceAll('{key}', key)))
       const abort = new AbortController()
       const options = c.deadline === 'per-call' ? { timeoutMs: c.timeoutMs } : c.deadline === 'cancel' ? { signal: abort.signal } : undefined
+      // The URL a doctor case diagnoses; connect_timeout_ms bounds each of its probes.
+      const doctorUrl = `${c.noPrimary ? NO_PRIMARY_URL : topo.url}?connect_timeout_ms=${c.timeoutMs}`
       if (c.paused) {
         const { port } = await topo.cmd('primary')
         assert.ok((await topo.cmd(`stop ${port}`)).ok, `${c.name}: stop ${port}`)
@@ -105,7 +121,11 @@ for (const c of loadCases()) {
             ? client.execute(commands[0], options)
             : c.kind === 'pipeline'
               ? client.pipeline(commands, options)
-              : client.transaction(commands, options)
+              : c.kind === 'transaction'
+                ? client.transaction(commands, options)
+                : c.kind === 'subscribe'
+                  ? client.subscribe(channelsOf(commands), options)
+                  : doctor(doctorUrl, { ...options, watchMs: c.watchMs })
         if (c.deadline === 'cancel') timer = setTimeout(() => abort.abort(), c.timeoutMs)
         outcome = await call
       } catch (e) {
@@ -114,6 +134,8 @@ for (const c of loadCases()) {
         clearTimeout(timer)
       }
       const took = Date.now() - start
+      // Subscribed anyway (the case fails below): don't leave it open.
+      if (outcome instanceof Subscription) await outcome.close()
       if (undo !== undefined) {
         const line = undo
         undo = undefined
@@ -122,6 +144,9 @@ for (const c of loadCases()) {
       assert.ok(took <= budgetMs(c), `${c.name}: ended after ${took} ms (allowed ${budgetMs(c)} ms)`)
       if (c.expect === 'nil') {
         assert.equal(outcome, null, `${c.name}: expected a nil reply`)
+      } else if (c.expect === 'failure') {
+        assert.ok(!(outcome instanceof Error) && outcome?.status !== undefined, `${c.name}: expected a doctor report, got ${String(outcome)}`)
+        assert.equal(outcome.status, 'failure', `${c.name}: report status ${outcome.status}: ${outcome.text}`)
       } else {
         assert.ok(outcome instanceof Error, `${c.name}: expected ${c.expect}, got ${String(outcome)}`)
         assert.equal(outcome.code, CODES[c.expect], `${c.name}: ${outcome.message}`)

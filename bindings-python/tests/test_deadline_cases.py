@@ -1,7 +1,9 @@
 """The shared deadline cases (tests/cases/deadlines.tsv, issue 30) through the asyncio and the
 blocking client: each call ends by its deadline with the expected outcome, and no client is
 left blocked on the server afterwards (its dedicated connection was closed). The columns are
-described in the file's header."""
+described in the file's header. Subscribe cases go through ``subscribe`` (bounded by the client's
+command_timeout_ms), doctor cases through ``doctor`` / ``doctor_blocking`` with
+connect_timeout_ms = timeout_ms."""
 
 from __future__ import annotations
 
@@ -30,10 +32,12 @@ NO_PRIMARY_URL = "redis+sentinel://127.0.0.1:1/mymaster"
 def load_cases() -> List[Dict[str, Any]]:
     cases = []
     for name, kind, deadline, state, timeout_ms, block_ms, expect, command in case_rows("deadlines.tsv", 8, 18):
-        assert kind in ("command", "pipeline", "transaction"), f"{name}: kind {kind!r}"
+        assert kind in ("command", "pipeline", "transaction", "subscribe", "doctor"), f"{name}: kind {kind!r}"
         assert deadline in ("per-call", "default", "cancel"), f"{name}: deadline {deadline!r}"
         assert state in ("healthy", "paused", "failover", "no-primary"), f"{name}: state {state!r}"
-        assert expect in ("timeout", "nil", "config", "cancelled"), f"{name}: expect {expect!r}"
+        assert expect in ("timeout", "nil", "config", "cancelled", "failure"), f"{name}: expect {expect!r}"
+        assert expect != "failure" or kind == "doctor", f"{name}: expect failure is a doctor's"
+        assert kind != "doctor" or command == "-" or command.startswith("watch="), f"{name}: doctor options {command!r}"
         cases.append(
             {
                 "name": name,
@@ -46,6 +50,8 @@ def load_cases() -> List[Dict[str, Any]]:
                 "block_ms": int(block_ms),
                 "expect": expect,
                 "commands": [c.split(" ") for c in command.split(" ; ")],
+                # A doctor's options: "-" for none, or "watch=SECONDS".
+                "watch": float(command.split("=", 1)[1]) if kind == "doctor" and command.startswith("watch=") else None,
             }
         )
     return cases
@@ -78,11 +84,26 @@ def commands_of(case: Dict[str, Any]) -> List[List[str]]:
     return [[a.replace("{key}", key) for a in c] for c in case["commands"]]
 
 
+def doctor_url(topology: Any, case: Dict[str, Any]) -> str:
+    """The URL a doctor case diagnoses; connect_timeout_ms bounds each of its probes."""
+    url = NO_PRIMARY_URL if case["no_primary"] else topology.url
+    return f"{url}?connect_timeout_ms={case['timeout_ms']}"
+
+
+def channels_of(commands: List[List[str]]) -> List[str]:
+    """A subscribe case's channels: the arguments of its SUBSCRIBE."""
+    assert commands[0][0] == "SUBSCRIBE" and len(commands[0]) > 1, commands
+    return commands[0][1:]
+
+
 def own_timeout(case: Dict[str, Any]) -> Any:
     return case["timeout_ms"] / 1000 if case["deadline"] == "per-call" else None
 
 
 def budget_s(case: Dict[str, Any]) -> float:
+    if case["kind"] == "doctor" and case["deadline"] == "default":
+        # Each step of the doctor waits for a connect and one reply at most.
+        return 3 * case["timeout_ms"] / 1000 + SLACK_S
     extra = case["block_ms"] if case["deadline"] == "default" else 0
     return (case["timeout_ms"] + extra) / 1000 + SLACK_S
 
@@ -103,6 +124,9 @@ def check_outcome(case: Dict[str, Any], outcome: Any, took: float, cancelled: ty
     assert took <= budget_s(case), f"{case['name']}: ended after {took:.2f} s (allowed {budget_s(case):.2f} s)"
     if case["expect"] == "nil":
         assert outcome is None, f"{case['name']}: expected a nil reply, got {outcome!r}"
+    elif case["expect"] == "failure":
+        assert isinstance(outcome, sr.DoctorReport), f"{case['name']}: expected a doctor report, got {outcome!r}"
+        assert outcome.status == "failure", f"{case['name']}: report status {outcome.status!r}: {outcome.text}"
     else:
         want = cancelled if case["expect"] == "cancelled" else EXPECTED[case["expect"]]
         assert isinstance(outcome, want), f"{case['name']}: expected {want.__name__}, got {outcome!r}"
@@ -161,11 +185,18 @@ def test_blocking_client_case(topology: Any, case: Dict[str, Any]) -> None:
                     outcome: Any = client.execute(*commands[0], timeout=own_timeout(case))
                 elif case["kind"] == "pipeline":
                     outcome = client.pipeline(commands, timeout=own_timeout(case))
-                else:
+                elif case["kind"] == "transaction":
                     outcome = client.transaction(commands, timeout=own_timeout(case))
+                elif case["kind"] == "subscribe":
+                    outcome = client.subscribe(*channels_of(commands))
+                else:
+                    outcome = sr.doctor_blocking(doctor_url(topology, case), watch=case["watch"])
             except (sr.Error, KeyboardInterrupt) as e:
                 outcome = e
             took = time.monotonic() - start
+            if isinstance(outcome, sr.Subscription):
+                # Subscribed anyway (the case fails below): don't leave it open.
+                outcome.close()
             try:
                 # A SIGINT that came after the call ended is caught here, not by pytest; the
                 # outcome stays what the call gave.
@@ -197,7 +228,11 @@ def test_asyncio_client_case(topology: Any, case: Dict[str, Any]) -> None:
                         return await client.execute(*commands[0], timeout=own_timeout(case))
                     if case["kind"] == "pipeline":
                         return await client.pipeline(commands, timeout=own_timeout(case))
-                    return await client.transaction(commands, timeout=own_timeout(case))
+                    if case["kind"] == "transaction":
+                        return await client.transaction(commands, timeout=own_timeout(case))
+                    if case["kind"] == "subscribe":
+                        return await client.subscribe(*channels_of(commands))
+                    return await sr.doctor(doctor_url(topology, case), watch=case["watch"])
 
                 with state(topology, case):
                     start = time.monotonic()
@@ -210,6 +245,9 @@ def test_asyncio_client_case(topology: Any, case: Dict[str, Any]) -> None:
                     except (sr.Error, asyncio.CancelledError) as e:
                         outcome = e
                     took = time.monotonic() - start
+                    if isinstance(outcome, sr.AsyncSubscription):
+                        # Subscribed anyway (the case fails below): don't leave it open.
+                        outcome.close()
                 check_outcome(case, outcome, took)
                 if case["paused"] or case["failover"]:
                     assert await client.execute("PING", timeout=10) in (b"PONG", "PONG", True), f"{case['name']}: no PING after the fault"
