@@ -3,8 +3,10 @@
 # sentinel-recovery for Ruby: a Client over the uniffi-generated binding
 # (sentinel_recovery/sentinel_recovery_uniffi.rb, ruby-ffi). Calls that wait run as the library's
 # async operations, which the generated code waits for on a pipe: the GVL is released while
-# waiting, so other Ruby threads run. Events are queued by the core's thread and delivered to the
-# block on a Ruby thread of the client's own.
+# waiting, so other Ruby threads run. A call interrupted while it waits (Timeout.timeout,
+# Thread#raise, Ctrl-C's Interrupt) cancels the library's operation as it unwinds: a blocking
+# command's dedicated connection is closed, so the server stops blocking it. Events are queued
+# by the core's thread and delivered to the block on a Ruby thread of the client's own.
 require_relative 'sentinel_recovery/sentinel_recovery_uniffi'
 
 module SentinelRecovery

@@ -29,8 +29,10 @@ class TestClient < Minitest::Test
   # was closed). Commands through #execute, pipelines through #pipeline and transactions through
   # #transaction (each with timeout: per call, which bounds the whole pipeline or transaction),
   # subscriptions through #subscribe (under the client's command_timeout_ms), the doctor through
-  # SentinelRecovery.doctor with connect_timeout_ms (its report's status). Cancel cases are
-  # skipped: the Ruby client has no cancellation (nor the doctor options). "paused" cases stop the
+  # SentinelRecovery.doctor with connect_timeout_ms (its report's status). Cancel cases end the
+  # call with Ruby's own interruption, Timeout.timeout (Thread#raise), which cancels the library's
+  # operation as the wait unwinds. Doctor cases with options are skipped: the Ruby doctor takes
+  # none. "paused" cases stop the
   # current primary of a topology whose down-after (60 s) is far longer than the case, "failover"
   # cases stall a failover (sr-topology's stall-failover); both undo it afterwards and check that
   # the same client works again.
@@ -47,10 +49,6 @@ class TestClient < Minitest::Test
         assert_includes %w[command pipeline transaction subscribe doctor], kind, "#{name}: kind"
         assert_includes %w[timeout nil config cancelled failure], expect, "#{name}: expect"
         per_call = deadline == 'per-call'
-        if deadline == 'cancel'
-          puts "    skip #{name}: the Ruby client's calls have no cancellation"
-          next
-        end
         if kind == 'doctor' && command != '-'
           puts "    skip #{name}: SentinelRecovery.doctor takes no doctor options (#{command})"
           next
@@ -81,7 +79,7 @@ class TestClient < Minitest::Test
               undo = "release-failover #{topo.cmd('stall-failover').fetch('port')} 30000"
             end
             start = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-            outcome = begin
+            call = lambda do
               own = per_call ? timeout_ms.to_i / 1000.0 : nil
               case kind
               when 'command' then c.execute(*commands[0], timeout: own)
@@ -91,7 +89,10 @@ class TestClient < Minitest::Test
               when 'subscribe' then c.subscribe(*commands[0].drop(1)) { nil }
               else SentinelRecovery.doctor(url, connect_timeout_ms: timeout_ms.to_i)
               end
-            rescue SentinelRecovery::Error => e
+            end
+            outcome = begin
+              deadline == 'cancel' ? Timeout.timeout(timeout_ms.to_i / 1000.0) { call.call } : call.call
+            rescue SentinelRecovery::Error, Timeout::Error => e
               e
             end
             took = Process.clock_gettime(Process::CLOCK_MONOTONIC) - start
@@ -104,6 +105,8 @@ class TestClient < Minitest::Test
             assert_operator took, :<=, budget, "#{name}: ended after #{took.round(3)} s"
             if expect == 'nil'
               assert_nil outcome, "#{name}: expected a nil reply"
+            elsif expect == 'cancelled'
+              assert_kind_of Timeout::Error, outcome, "#{name}: expected the interruption"
             elsif expect == 'failure'
               refute_kind_of SentinelRecovery::Error, outcome, "#{name}: expected a report"
               assert_equal 'failure', outcome.status, "#{name}: the report's status (#{outcome.text})"
