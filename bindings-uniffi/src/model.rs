@@ -57,8 +57,8 @@ pub struct Event {
     pub detail: EventDetail,
 }
 
-/// The unit a language states a call's timeout in (Ruby: seconds; the JVM: milliseconds); the
-/// refusal of a bad timeout names the value in it.
+/// The unit a language states a call's timeout and the doctor's watch in (Ruby: seconds; the
+/// JVM: milliseconds); the refusal of a bad value names it in that unit.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, uniffi::Enum)]
 pub enum TimeoutUnit {
     /// Seconds.

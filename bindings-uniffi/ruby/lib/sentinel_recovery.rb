@@ -7,6 +7,9 @@
 # Thread#raise, Ctrl-C's Interrupt) cancels the library's operation as it unwinds: a blocking
 # command's dedicated connection is closed, so the server stops blocking it. Events are queued
 # by the core's thread and delivered to the block on a Ruby thread of the client's own.
+# The generated code waits on its pipe with IO#wait_readable, which this Ruby has only with
+# io/wait loaded.
+require 'io/wait'
 require_relative 'sentinel_recovery/sentinel_recovery_uniffi'
 
 module SentinelRecovery
@@ -29,11 +32,18 @@ module SentinelRecovery
   end.freeze
 
   # Diagnoses the deployment of a redis+sentinel:// URL with a client's options, on the core's
-  # threads (the GVL is released while it runs). Returns the report: #json (the documented
-  # schema), #text, #status ("healthy", "warning", "failure") and #exit_code (0, 1, 2). Raises
-  # only for an unusable URL or option (code "config").
-  def self.doctor(url, **options)
-    Native.doctor(url, options.to_h { |k, v| [k.to_s, v.to_s] })
+  # threads (the GVL is released while it runs). `watch:` (seconds; more than 0, at most 3600)
+  # samples a PING every 100 ms per sentinel for that long; `pings:` (1 to 1000, default 10)
+  # sets the PINGs per sentinel; out of range they raise the config error naming the option
+  # (the rule every binding keeps). Returns the report: #json (the documented schema), #text,
+  # #status ("healthy", "warning", "failure") and #exit_code (0, 1, 2). Raises only for an
+  # unusable URL or option (code "config"). Interrupting it (Timeout.timeout) stops it.
+  def self.doctor(url, watch: nil, pings: nil, **options)
+    [[:watch, watch], [:pings, pings]].each do |name, value|
+      raise TypeError, "#{name} must be a number, not #{value.inspect}" unless value.nil? || value.is_a?(Numeric)
+    end
+    Native.doctor(url, options.to_h { |k, v| [k.to_s, v.to_s] }, watch&.to_f, pings&.to_f,
+                  Native::TimeoutUnit::SECONDS)
   end
 
   # A client following one service's primary through Sentinel.

@@ -1,5 +1,6 @@
 # frozen_string_literal: true
 
+require 'open3'
 require_relative 'helper'
 
 class TestClient < Minitest::Test
@@ -31,8 +32,7 @@ class TestClient < Minitest::Test
   # subscriptions through #subscribe (under the client's command_timeout_ms), the doctor through
   # SentinelRecovery.doctor with connect_timeout_ms (its report's status). Cancel cases end the
   # call with Ruby's own interruption, Timeout.timeout (Thread#raise), which cancels the library's
-  # operation as the wait unwinds. Doctor cases with options are skipped: the Ruby doctor takes
-  # none. "paused" cases stop the
+  # operation as the wait unwinds. "paused" cases stop the
   # current primary of a topology whose down-after (60 s) is far longer than the case, "failover"
   # cases stall a failover (sr-topology's stall-failover); both undo it afterwards and check that
   # the same client works again.
@@ -49,12 +49,8 @@ class TestClient < Minitest::Test
         assert_includes %w[command pipeline transaction subscribe doctor], kind, "#{name}: kind"
         assert_includes %w[timeout nil config cancelled failure], expect, "#{name}: expect"
         per_call = deadline == 'per-call'
-        if kind == 'doctor' && command != '-'
-          puts "    skip #{name}: SentinelRecovery.doctor takes no doctor options (#{command})"
-          next
-        end
         # A doctor's steps each wait for at most a connect and one reply: 3 x its timeout.
-        budget = if kind == 'doctor'
+        budget = if kind == 'doctor' && deadline == 'default'
                    (3 * timeout_ms.to_i + 1000) / 1000.0
                  else
                    (timeout_ms.to_i + (per_call ? 0 : block_ms.to_i) + 1000) / 1000.0
@@ -87,7 +83,9 @@ class TestClient < Minitest::Test
               when 'transaction' then c.transaction(*commands, timeout: own)
               # Its deadline is the client's command_timeout_ms; made anyway, it is closed.
               when 'subscribe' then c.subscribe(*commands[0].drop(1)) { nil }
-              else SentinelRecovery.doctor(url, connect_timeout_ms: timeout_ms.to_i)
+              else
+                watch = command == '-' ? nil : Float(command.delete_prefix('watch='))
+                SentinelRecovery.doctor(url, watch: watch, connect_timeout_ms: timeout_ms.to_i)
               end
             end
             outcome = begin
@@ -126,6 +124,42 @@ class TestClient < Minitest::Test
     end
   ensure
     topo&.close
+  end
+
+  # The shared doctor option cases (tests/cases/doctor_options.tsv; the rule is the core's
+  # doctor::Options::from_host): watch: (seconds, the case's milliseconds / 1000) and pings: of
+  # SentinelRecovery.doctor. Accepted: a report comes; refused: the config error naming the option.
+  def test_shared_doctor_option_cases
+    case_rows('doctor_options.tsv', 3, 10).each do |watch_ms, pings, expect|
+      name = "#{watch_ms}/#{pings}"
+      assert_includes %w[accepted refused], expect, "#{name}: expect"
+      options = {}
+      options[:watch] = (watch_ms == 'NaN' ? Float::NAN : Float(watch_ms)) / 1000 unless watch_ms == '-'
+      options[:pings] = pings.include?('.') ? Float(pings) : Integer(pings) unless pings == '-'
+      outcome = begin
+        SentinelRecovery.doctor(SHARED.url, **options)
+      rescue SentinelRecovery::Error => e
+        e
+      end
+      if expect == 'accepted'
+        refute_kind_of SentinelRecovery::Error, outcome, "#{name}: expected a report"
+        assert_includes %w[healthy warning failure], outcome.status, name
+      else
+        assert_kind_of SentinelRecovery::Error, outcome, "#{name}: expected a config error"
+        assert_equal 'config', outcome.code, name
+        assert_match(watch_ms == '-' ? /pings must be/ : /watch must be/, outcome.detail, name)
+      end
+    end
+  end
+
+  # In a process that loads nothing else first (this suite's helper loads socket, which loads
+  # io/wait and hid that the gem needed it): an asynchronous call completes.
+  def test_the_gem_alone_waits_for_its_calls
+    script = "require 'sentinel_recovery'; " \
+             "print SentinelRecovery.doctor('redis+sentinel://127.0.0.1:1/mymaster').status"
+    out, status = Open3.capture2e(RbConfig.ruby, '-e', script)
+    assert status.success?, out
+    assert_equal 'failure', out
   end
 
   def test_pipeline_and_transaction

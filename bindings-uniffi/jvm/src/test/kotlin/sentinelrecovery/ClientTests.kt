@@ -13,6 +13,7 @@ import kotlinx.coroutines.isActive
 import kotlinx.coroutines.launch
 import kotlinx.coroutines.runBlocking
 import kotlinx.coroutines.withTimeout
+import sentinelrecovery.uniffi.DoctorReport
 import sentinelrecovery.uniffi.Event
 import sentinelrecovery.uniffi.EventDetail
 import sentinelrecovery.uniffi.Reply
@@ -246,6 +247,46 @@ private fun doctorOfAHealthyTopology() = runBlocking {
     expectEqual("config", bad.errorCode, "doctor with a bad URL")
 }
 
+/** A doctor case's `command`: "-" for no options, or "watch=SECONDS" as milliseconds. */
+private fun doctorWatchMs(name: String, spec: String): Double? {
+    if (spec == "-") return null
+    expect(spec.startsWith("watch=")) { "$name: doctor options $spec" }
+    return spec.removePrefix("watch=").toDouble() * 1000
+}
+
+/**
+ * The shared doctor option cases (tests/cases/doctor_options.tsv; the rule is the core's
+ * `doctor::Options::from_host`): `watchMs` and `pings` of [SentinelDoctor.run]. Accepted: a
+ * report comes; refused: the `config` error naming the option. An Int cannot hold a fraction or
+ * NaN pings: those cases are skipped, saying so.
+ */
+private fun doctorOptionCases() = runBlocking {
+    for ((watch, pings, expected) in caseRows("doctor_options.tsv", 3, 10)) {
+        val name = "$watch/$pings"
+        expect(expected in setOf("accepted", "refused")) { "$name: expect $expected" }
+        if (pings != "-" && pings.toDoubleOrNull()?.let { it != Math.floor(it) || it.isNaN() } != false) {
+            println("    skip $name: an Int pings cannot hold $pings")
+            continue
+        }
+        val watchMs = if (watch == "-") null else watch.toDouble()
+        val count = if (pings == "-") null else pings.toInt()
+        val outcome: Any = try {
+            SentinelDoctor.run(shared.url, watchMs = watchMs, pings = count)
+        } catch (e: SentinelException) {
+            e
+        }
+        if (expected == "accepted") {
+            expect(outcome is DoctorReport) { "$name: expected a report, got $outcome" }
+        } else {
+            val e = outcome as? SentinelException ?: throw Failure("$name: expected a config error, got $outcome")
+            expectEqual("config", e.errorCode, "$name: the error's code")
+            val named = if (watch != "-") "watch must be" else "pings must be"
+            expect(e.message?.contains(named) == true) { "$name: the message names the option: ${e.message}" }
+        }
+        println("    $name: $expected")
+    }
+}
+
 /**
  * The rows of a shared cases file (tests/cases/[name], which every binding's suite reads; the
  * suite runs from the repository root): its lines that are neither blank nor comments, split at
@@ -287,10 +328,6 @@ private fun deadlineCases() = runBlocking {
                 val (name, kind, deadline, state) = f
                 expect(kind in setOf("command", "pipeline", "transaction", "subscribe", "doctor")) { "$name: kind $kind" }
                 expect(f[6] in setOf("timeout", "nil", "config", "cancelled", "failure")) { "$name: expect ${f[6]}" }
-                if (kind == "doctor" && f[7] != "-") {
-                    println("    skip $name: SentinelDoctor.run has no doctor options (${f[7]}): it runs the defaults, no watch")
-                    continue
-                }
                 val timeoutMs = f[4].toLong()
                 val expected = f[6]
                 val perCall = deadline == "per-call"
@@ -328,7 +365,11 @@ private fun deadlineCases() = runBlocking {
                                     "transaction" -> if (perCall) c.transaction(timeoutMs, commands) else c.transaction(commands)
                                     // Its deadline is the client's command_timeout_ms; made anyway, it is closed.
                                     "subscribe" -> c.subscribe(commands[0].drop(1).map { String(it) }).close()
-                                    else -> SentinelDoctor.run(url, mapOf("connect_timeout_ms" to timeoutMs.toString()))
+                                    else -> SentinelDoctor.run(
+                                        url,
+                                        mapOf("connect_timeout_ms" to timeoutMs.toString()),
+                                        watchMs = doctorWatchMs(name, f[7]),
+                                    )
                                 }
                             } catch (e: SentinelException) {
                                 e
@@ -425,6 +466,7 @@ fun main() {
                 "operations after close fail with closed" to ::operationsAfterCloseFailWithClosed,
                 "no call after removal" to ::noCallAfterRemoval,
                 "doctor of a healthy topology" to ::doctorOfAHealthyTopology,
+                "the shared doctor option cases" to ::doctorOptionCases,
                 "pub/sub through a kill -9 failover" to ::pubsubThroughKill9Failover,
                 "events through a kill -9 failover" to ::eventsThroughKill9Failover,
             ),
