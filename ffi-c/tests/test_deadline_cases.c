@@ -6,15 +6,20 @@
  * per-call timeout, sr_client_transaction_begin with sr_call_options_t.timeout_ms (which bounds
  * the whole transaction, EXEC included), cancel cases through
  * sr_client_execute_with / sr_client_pipeline / sr_client_transaction_begin (whose cancel handle
- * is the transaction's only one) and sr_operation_cancel. Each call ends by its deadline with the
- * expected outcome, and afterwards no client is left blocked on the server (INFO clients:
- * blocked_clients back to what it was), i.e. a timed-out blocking command's connection was
- * closed; after a "paused" case (the current primary stopped, on a topology whose down-after is
- * 60 s) or a "failover" case (sr-topology's stall-failover: a failover that can't finish until
- * release-failover) the same client answers a PING once the fault is undone.
+ * is the transaction's only one) and sr_operation_cancel; subscribes through sr_client_subscribe
+ * (bounded by the client's command_timeout_ms), the doctor through sr_doctor_blocking with
+ * connect_timeout_ms = timeout_ms (a failure report within 3 x timeout_ms). No C form of a
+ * subscribe or of the doctor takes a cancel handle: their cancel cases are skipped, said so.
+ * Each call ends by its deadline with the expected outcome, and afterwards no client is left
+ * blocked on the server (INFO clients: blocked_clients back to what it was), i.e. a timed-out
+ * blocking command's connection was closed; after a "paused" case (the current primary stopped,
+ * on a topology whose down-after is 60 s) or a "failover" case (sr-topology's stall-failover: a
+ * failover that can't finish until release-failover) the same client answers a PING once the
+ * fault is undone.
  *
  * Usage: test_deadline_cases /path/to/sr-topology   (SR_CASES_FILE is set at compile time)
- * Prints one line per case and a closing "N passed, N failed"; exits non-zero on any failure. */
+ * Prints one line per case and a closing "N passed, N failed, N skipped"; exits non-zero on any
+ * failure. */
 #define _GNU_SOURCE
 #include <stdatomic.h>
 #include <stdint.h>
@@ -117,6 +122,112 @@ static void on_begun(void *user_data, sr_transaction_t *transaction, const sr_er
     complete(&b->done, error);
 }
 
+/* The completion of sr_client_subscribe: the subscription (NULL when it failed). */
+typedef struct {
+    completion_t done;
+    sr_subscription_t *subscription;
+} subscribed_t;
+
+static void on_subscribed(void *user_data, sr_subscription_t *subscription, const sr_error_t *error) {
+    subscribed_t *s = user_data;
+    s->subscription = subscription; /* published by complete()'s atomic store */
+    complete(&s->done, error);
+}
+
+static void on_message(void *user_data, const sr_message_t *message) {
+    (void)user_data;
+    (void)message;
+}
+
+/* Starts a case's fault: the current primary stopped ("paused") or a failover stalled
+ * ("failover"). Returns the faulted node's port, 0 for no fault, -1 (said so) when it failed. */
+static int fault_begin(topo_t *topo, const char *name, int paused, int failover) {
+    if (!paused && !failover) return 0;
+    int ok = paused ? topo_cmd(topo, "primary") == 0 : topo_cmd(topo, "stall-failover") == 0;
+    int port = ok ? (int)topo_json_int(topo->line, NULL, "port") : 0;
+    char control[64];
+    snprintf(control, sizeof control, "stop %d", port);
+    if (ok && paused) ok = topo_cmd(topo, control) == 0;
+    if (!ok || port <= 0) {
+        printf("FAIL %s: %s: %s\n", name, paused ? "stop the primary" : "stall-failover", topo->line);
+        failed++;
+        return -1;
+    }
+    return port;
+}
+
+/* Undoes fault_begin's fault; 0, or -1 (said so) when it failed. */
+static int fault_end(topo_t *topo, const char *name, int paused, int failover, int port) {
+    char control[64];
+    if (paused) snprintf(control, sizeof control, "cont %d", port);
+    if (failover) snprintf(control, sizeof control, "release-failover %d 30000", port);
+    if ((paused || failover) && topo_cmd(topo, control) != 0) {
+        printf("FAIL %s: %s: %s\n", name, control, topo->line);
+        failed++;
+        return -1;
+    }
+    return 0;
+}
+
+/* A doctor case: sr_doctor_blocking on the case's URL with connect_timeout_ms = timeout_ms and
+ * the options in `command` (- none, watch=SECONDS); it must complete with a report whose verdict
+ * is failure (exit code 2) within 3 x timeout_ms + slack. */
+static void run_doctor_case(topo_t *topo, const char *name, const char *state, long timeout_ms, const char *expect,
+                            const char *command) {
+    int paused = strcmp(state, "paused") == 0;
+    int failover = strcmp(state, "failover") == 0;
+    int no_primary = strcmp(state, "no-primary") == 0;
+    double budget = 3.0 * (double)timeout_ms + SLACK_MS;
+    char value[32];
+    snprintf(value, sizeof value, "%ld", timeout_ms);
+    sr_option_t opt = {"connect_timeout_ms", value};
+    sr_doctor_options_t how;
+    memset(&how, 0, sizeof how);
+    if (strncmp(command, "watch=", strlen("watch=")) == 0) {
+        how.watch_ms = strtod(command + strlen("watch="), NULL) * 1000.0;
+    } else if (strcmp(command, "-") != 0) {
+        printf("FAIL %s: doctor options %s\n", name, command);
+        failed++;
+        return;
+    }
+    if (strcmp(expect, "failure") != 0) {
+        printf("FAIL %s: a doctor case expecting %s\n", name, expect);
+        failed++;
+        return;
+    }
+    int port = fault_begin(topo, name, paused, failover);
+    if (port < 0) return;
+    char *json = NULL;
+    int exit_code = -1;
+    sr_error_t *err = NULL;
+    alarm((unsigned)(budget / 1000) + 30);
+    double start = now_ms();
+    int rc = sr_doctor_blocking(no_primary ? NO_PRIMARY_URL : topo->url, &opt, 1, &how, &json, &exit_code, &err);
+    double took = now_ms() - start;
+    alarm(0);
+    if (fault_end(topo, name, paused, failover, port) != 0) {
+        sr_string_free(json);
+        sr_error_free(err);
+        return;
+    }
+    const char *verdict = json ? strstr(json, "\"verdict\"") : NULL;
+    const char *wrong = NULL;
+    if (took > budget) wrong = "ended after 3 x its deadline + slack";
+    else if (rc != SR_OK) wrong = "no report";
+    else if (exit_code != 2 || !verdict || !strstr(verdict, "\"status\": \"failure\""))
+        wrong = "the report's status is not failure";
+    if (wrong) {
+        printf("FAIL %s: %s (rc %d %s%s%s, exit code %d, %.0f ms, allowed %.0f ms)\n", name, wrong, rc,
+               sr_error_code_name(rc), err ? ": " : "", err ? sr_error_get_message(err) : "", exit_code, took, budget);
+        failed++;
+    } else {
+        printf("ok   %s (%.0f ms)\n", name, took);
+        passed++;
+    }
+    sr_string_free(json);
+    sr_error_free(err);
+}
+
 typedef struct {
     char *args[MAX_COMMANDS][MAX_ARGS];
     sr_command_t commands[MAX_COMMANDS];
@@ -172,6 +283,24 @@ static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial
     long block_ms = strtol(fields[5], NULL, 10);
     int deflt = !per_call && !cancel;
     double budget = (double)timeout_ms + (deflt ? (double)block_ms : 0) + SLACK_MS;
+    int subscribe = strcmp(kind, "subscribe") == 0;
+    if (cancel && (subscribe || strcmp(kind, "doctor") == 0)) {
+        /* sr_client_subscribe*() and sr_doctor*() take no sr_call_options_t, so no operation. */
+        printf("skip %s: no C form of %s gives a cancel handle (sr_operation_t)\n", name,
+               subscribe ? "a subscribe (sr_client_subscribe*)" : "the doctor (sr_doctor*)");
+        skipped++;
+        return;
+    }
+    if (strcmp(kind, "doctor") == 0) {
+        run_doctor_case(topo, name, fields[3], timeout_ms, expect, fields[7]);
+        return;
+    }
+    if (!subscribe && strcmp(kind, "command") != 0 && strcmp(kind, "pipeline") != 0 &&
+        strcmp(kind, "transaction") != 0) {
+        printf("FAIL %s: kind %s\n", name, kind);
+        failed++;
+        return;
+    }
 
     char key[128];
     snprintf(key, sizeof key, "deadline-case:%s:%d:%d", name, (int)getpid(), serial);
@@ -187,19 +316,8 @@ static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial
     memset(&opts, 0, sizeof opts);
     if (per_call) opts.timeout_ms = (uint64_t)timeout_ms;
     /* The fault: the current primary stopped, or a failover stalled; `faulted` is its port. */
-    char control[64];
-    int faulted = 0;
-    if (paused || failover) {
-        int ok = paused ? topo_cmd(topo, "primary") == 0 : topo_cmd(topo, "stall-failover") == 0;
-        if (ok) faulted = (int)topo_json_int(topo->line, NULL, "port");
-        snprintf(control, sizeof control, "stop %d", faulted);
-        if (ok && paused) ok = topo_cmd(topo, control) == 0;
-        if (!ok || faulted <= 0) {
-            printf("FAIL %s: %s: %s\n", name, paused ? "stop the primary" : "stall-failover", topo->line);
-            failed++;
-            return;
-        }
-    }
+    int faulted = fault_begin(topo, name, paused, failover);
+    if (faulted < 0) return;
     /* A call that ignores its deadline fails the suite (SIGALRM) instead of hanging it. */
     alarm((unsigned)(budget / 1000) + 30);
     double start = now_ms();
@@ -223,6 +341,17 @@ static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial
             rc = atomic_load(&done.done) ? atomic_load(&done.code) : -1000;
         }
         sr_operation_free(op);
+    } else if (subscribe) {
+        /* The channels after SUBSCRIBE; bounded by the client's command_timeout_ms. */
+        subscribed_t sub = {{0, 0}, NULL};
+        rc = sr_client_subscribe(c, cmds.commands[0].argc - 1, argv0 + 1, NULL, 0, NULL, NULL, 0, on_message, NULL,
+                                 on_subscribed, &sub);
+        if (rc == SR_OK) {
+            while (!atomic_load(&sub.done.done) && now_ms() - start < budget + SLACK_MS) usleep(1000);
+            rc = atomic_load(&sub.done.done) ? atomic_load(&sub.done.code) : -1000;
+        }
+        /* Made anyway: closed (a wrong outcome all the same). */
+        if (atomic_load(&sub.done.done)) sr_subscription_free(sub.subscription);
     } else if (strcmp(kind, "command") == 0) {
         rc = per_call ? sr_client_execute_blocking_with(c, cmds.commands[0].argc, argv0, NULL, &opts, &reply, &err)
                       : sr_client_execute_blocking(c, cmds.commands[0].argc, argv0, NULL, &reply, &err);
@@ -248,13 +377,7 @@ static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial
     }
     double took = now_ms() - start;
     alarm(0);
-    if (paused) snprintf(control, sizeof control, "cont %d", faulted);
-    if (failover) snprintf(control, sizeof control, "release-failover %d 30000", faulted);
-    if ((paused || failover) && topo_cmd(topo, control) != 0) {
-        printf("FAIL %s: %s: %s\n", name, control, topo->line);
-        failed++;
-        return;
-    }
+    if (fault_end(topo, name, paused, failover, faulted) != 0) return;
 
     const char *wrong = NULL;
     int want = strcmp(expect, "timeout") == 0 ? SR_ERR_TIMEOUT

@@ -1,13 +1,16 @@
 //! The shared deadline cases (`tests/cases/deadlines.tsv`, which every binding's suite reads):
 //! through the host layer's callback form (what the bindings use) and through the async
 //! `Client`, each call ends by its deadline with the expected outcome, and afterwards no client
-//! is left blocked on the server (a timed-out blocking command's connection was closed).
+//! is left blocked on the server (a timed-out blocking command's connection was closed). A
+//! subscribe that timed out or was cancelled leaves no connection behind; a cancelled doctor
+//! closes its connections to the sentinels.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
 use common::*;
+use sentinel_recovery::doctor::{Options as DoctorOptions, Status};
 use sentinel_recovery::host::{Handle, Operation};
 use sentinel_recovery::{Client, ErrorCode, EventKind, EventStream, Value};
 use sentinel_recovery_testkit::{Node, StalledFailover, Topology, TopologySpec};
@@ -25,6 +28,8 @@ enum Kind {
     Command,
     Pipeline,
     Transaction,
+    Subscribe,
+    Doctor,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -48,6 +53,7 @@ enum Expect {
     Nil,
     Config,
     Cancelled,
+    Failure,
 }
 
 #[derive(Debug)]
@@ -59,22 +65,54 @@ struct Case {
     timeout: Duration,
     block: Duration,
     expect: Expect,
-    /// One command, or the commands of a pipeline / transaction.
+    /// One command, or the commands of a pipeline / transaction; SUBSCRIBE and its channels;
+    /// a doctor's options (`-` for none, `watch=SECONDS`).
     commands: Vec<Vec<String>>,
 }
 
-/// What a call ended with, whatever its kind: `Ok(Some(v))` a single reply, `Ok(None)` a
-/// pipeline's or transaction's replies.
-type Outcome = sentinel_recovery::Result<Option<Value>>;
+/// What a call ended with, whatever its kind.
+#[derive(Debug, PartialEq)]
+enum Got {
+    /// A single command's reply.
+    Reply(Value),
+    /// A pipeline's or transaction's replies.
+    Replies,
+    /// A subscription, confirmed (and closed again at once).
+    Subscribed,
+    /// A doctor's report, by its status.
+    Report(Status),
+}
+
+type Outcome = sentinel_recovery::Result<Got>;
 
 impl Case {
     fn budget(&self) -> Duration {
-        let block = if self.deadline == Deadline::Default {
-            self.block
-        } else {
-            Duration::ZERO
-        };
-        self.timeout + block + SLACK
+        match (self.kind, self.deadline) {
+            // Each of the doctor's steps waits for at most a connect and one reply.
+            (Kind::Doctor, Deadline::Default) => 3 * self.timeout + SLACK,
+            (_, Deadline::Default) => self.timeout + self.block + SLACK,
+            _ => self.timeout + SLACK,
+        }
+    }
+
+    /// A subscribe case's channels (the arguments after SUBSCRIBE).
+    fn channels(commands: &[Vec<String>]) -> &[String] {
+        &commands[0][1..]
+    }
+
+    /// A doctor case's options: `-` none, `watch=SECONDS` sampling that long.
+    fn doctor_options(&self) -> DoctorOptions {
+        let mut options = DoctorOptions::default();
+        for option in &self.commands[0] {
+            match option.split_once('=') {
+                _ if option == "-" => {}
+                Some(("watch", seconds)) => {
+                    options.watch = Some(Duration::from_secs(seconds.parse().unwrap()));
+                }
+                _ => panic!("{}: doctor option {option:?}", self.name),
+            }
+        }
+        options
     }
 
     fn commands(&self, serial: usize) -> Vec<Vec<String>> {
@@ -95,7 +133,12 @@ impl Case {
         } else {
             LONG_DEFAULT_MS
         };
-        let option = format!("command_timeout_ms={default}");
+        let option = if self.kind == Kind::Doctor {
+            // The deadline of each of the doctor's probes.
+            format!("connect_timeout_ms={}", self.timeout.as_millis())
+        } else {
+            format!("command_timeout_ms={default}")
+        };
         match self.state {
             State::NoPrimary => format!("{NO_PRIMARY_URL}?{option}"),
             State::Healthy | State::Paused | State::Failover => url_with(&topo.url(), &option),
@@ -103,6 +146,7 @@ impl Case {
     }
 
     fn check(&self, result: Outcome, took: Duration, form: &str) {
+        println!("{} ({form}): ended after {took:?}", self.name);
         assert!(
             took <= self.budget(),
             "{} ({form}): ended after {took:?}, allowed {:?}",
@@ -111,7 +155,17 @@ impl Case {
         );
         let code = match self.expect {
             Expect::Nil => {
-                assert_eq!(result.unwrap(), Some(Value::Nil), "{} ({form})", self.name);
+                assert_eq!(
+                    result.unwrap(),
+                    Got::Reply(Value::Nil),
+                    "{} ({form})",
+                    self.name
+                );
+                return;
+            }
+            Expect::Failure => {
+                let got = result.unwrap_or_else(|e| panic!("{} ({form}): {e}", self.name));
+                assert_eq!(got, Got::Report(Status::Failure), "{} ({form})", self.name);
                 return;
             }
             Expect::Timeout => ErrorCode::Timeout,
@@ -139,6 +193,8 @@ fn cases() -> Vec<Case> {
                     "command" => Kind::Command,
                     "pipeline" => Kind::Pipeline,
                     "transaction" => Kind::Transaction,
+                    "subscribe" => Kind::Subscribe,
+                    "doctor" => Kind::Doctor,
                     other => panic!("{path}: kind {other:?}"),
                 },
                 deadline: match f[2].as_str() {
@@ -161,6 +217,7 @@ fn cases() -> Vec<Case> {
                     "nil" => Expect::Nil,
                     "config" => Expect::Config,
                     "cancelled" => Expect::Cancelled,
+                    "failure" => Expect::Failure,
                     other => panic!("{path}: expect {other:?}"),
                 },
                 commands: f[7]
@@ -220,14 +277,14 @@ fn start_callback(
             &commands[0],
             own,
             Box::new(move |r| {
-                let _ = tx.send(r.map(Some));
+                let _ = tx.send(r.map(Got::Reply));
             }),
         ),
         Kind::Pipeline => handle.pipeline(
             commands,
             own,
             Box::new(move |r| {
-                let _ = tx.send(r.map(|_| None));
+                let _ = tx.send(r.map(|_| Got::Replies));
             }),
         ),
         Kind::Transaction => handle.transaction(
@@ -235,19 +292,43 @@ fn start_callback(
             &[],
             own,
             Box::new(move |r| {
-                let _ = tx.send(r.map(|_| None));
+                let _ = tx.send(r.map(|_| Got::Replies));
             }),
         ),
+        Kind::Subscribe => handle.subscribe(
+            Case::channels(commands),
+            &[],
+            None,
+            Box::new(move |r| {
+                let _ = tx.send(r.map(|subscriber| {
+                    subscriber.close();
+                    Got::Subscribed
+                }));
+            }),
+        ),
+        Kind::Doctor => unreachable!("a doctor case runs without a client"),
     }
 }
 
 /// The case's call through the async `Client`.
 async fn call_async(client: &Client, case: &Case, commands: &[Vec<String>]) -> Outcome {
     match (case.kind, case.own()) {
-        (Kind::Command, Some(t)) => client.execute_timeout(&commands[0], t).await.map(Some),
-        (Kind::Command, None) => client.execute(&commands[0]).await.map(Some),
-        (Kind::Pipeline, Some(t)) => client.pipeline_timeout(commands, t).await.map(|_| None),
-        (Kind::Pipeline, None) => client.pipeline(commands).await.map(|_| None),
+        (Kind::Command, Some(t)) => client
+            .execute_timeout(&commands[0], t)
+            .await
+            .map(Got::Reply),
+        (Kind::Command, None) => client.execute(&commands[0]).await.map(Got::Reply),
+        (Kind::Pipeline, Some(t)) => client
+            .pipeline_timeout(commands, t)
+            .await
+            .map(|_| Got::Replies),
+        (Kind::Pipeline, None) => client.pipeline(commands).await.map(|_| Got::Replies),
+        // Dropping the subscription closes it.
+        (Kind::Subscribe, _) => client
+            .subscribe(Case::channels(commands))
+            .await
+            .map(|_| Got::Subscribed),
+        (Kind::Doctor, _) => unreachable!("a doctor case runs without a client"),
         (Kind::Transaction, own) => {
             let run = async {
                 let mut tx = match own {
@@ -259,7 +340,7 @@ async fn call_async(client: &Client, case: &Case, commands: &[Vec<String>]) -> O
                 }
                 tx.exec().await
             };
-            run.await.map(|_| None)
+            run.await.map(|_| Got::Replies)
         }
     }
 }
@@ -331,6 +412,153 @@ async fn works_again(
     assert_eq!(r.unwrap(), Value::Simple("PONG".into()), "{}", case.name);
 }
 
+/// The primary's clients that are neither sentinels nor replicas (`CLIENT LIST`): the
+/// connections of this suite's clients and subscriptions.
+async fn app_clients(observer: &Client) -> usize {
+    let list = observer.execute(&["CLIENT", "LIST"]).await.unwrap();
+    let text = match list.as_bytes() {
+        Some(b) => String::from_utf8_lossy(b).into_owned(),
+        None => panic!("CLIENT LIST answered {list:?}"),
+    };
+    text.lines()
+        .filter(|line| {
+            let field = |name: &str| {
+                line.split(' ')
+                    .find_map(|f| f.strip_prefix(name))
+                    .unwrap_or("")
+                    .to_string()
+            };
+            !field("name=").starts_with("sentinel-") && !field("flags=").contains('S')
+        })
+        .count()
+}
+
+/// After a subscribe case on a paused primary: the connection the subscription opened is gone
+/// once the primary continued (its task ended with the timeout or the cancel, instead of
+/// subscribing when the primary answers again). The primary of a failover case changed, and
+/// nothing reached a server in a no-primary case.
+async fn no_subscriber_left(observer: &Client, before: usize, case: &Case) {
+    if case.kind != Kind::Subscribe || case.state != State::Paused {
+        return;
+    }
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let now = app_clients(observer).await;
+        if now <= before {
+            return;
+        }
+        if Instant::now() >= until {
+            let list = observer.execute(&["CLIENT", "LIST"]).await.unwrap();
+            panic!(
+                "{}: {now} clients (before: {before}) 5 s after the call ended: {list:?}",
+                case.name
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `connected_clients` of every sentinel's `INFO clients`, summed.
+fn sentinel_clients(topo: &Topology) -> u64 {
+    topo.sentinels()
+        .iter()
+        .map(|s| {
+            let info = s.info("clients").unwrap();
+            info["connected_clients"].parse::<u64>().unwrap()
+        })
+        .sum()
+}
+
+/// After a cancelled doctor: its connections to the sentinels close within 5 s (the diagnosis
+/// stopped, rather than sampling on for the rest of its watch).
+async fn doctor_stopped(topo: &Topology, before: u64, case: &Case, form: &str) {
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let now = sentinel_clients(topo);
+        if now <= before {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "{} ({form}): the sentinels still have {now} clients (before: {before}) 5 s after \
+             the cancel",
+            case.name
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A doctor case: the host's doctor operation (what every binding calls), cancelled with
+/// `Operation::cancel`, then `doctor::run`, cancelled by dropping its future.
+async fn doctor_case(topo: &Topology, observer: &Client, case: &Case) {
+    let url = case.url(topo);
+    let status = |s: &str| match s {
+        "healthy" => Status::Healthy,
+        "warning" => Status::Warning,
+        "failure" => Status::Failure,
+        other => panic!("a diagnosis with status {other:?}"),
+    };
+
+    // The callback form.
+    let config = sentinel_recovery::host::config_from_url::<&str, &str>(&url, &[]).unwrap();
+    let before = sentinel_clients(topo);
+    let mut events = observer.events().unwrap();
+    let fault = Fault::new(topo, case);
+    announced(&mut events, case).await;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let start = Instant::now();
+    let op = sentinel_recovery::host::doctor(
+        config,
+        case.doctor_options(),
+        Box::new(move |r| {
+            let _ = tx.send(r.map(|d| Got::Report(status(d.status))));
+        }),
+    );
+    if case.deadline == Deadline::Cancel {
+        tokio::time::sleep(case.timeout).await;
+        op.cancel();
+    }
+    let result = tokio::time::timeout(case.budget() + SLACK, rx)
+        .await
+        .unwrap_or_else(|_| panic!("{} (callback): no completion", case.name))
+        .unwrap();
+    let took = start.elapsed();
+    drop(fault);
+    case.check(result, took, "callback");
+    if case.deadline == Deadline::Cancel {
+        doctor_stopped(topo, before, case, "callback").await;
+    }
+
+    // The async form; cancelling is dropping the future.
+    let before = sentinel_clients(topo);
+    let mut events = observer.events().unwrap();
+    let fault = Fault::new(topo, case);
+    announced(&mut events, case).await;
+    let start = Instant::now();
+    let call = async {
+        sentinel_recovery::doctor::run(url.as_str(), case.doctor_options())
+            .await
+            .map(|report| Got::Report(report.verdict.status))
+    };
+    if case.deadline == Deadline::Cancel {
+        let dropped = tokio::time::timeout(case.timeout, call).await;
+        assert!(
+            dropped.is_err(),
+            "{} (async): ended before the cancel",
+            case.name
+        );
+        drop(fault);
+        doctor_stopped(topo, before, case, "async").await;
+    } else {
+        let result = tokio::time::timeout(case.budget() + SLACK, call)
+            .await
+            .unwrap_or_else(|_| panic!("{} (async): did not end", case.name));
+        let took = start.elapsed();
+        drop(fault);
+        case.check(result, took, "async");
+    }
+}
+
 #[test]
 fn every_shared_deadline_case_ends_by_its_deadline_and_leaves_nothing_blocked() {
     // A down-after far longer than any case: a paused primary stays the primary (no failover);
@@ -345,6 +573,10 @@ fn every_shared_deadline_case_ends_by_its_deadline_and_leaves_nothing_blocked() 
     rt().block_on(async {
         let observer = Client::connect(&topo.url()).await.unwrap();
         for (serial, case) in cases().iter().enumerate() {
+            if case.kind == Kind::Doctor {
+                doctor_case(&topo, &observer, case).await;
+                continue;
+            }
             let url = case.url(&topo);
 
             // The callback form, as every binding calls it.
@@ -354,7 +586,12 @@ fn every_shared_deadline_case_ends_by_its_deadline_and_leaves_nothing_blocked() 
                 let ready = Handle::block(|done| handle.ready(done));
                 ready.unwrap_or_else(|e| panic!("{}: not ready: {e}", case.name));
             }
+            if case.kind == Kind::Subscribe && case.state == State::Paused {
+                // The client's own connection, opened before the clients are counted.
+                Handle::block(|done| handle.execute(&["PING"], None, done)).unwrap();
+            }
             let before = blocked_clients(&observer).await;
+            let connected = app_clients(&observer).await;
             let commands = case.commands(2 * serial);
             let mut events = observer.events().unwrap();
             let fault = Fault::new(&topo, case);
@@ -384,6 +621,7 @@ fn every_shared_deadline_case_ends_by_its_deadline_and_leaves_nothing_blocked() 
                 works_again(async { rx.await.unwrap() }, case).await;
             }
             wait_unblocked(&observer, before, case).await;
+            no_subscriber_left(&observer, connected, case).await;
             handle.close_blocking();
 
             // The async client; cancelling is dropping the future.
@@ -394,7 +632,11 @@ fn every_shared_deadline_case_ends_by_its_deadline_and_leaves_nothing_blocked() 
                     Client::connect(&url).await.unwrap()
                 }
             };
+            if case.kind == Kind::Subscribe && case.state == State::Paused {
+                client.execute(&["PING"]).await.unwrap();
+            }
             let before = blocked_clients(&observer).await;
+            let connected = app_clients(&observer).await;
             let commands = case.commands(2 * serial + 1);
             let mut events = observer.events().unwrap();
             let fault = Fault::new(&topo, case);
@@ -421,6 +663,7 @@ fn every_shared_deadline_case_ends_by_its_deadline_and_leaves_nothing_blocked() 
                 works_again(client.execute(&["PING"]), case).await;
             }
             wait_unblocked(&observer, before, case).await;
+            no_subscriber_left(&observer, connected, case).await;
             client.close().await;
         }
     });

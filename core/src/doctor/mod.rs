@@ -122,6 +122,9 @@ impl Target {
 /// The network work runs on the core runtime, so this can be awaited from any executor. Reading
 /// the resolver configuration and TLS files happens first, on the calling thread (on a blocking
 /// thread when called from a core thread).
+///
+/// Dropping the future cancels the diagnosis: its work on the core runtime stops and its
+/// connections close (a `watch` does not sample on unseen).
 pub async fn run(target: impl Into<Target>, options: Options) -> Result<Report> {
     let config = target.into().into_config()?;
     let setup = if crate::runtime::on_core_thread() {
@@ -133,10 +136,17 @@ pub async fn run(target: impl Into<Target>, options: Options) -> Result<Report> 
         Setup::from_config(&config)?
     };
     let handle = crate::runtime::handle()?;
-    handle
-        .spawn(guarded(config, setup, options))
-        .await
-        .map_err(|_| stopped())?
+    let mut task = AbortOnDrop(handle.spawn(guarded(config, setup, options)));
+    (&mut task.0).await.map_err(|_| stopped())?
+}
+
+/// Aborts the diagnosis's task when [`run`]'s future is dropped before it ended.
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// [`run`], blocking the calling thread (and only it) until the report is ready. Refused on a
