@@ -22,6 +22,32 @@ pub fn on_core_thread() -> bool {
     ON_CORE_THREAD.with(|c| c.get())
 }
 
+/// Runs `work` on the core runtime and waits for it from whatever executor the caller uses.
+/// Dropping the returned future cancels `work` (an interrupted `BLPOP k 0` must not stay blocked
+/// on the server, swallowing the next push; a doctor's `watch` must not sample on unseen):
+/// requests go through each connection's own task, and a dedicated connection closes when its
+/// last handle is dropped.
+pub(crate) async fn on_core<T: Send + 'static>(
+    work: impl std::future::Future<Output = Result<T>> + Send + 'static,
+) -> Result<T> {
+    struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+    impl<T> Drop for AbortOnDrop<T> {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let handle = crate::runtime::handle()?;
+    let mut task = AbortOnDrop(handle.spawn(work));
+    match (&mut task.0).await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => Err(Error::new(
+            crate::error::ErrorCode::Protocol,
+            "internal error: a core task panicked",
+        )),
+        Err(_) => Err(Error::closed()),
+    }
+}
+
 /// Runs `work` on the core runtime and blocks the calling thread, and only it, until it is done.
 ///
 /// Refused with a config error on a core thread: blocking one of the few workers on work queued

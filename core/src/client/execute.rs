@@ -18,6 +18,7 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::{Monitor, Status};
 use crate::node::Expect;
 use crate::resp::Value;
+use crate::runtime::on_core;
 
 /// Server errors that mean "not executed here, and this node is not (or not yet) the one to use".
 const RE_RESOLVE: &[&str] = &["READONLY", "LOADING", "MASTERDOWN"];
@@ -168,31 +169,6 @@ impl Client {
         rendezvous
             .wait(own, Duration::from_secs(3600), || false)
             .unwrap_or_else(|| Err(Error::closed()))
-    }
-}
-
-/// Runs `work` on the core runtime and waits for it from whatever executor the caller uses.
-/// Dropping the returned future cancels `work` (an interrupted `BLPOP k 0` must not stay blocked
-/// on the server, swallowing the next push): requests go through each connection's own task, and
-/// a dedicated connection closes when its last handle is dropped.
-pub(super) async fn on_core<T: Send + 'static>(
-    work: impl Future<Output = Result<T>> + Send + 'static,
-) -> Result<T> {
-    struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-    impl<T> Drop for AbortOnDrop<T> {
-        fn drop(&mut self) {
-            self.0.abort();
-        }
-    }
-    let handle = crate::runtime::handle()?;
-    let mut task = AbortOnDrop(handle.spawn(work));
-    match (&mut task.0).await {
-        Ok(result) => result,
-        Err(e) if e.is_panic() => Err(Error::new(
-            ErrorCode::Protocol,
-            "internal error: a core task panicked",
-        )),
-        Err(_) => Err(Error::closed()),
     }
 }
 

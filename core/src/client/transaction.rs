@@ -18,11 +18,12 @@ use tokio::time::Instant;
 
 use super::command::{self, Deadline, Encoded, Kind};
 use super::durable;
-use super::execute::{on_core, wait_for_node};
+use super::execute::wait_for_node;
 use super::handle::Client;
 use crate::config::Address;
 use crate::error::{Error, ErrorCode, Result};
 use crate::resp::{Connection, Value};
+use crate::runtime::on_core;
 
 /// A transaction begun with [`Client::transaction`]: `watch`, immediate `execute`s, `queue`d
 /// commands, then `exec` or `discard`.

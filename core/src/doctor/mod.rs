@@ -135,18 +135,7 @@ pub async fn run(target: impl Into<Target>, options: Options) -> Result<Report> 
     } else {
         Setup::from_config(&config)?
     };
-    let handle = crate::runtime::handle()?;
-    let mut task = AbortOnDrop(handle.spawn(guarded(config, setup, options)));
-    (&mut task.0).await.map_err(|_| stopped())?
-}
-
-/// Aborts the diagnosis's task when [`run`]'s future is dropped before it ended.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
+    crate::runtime::on_core(guarded(config, setup, options)).await
 }
 
 /// [`run`], blocking the calling thread (and only it) until the report is ready. Refused on a

@@ -39,7 +39,7 @@ impl Client {
         patterns: &[A],
         buffer: usize,
     ) -> Result<Subscription> {
-        crate::client::execute::on_core(self.subscription_work(channels, patterns, buffer)?).await
+        crate::runtime::on_core(self.subscription_work(channels, patterns, buffer)?).await
     }
 
     /// A subscription's start, checked and copied but not started; the future must run on the
