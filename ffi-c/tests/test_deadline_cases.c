@@ -8,8 +8,9 @@
  * sr_client_execute_with / sr_client_pipeline / sr_client_transaction_begin (whose cancel handle
  * is the transaction's only one) and sr_operation_cancel; subscribes through sr_client_subscribe
  * (bounded by the client's command_timeout_ms), the doctor through sr_doctor_blocking with
- * connect_timeout_ms = timeout_ms (a failure report within 3 x timeout_ms). No C form of a
- * subscribe or of the doctor takes a cancel handle: their cancel cases are skipped, said so.
+ * connect_timeout_ms = timeout_ms (a failure report within 3 x timeout_ms); their cancel cases
+ * through sr_client_subscribe_into / sr_doctor_into (the forms that give a cancel handle) and a
+ * mailbox drained on this thread.
  * Each call ends by its deadline with the expected outcome, and afterwards no client is left
  * blocked on the server (INFO clients: blocked_clients back to what it was), i.e. a timed-out
  * blocking command's connection was closed; after a "paused" case (the current primary stopped,
@@ -139,6 +140,37 @@ static void on_message(void *user_data, const sr_message_t *message) {
     (void)message;
 }
 
+/* The one completion of a *_into call: its code, once delivered (a subscription it hands over is
+ * freed). */
+typedef struct {
+    int done;
+    int code;
+} delivered_t;
+
+static void on_delivery(void *user_data, const sr_delivery_t *d) {
+    delivered_t *got = user_data;
+    if (d->kind != SR_DELIVERY_COMPLETION) return;
+    got->done = 1;
+    got->code = d->error ? sr_error_get_code(d->error) : SR_OK;
+    sr_subscription_free(d->subscription); /* ours from the delivery on; NULL when it failed */
+}
+
+static void no_wake(void *user_data) { (void)user_data; }
+
+/* Waits until `cancel_after_ms` after `start`, cancels `op`, then drains `mailbox` on this thread
+ * until the call's completion arrived (or `budget` + slack passed). Its code, or -1000. */
+static int cancelled_into(sr_mailbox_t *mailbox, sr_operation_t *op, double start, long cancel_after_ms,
+                          double budget) {
+    delivered_t got = {0, 0};
+    while (now_ms() - start < (double)cancel_after_ms) usleep(5000);
+    sr_operation_cancel(op);
+    while (!got.done && now_ms() - start < budget + SLACK_MS) {
+        if (sr_mailbox_drain(mailbox, on_delivery, &got, NULL) != SR_OK) break;
+        if (!got.done) usleep(1000);
+    }
+    return got.done ? got.code : -1000;
+}
+
 /* Starts a case's fault: the current primary stopped ("paused") or a failover stalled
  * ("failover"). Returns the faulted node's port, 0 for no fault, -1 (said so) when it failed. */
 static int fault_begin(topo_t *topo, const char *name, int paused, int failover) {
@@ -173,11 +205,11 @@ static int fault_end(topo_t *topo, const char *name, int paused, int failover, i
  * the options in `command` (- none, watch=SECONDS); it must complete with a report whose verdict
  * is failure (exit code 2) within 3 x timeout_ms + slack. */
 static void run_doctor_case(topo_t *topo, const char *name, const char *state, long timeout_ms, const char *expect,
-                            const char *command) {
+                            const char *command, int cancel) {
     int paused = strcmp(state, "paused") == 0;
     int failover = strcmp(state, "failover") == 0;
     int no_primary = strcmp(state, "no-primary") == 0;
-    double budget = 3.0 * (double)timeout_ms + SLACK_MS;
+    double budget = (cancel ? 1.0 : 3.0) * (double)timeout_ms + SLACK_MS;
     char value[32];
     snprintf(value, sizeof value, "%ld", timeout_ms);
     sr_option_t opt = {"connect_timeout_ms", value};
@@ -190,7 +222,7 @@ static void run_doctor_case(topo_t *topo, const char *name, const char *state, l
         failed++;
         return;
     }
-    if (strcmp(expect, "failure") != 0) {
+    if (strcmp(expect, cancel ? "cancelled" : "failure") != 0) {
         printf("FAIL %s: a doctor case expecting %s\n", name, expect);
         failed++;
         return;
@@ -202,7 +234,19 @@ static void run_doctor_case(topo_t *topo, const char *name, const char *state, l
     sr_error_t *err = NULL;
     alarm((unsigned)(budget / 1000) + 30);
     double start = now_ms();
-    int rc = sr_doctor_blocking(no_primary ? NO_PRIMARY_URL : topo->url, &opt, 1, &how, &json, &exit_code, &err);
+    const char *url = no_primary ? NO_PRIMARY_URL : topo->url;
+    int rc;
+    if (cancel) {
+        sr_mailbox_t *mb = NULL;
+        sr_operation_t *op = NULL;
+        rc = sr_mailbox_new(4, no_wake, NULL, &mb);
+        if (rc == SR_OK) rc = sr_doctor_into(url, &opt, 1, &how, &op, mb, 1, &err);
+        if (rc == SR_OK) rc = cancelled_into(mb, op, start, timeout_ms, budget);
+        sr_operation_free(op);
+        sr_mailbox_free(mb);
+    } else {
+        rc = sr_doctor_blocking(url, &opt, 1, &how, &json, &exit_code, &err);
+    }
     double took = now_ms() - start;
     alarm(0);
     if (fault_end(topo, name, paused, failover, port) != 0) {
@@ -212,7 +256,8 @@ static void run_doctor_case(topo_t *topo, const char *name, const char *state, l
     }
     const char *verdict = json ? strstr(json, "\"verdict\"") : NULL;
     const char *wrong = NULL;
-    if (took > budget) wrong = "ended after 3 x its deadline + slack";
+    if (took > budget) wrong = cancel ? "ended after its cancel + slack" : "ended after 3 x its deadline + slack";
+    else if (cancel) wrong = rc == SR_ERR_CLOSED ? NULL : "not cancelled";
     else if (rc != SR_OK) wrong = "no report";
     else if (exit_code != 2 || !verdict || !strstr(verdict, "\"status\": \"failure\""))
         wrong = "the report's status is not failure";
@@ -284,15 +329,8 @@ static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial
     int deflt = !per_call && !cancel;
     double budget = (double)timeout_ms + (deflt ? (double)block_ms : 0) + SLACK_MS;
     int subscribe = strcmp(kind, "subscribe") == 0;
-    if (cancel && (subscribe || strcmp(kind, "doctor") == 0)) {
-        /* sr_client_subscribe*() and sr_doctor*() take no sr_call_options_t, so no operation. */
-        printf("skip %s: no C form of %s gives a cancel handle (sr_operation_t)\n", name,
-               subscribe ? "a subscribe (sr_client_subscribe*)" : "the doctor (sr_doctor*)");
-        skipped++;
-        return;
-    }
     if (strcmp(kind, "doctor") == 0) {
-        run_doctor_case(topo, name, fields[3], timeout_ms, expect, fields[7]);
+        run_doctor_case(topo, name, fields[3], timeout_ms, expect, fields[7], cancel);
         return;
     }
     if (!subscribe && strcmp(kind, "command") != 0 && strcmp(kind, "pipeline") != 0 &&
@@ -323,7 +361,17 @@ static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial
     double start = now_ms();
     int rc;
     const char *const *argv0 = cmds.commands[0].argv;
-    if (cancel) {
+    if (cancel && subscribe) {
+        /* The channels after SUBSCRIBE, through the mailbox form, which gives a cancel handle. */
+        sr_mailbox_t *mb = NULL;
+        sr_operation_t *op = NULL;
+        rc = sr_mailbox_new(4, no_wake, NULL, &mb);
+        if (rc == SR_OK)
+            rc = sr_client_subscribe_into(c, cmds.commands[0].argc - 1, argv0 + 1, NULL, 0, NULL, NULL, 0, &op, mb, 1);
+        if (rc == SR_OK) rc = cancelled_into(mb, op, start, timeout_ms, budget);
+        sr_operation_free(op);
+        sr_mailbox_free(mb);
+    } else if (cancel) {
         completion_t done = {0, 0};
         sr_operation_t *op = NULL;
         opts.operation = &op;
