@@ -514,14 +514,7 @@ async fn doctor_case(topo: &Topology, observer: &Client, case: &Case) {
             let _ = tx.send(r.map(|d| Got::Report(status(d.status))));
         }),
     );
-    if case.deadline == Deadline::Cancel {
-        tokio::time::sleep(case.timeout).await;
-        op.cancel();
-    }
-    let result = tokio::time::timeout(case.budget() + SLACK, rx)
-        .await
-        .unwrap_or_else(|_| panic!("{} (callback): no completion", case.name))
-        .unwrap();
+    let result = completion(&op, rx, case).await;
     let took = start.elapsed();
     drop(fault);
     case.check(result, took, "callback");
@@ -598,14 +591,7 @@ fn every_shared_deadline_case_ends_by_its_deadline_and_leaves_nothing_blocked() 
             announced(&mut events, case).await;
             let start = Instant::now();
             let op = start_callback(&handle, case, &commands, tx);
-            if case.deadline == Deadline::Cancel {
-                tokio::time::sleep(case.timeout).await;
-                op.cancel();
-            }
-            let result = tokio::time::timeout(case.budget() + SLACK, rx)
-                .await
-                .unwrap_or_else(|_| panic!("{} (callback): no completion", case.name))
-                .unwrap();
+            let result = completion(&op, rx, case).await;
             let took = start.elapsed();
             drop(fault);
             case.check(result, took, "callback");
@@ -779,4 +765,18 @@ fn an_interactive_transaction_ends_by_its_own_deadline() {
         client.close().await;
         observer.close().await;
     });
+}
+
+/// The completion of a callback-form call started as `op`: for a "cancel" case, `op` is
+/// cancelled the case's timeout after it started; either way it must complete within the case's
+/// budget and the slack.
+async fn completion<T>(op: &Operation, rx: tokio::sync::oneshot::Receiver<T>, case: &Case) -> T {
+    if case.deadline == Deadline::Cancel {
+        tokio::time::sleep(case.timeout).await;
+        op.cancel();
+    }
+    tokio::time::timeout(case.budget() + SLACK, rx)
+        .await
+        .unwrap_or_else(|_| panic!("{} (callback): no completion", case.name))
+        .unwrap()
 }
