@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use sr::host::{ApiNames, Done, EventSubscription, Handle, Operation};
+use sr::host::{ApiNames, Done, EventHandler, EventSubscription, Handle, Operation};
 use sr::{Event, Value};
 
 use crate::args::{arguments, command_list, config_of, out_param, sr_command_t, sr_option_t};
@@ -525,35 +525,55 @@ pub unsafe extern "C" fn sr_client_set_event_callback(
     user_data: *mut c_void,
 ) -> c_int {
     start(|| {
-        let h = acquire(client)?;
-        h.handle.accept(|handle| {
-            let Some(cb) = callback else {
-                if let Some(old) = lock(&h.events).take() {
-                    old.remove();
-                }
-                return Ok(());
-            };
-            if handle.in_callback() {
-                return Err(sr_error_t::invalid(
-                    "an event callback can't install another one",
-                ));
-            }
+        let handler = callback.map(|cb| {
             let user_data = UserData::new(user_data);
-            let forward = move |event: &Event| {
+            Box::new(move |event: &Event| {
                 let Ok(boxed) = std::panic::catch_unwind(|| EventBox::new(event)) else {
                     return;
                 };
                 // SAFETY: the host promised a valid callback; the event lives until it returns.
                 unsafe { cb(user_data.get(), boxed.view()) };
-            };
-            let mut installed = lock(&h.events);
+            }) as EventHandler
+        });
+        install_events(
+            client,
+            || Ok(handler),
+            "an event callback can't install another one",
+        )
+    })
+}
+
+/// Replaces the client's event handler (callback or mailbox) with the one `make` gives, or
+/// removes it for `None`: the one body of sr_client_set_event_callback() and
+/// sr_client_set_event_mailbox(). Installing from inside the client's own event callback is
+/// refused with `inside` (removing is not).
+///
+/// # Safety
+/// `client` is NULL or a handle not yet freed.
+unsafe fn install_events(
+    client: *mut sr_client_t,
+    make: impl FnOnce() -> Result<Option<EventHandler>, sr_error_t>,
+    inside: &str,
+) -> Result<(), sr_error_t> {
+    let h = acquire(client)?;
+    let handler = make()?;
+    h.handle.accept(|handle| {
+        let mut installed = lock(&h.events);
+        let Some(handler) = handler else {
             if let Some(old) = installed.take() {
                 old.remove();
             }
-            *installed = Some(handle.subscribe_events_from_start(Box::new(forward))?);
-            Ok(())
-        })?
-    })
+            return Ok(());
+        };
+        if handle.in_callback() {
+            return Err(sr_error_t::invalid(inside));
+        }
+        if let Some(old) = installed.take() {
+            old.remove();
+        }
+        *installed = Some(handle.subscribe_events_from_start(handler)?);
+        Ok(())
+    })?
 }
 
 /// Sends the client's topology events to `mailbox` (SR_DELIVERY_EVENT deliveries, in order),
@@ -574,32 +594,16 @@ pub unsafe extern "C" fn sr_client_set_event_mailbox(
     mailbox: *const sr_mailbox_t,
 ) -> c_int {
     start(|| {
-        let h = acquire(client)?;
-        let m = if mailbox.is_null() {
-            None
-        } else {
-            Some(acquire_mailbox(mailbox)?)
-        };
-        h.handle.accept(|handle| {
-            let Some(m) = m else {
-                if let Some(old) = lock(&h.events).take() {
-                    old.remove();
-                }
-                return Ok(());
-            };
-            if handle.in_callback() {
-                return Err(sr_error_t::invalid(
-                    "an event callback can't install an event mailbox",
-                ));
-            }
-            let handler = Box::new(events_into(&m)?);
-            let mut installed = lock(&h.events);
-            if let Some(old) = installed.take() {
-                old.remove();
-            }
-            *installed = Some(handle.subscribe_events_from_start(handler)?);
-            Ok(())
-        })?
+        install_events(
+            client,
+            || match mailbox.is_null() {
+                true => Ok(None),
+                false => Ok(Some(
+                    Box::new(events_into(&*acquire_mailbox(mailbox)?)?) as EventHandler
+                )),
+            },
+            "an event callback can't install an event mailbox",
+        )
     })
 }
 
