@@ -435,11 +435,11 @@ typedef struct sr_command_t {
   const size_t *argv_len;
 } sr_command_t;
 
-// Completion of sr_client_pipeline() and sr_transaction_exec(): exactly one call per accepted
-// call, on a core thread. `results` (one per command) is non-NULL and `error` NULL when the
-// commands were sent and answered; `results` NULL and `error` non-NULL when the call failed as
-// a whole (no node within the deadline, cancelled, closed, ...). For sr_transaction_exec()
-// both NULL means a watched key changed and nothing ran. Both are borrowed for the call only;
+// Completion of sr_client_pipeline(), sr_client_transaction() and sr_transaction_exec():
+// exactly one call per accepted call, on a core thread. `results` (one per command) is
+// non-NULL and `error` NULL when the commands were sent and answered; `results` NULL and
+// `error` non-NULL when the call failed as a whole (no node within the deadline, cancelled,
+// closed, ...). For a transaction both NULL means a watched key changed and nothing ran. Both are borrowed for the call only;
 // the same rules as sr_reply_cb apply (do not block, do not unwind).
 typedef void (*sr_results_cb)(void *user_data,
                               const struct sr_results_t *results,
@@ -1609,16 +1609,41 @@ int sr_client_transaction_begin_into(struct sr_client_t *client,
                                      const struct sr_mailbox_t *mailbox,
                                      uint64_t op_id);
 
-// Runs `commands` (`n` of them) in MULTI/EXEC on the primary, after `WATCH` of the
-// `watch_n` keys in `watch` (`watch_len` NULL for NUL-terminated keys; `watch_n` 0 for none),
-// in one call: begin, watch and exec as one operation, whose completion goes to `mailbox` as
-// `op_id`'s SR_DELIVERY_COMPLETION as sr_transaction_exec_into()'s does (`results`, both NULL
-// when a watched key changed, or `error`). `options->timeout_ms` (0: `command_timeout_ms`)
-// bounds the whole transaction, from this call until EXEC's reply; past it the completion is
-// SR_ERR_TIMEOUT and the transaction's connection is closed (an EXEC sent but not answered may
-// or may not have been applied). `options->operation` receives a handle that cancels all of
-// it. A command that can't run in a transaction (blocking commands, MULTI, WATCH, ...)
-// completes with SR_ERR_CONFIG before anything is sent.
+// Runs `commands` (`n` of them) in MULTI/EXEC on a dedicated connection to the primary, after
+// `WATCH` of the `watch_n` keys in `watch` (`watch_len` NULL for NUL-terminated keys;
+// `watch_n` 0 for none), in one call, and returns at once; `callback` (see sr_results_cb) gets
+// one result per command (a command that failed inside EXEC is an SR_REPLY_ERROR reply in its
+// place), both NULL when a watched key changed (nothing ran), or an error: SR_ERR_CONNECTION_LOST
+// "... nothing was applied" when the primary changed meanwhile, SR_ERR_CONFIG for a command
+// that can't be queued (blocking commands, MULTI, WATCH, ...; nothing sent). `options` (NULL for
+// defaults): `timeout_ms` (0: `command_timeout_ms`) bounds the whole transaction, from this
+// call until EXEC's reply (past it SR_ERR_TIMEOUT, and the transaction's connection is closed:
+// an EXEC sent but not answered may or may not have been applied); `operation` receives a
+// handle that cancels all of it. To read watched keys before EXEC use
+// sr_client_transaction_begin().
+//
+// Returns SR_OK when accepted (the callback is then called exactly once), otherwise
+// SR_ERR_INVALID_ARGUMENT (NULL client or callback, NULL commands with `n` > 0, NULL watch with
+// `watch_n` > 0) or SR_ERR_CLOSED, and the callback is never called.
+//
+// # Safety
+// `client` is NULL or a handle not yet freed; `commands` points to `n` commands as for
+// sr_client_pipeline(); `watch` to `watch_n` keys as sr_client_execute()'s arguments;
+// `options` is NULL or valid.
+int sr_client_transaction(struct sr_client_t *client,
+                          const struct sr_command_t *commands,
+                          size_t n,
+                          size_t watch_n,
+                          const char *const *watch,
+                          const size_t *watch_len,
+                          const struct sr_call_options_t *options,
+                          sr_results_cb callback,
+                          void *user_data);
+
+// sr_client_transaction() whose completion goes to `mailbox` as `op_id`'s
+// SR_DELIVERY_COMPLETION as sr_transaction_exec_into()'s does (`results`, both NULL when a
+// watched key changed, or `error`). Commands, watched keys and `options` as for
+// sr_client_transaction().
 //
 // Returns as sr_client_execute_into(): SR_OK (exactly one completion with `op_id` then comes),
 // SR_ERR_INVALID_ARGUMENT (NULL client or mailbox, NULL commands with `n` > 0, NULL watch with

@@ -29,11 +29,11 @@ impl Castable for sr_results_t {
     type RustType = Results;
 }
 
-/// Completion of sr_client_pipeline() and sr_transaction_exec(): exactly one call per accepted
-/// call, on a core thread. `results` (one per command) is non-NULL and `error` NULL when the
-/// commands were sent and answered; `results` NULL and `error` non-NULL when the call failed as
-/// a whole (no node within the deadline, cancelled, closed, ...). For sr_transaction_exec()
-/// both NULL means a watched key changed and nothing ran. Both are borrowed for the call only;
+/// Completion of sr_client_pipeline(), sr_client_transaction() and sr_transaction_exec():
+/// exactly one call per accepted call, on a core thread. `results` (one per command) is
+/// non-NULL and `error` NULL when the commands were sent and answered; `results` NULL and
+/// `error` non-NULL when the call failed as a whole (no node within the deadline, cancelled,
+/// closed, ...). For a transaction both NULL means a watched key changed and nothing ran. Both are borrowed for the call only;
 /// the same rules as sr_reply_cb apply (do not block, do not unwind).
 pub type sr_results_cb = Option<
     unsafe extern "C" fn(

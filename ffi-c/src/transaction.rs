@@ -304,16 +304,87 @@ pub unsafe extern "C" fn sr_client_transaction_begin_into(
     })
 }
 
-/// Runs `commands` (`n` of them) in MULTI/EXEC on the primary, after `WATCH` of the
-/// `watch_n` keys in `watch` (`watch_len` NULL for NUL-terminated keys; `watch_n` 0 for none),
-/// in one call: begin, watch and exec as one operation, whose completion goes to `mailbox` as
-/// `op_id`'s SR_DELIVERY_COMPLETION as sr_transaction_exec_into()'s does (`results`, both NULL
-/// when a watched key changed, or `error`). `options->timeout_ms` (0: `command_timeout_ms`)
-/// bounds the whole transaction, from this call until EXEC's reply; past it the completion is
-/// SR_ERR_TIMEOUT and the transaction's connection is closed (an EXEC sent but not answered may
-/// or may not have been applied). `options->operation` receives a handle that cancels all of
-/// it. A command that can't run in a transaction (blocking commands, MULTI, WATCH, ...)
-/// completes with SR_ERR_CONFIG before anything is sent.
+/// Runs `commands` (`n` of them) in MULTI/EXEC on a dedicated connection to the primary, after
+/// `WATCH` of the `watch_n` keys in `watch` (`watch_len` NULL for NUL-terminated keys;
+/// `watch_n` 0 for none), in one call, and returns at once; `callback` (see sr_results_cb) gets
+/// one result per command (a command that failed inside EXEC is an SR_REPLY_ERROR reply in its
+/// place), both NULL when a watched key changed (nothing ran), or an error: SR_ERR_CONNECTION_LOST
+/// "... nothing was applied" when the primary changed meanwhile, SR_ERR_CONFIG for a command
+/// that can't be queued (blocking commands, MULTI, WATCH, ...; nothing sent). `options` (NULL for
+/// defaults): `timeout_ms` (0: `command_timeout_ms`) bounds the whole transaction, from this
+/// call until EXEC's reply (past it SR_ERR_TIMEOUT, and the transaction's connection is closed:
+/// an EXEC sent but not answered may or may not have been applied); `operation` receives a
+/// handle that cancels all of it. To read watched keys before EXEC use
+/// sr_client_transaction_begin().
+///
+/// Returns SR_OK when accepted (the callback is then called exactly once), otherwise
+/// SR_ERR_INVALID_ARGUMENT (NULL client or callback, NULL commands with `n` > 0, NULL watch with
+/// `watch_n` > 0) or SR_ERR_CLOSED, and the callback is never called.
+///
+/// # Safety
+/// `client` is NULL or a handle not yet freed; `commands` points to `n` commands as for
+/// sr_client_pipeline(); `watch` to `watch_n` keys as sr_client_execute()'s arguments;
+/// `options` is NULL or valid.
+#[no_mangle]
+pub unsafe extern "C" fn sr_client_transaction(
+    client: *mut sr_client_t,
+    commands: *const sr_command_t,
+    n: usize,
+    watch_n: usize,
+    watch: *const *const c_char,
+    watch_len: *const usize,
+    options: *const sr_call_options_t,
+    callback: sr_results_cb,
+    user_data: *mut c_void,
+) -> c_int {
+    start(|| {
+        let (timeout, operation_out) = call_options(options);
+        let h = acquire(client)?;
+        let cb = required(callback, "callback")?;
+        let (cmds, keys) = composite(commands, n, watch_n, watch, watch_len)?;
+        let user_data = UserData::new(user_data);
+        let operation = h.handle.accept(|handle| {
+            handle.transaction(
+                &cmds,
+                &keys,
+                timeout,
+                Box::new(move |result: sr::Result<Option<Vec<Value>>>| {
+                    deliver_results(cb, user_data.get(), result.map(exec_results))
+                }),
+            )
+        })?;
+        give_operation(operation_out, operation);
+        Ok::<(), sr_error_t>(())
+    })
+}
+
+/// A composite transaction's commands and the keys it watches, borrowed from the caller.
+type Composite<'a> = (Vec<Vec<&'a [u8]>>, Vec<&'a [u8]>);
+
+/// The commands and watched keys of a composite transaction, checked as for a pipeline's
+/// commands and a command's arguments.
+///
+/// # Safety
+/// As sr_client_transaction().
+unsafe fn composite<'a>(
+    commands: *const sr_command_t,
+    n: usize,
+    watch_n: usize,
+    watch: *const *const c_char,
+    watch_len: *const usize,
+) -> Result<Composite<'a>, sr_error_t> {
+    let cmds = command_list(commands, n)?;
+    let keys = match watch_n {
+        0 => Vec::new(),
+        _ => arguments(watch_n, watch, watch_len)?,
+    };
+    Ok((cmds, keys))
+}
+
+/// sr_client_transaction() whose completion goes to `mailbox` as `op_id`'s
+/// SR_DELIVERY_COMPLETION as sr_transaction_exec_into()'s does (`results`, both NULL when a
+/// watched key changed, or `error`). Commands, watched keys and `options` as for
+/// sr_client_transaction().
 ///
 /// Returns as sr_client_execute_into(): SR_OK (exactly one completion with `op_id` then comes),
 /// SR_ERR_INVALID_ARGUMENT (NULL client or mailbox, NULL commands with `n` > 0, NULL watch with
@@ -336,11 +407,7 @@ pub unsafe extern "C" fn sr_client_transaction_into(
     op_id: u64,
 ) -> c_int {
     start(|| {
-        let cmds = command_list(commands, n)?;
-        let keys = match watch_n {
-            0 => Vec::new(),
-            _ => arguments(watch_n, watch, watch_len)?,
-        };
+        let (cmds, keys) = composite(commands, n, watch_n, watch, watch_len)?;
         client_into(
             client,
             options,

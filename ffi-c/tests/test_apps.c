@@ -367,6 +367,26 @@ static void test_transactions_with_watch(void) {
     sr_transaction_free(tx);
 }
 
+/* The composite transaction: WATCH and the commands in one call, one result per command; a
+ * NULL callback or NULL watch keys are refused before anything starts. */
+static void test_a_transaction_in_one_call(void) {
+    const char *keys[] = {"c:one"};
+    const char *del[] = {"DEL", "c:one"};
+    sr_reply_t *reply = NULL;
+    CHECK_RC(sr_client_execute_blocking(client, 2, del, NULL, &reply, NULL), SR_OK);
+    sr_reply_free(reply);
+    sr_command_t cmds[] = {CMD("INCR", "c:one"), CMD("INCRBY", "c:one", "10")};
+    waiter_t w;
+    waiter_init(&w);
+    CHECK_RC(sr_client_transaction(client, cmds, 2, 1, keys, NULL, NULL, NULL, &w), SR_ERR_INVALID_ARGUMENT);
+    CHECK_RC(sr_client_transaction(client, cmds, 2, 1, NULL, NULL, NULL, on_results, &w), SR_ERR_INVALID_ARGUMENT);
+    CHECK_RC(sr_client_transaction(client, cmds, 2, 1, keys, NULL, NULL, on_results, &w), SR_OK);
+    CHECK(wait_for(&w) == 0);
+    CHECK_RC(w.code, SR_OK);
+    CHECK(w.calls == 1 && w.results_len == 2 && w.result_ints[0] == 1 && w.result_ints[1] == 11);
+    waiter_destroy(&w);
+}
+
 static void test_blocking_transactions(void) {
     sr_transaction_t *tx = NULL;
     sr_error_t *error = NULL;
@@ -540,6 +560,7 @@ int main(int argc, char **argv) {
     RUN(test_a_cancelled_call_says_so_once_and_is_not_retried);
     RUN(test_hints_name_the_c_api);
     RUN(test_transactions_with_watch);
+    RUN(test_a_transaction_in_one_call);
     RUN(test_blocking_transactions);
     RUN(test_log_lines_reach_the_callback_without_secrets);
     RUN(test_exec_is_refused_after_a_failover);

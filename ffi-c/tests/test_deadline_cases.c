@@ -1,12 +1,10 @@
 /* The shared deadline cases (tests/cases/deadlines.tsv, which every binding's suite reads; its
  * header describes the columns). Commands run through sr_client_execute_blocking_with (a
  * per-call timeout) and sr_client_execute_blocking (the client's command_timeout_ms), pipelines
- * through sr_client_pipeline_blocking, transactions through sr_transaction_exec_blocking after
- * sr_client_transaction_begin_blocking (the client's default: it has no options) or, for a
- * per-call timeout, sr_client_transaction_begin with sr_call_options_t.timeout_ms (which bounds
- * the whole transaction, EXEC included), cancel cases through
- * sr_client_execute_with / sr_client_pipeline / sr_client_transaction_begin (whose cancel handle
- * is the transaction's only one) and sr_operation_cancel; subscribes through sr_client_subscribe
+ * through sr_client_pipeline_blocking, transactions through the composite sr_client_transaction
+ * (its sr_call_options_t.timeout_ms bounds the whole transaction, EXEC included), cancel cases
+ * through sr_client_execute_with / sr_client_pipeline / sr_client_transaction and
+ * sr_operation_cancel; subscribes through sr_client_subscribe
  * (bounded by the client's command_timeout_ms), the doctor through sr_doctor_blocking with
  * connect_timeout_ms = timeout_ms (a failure report within 3 x timeout_ms); their cancel cases
  * through sr_client_subscribe_into / sr_doctor_into (the forms that give a cancel handle) and a
@@ -104,23 +102,6 @@ static void on_reply(void *user_data, const sr_reply_t *reply, const sr_error_t 
 static void on_results(void *user_data, const sr_results_t *results, const sr_error_t *error) {
     (void)results;
     complete(user_data, error);
-}
-
-static void on_transaction(void *user_data, sr_transaction_t *transaction, const sr_error_t *error) {
-    sr_transaction_free(transaction); /* owned by the callee; NULL when it failed */
-    complete(user_data, error);
-}
-
-/* The completion of sr_client_transaction_begin: the transaction (NULL when it failed). */
-typedef struct {
-    completion_t done;
-    sr_transaction_t *tx;
-} begun_t;
-
-static void on_begun(void *user_data, sr_transaction_t *transaction, const sr_error_t *error) {
-    begun_t *b = user_data;
-    b->tx = transaction; /* published by complete()'s atomic store */
-    complete(&b->done, error);
 }
 
 /* The completion of sr_client_subscribe: the subscription (NULL when it failed). */
@@ -375,13 +356,12 @@ static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial
         completion_t done = {0, 0};
         sr_operation_t *op = NULL;
         opts.operation = &op;
-        /* A transaction's cancel handle is its begin's (sr_transaction_exec() has none). */
         if (strcmp(kind, "command") == 0)
             rc = sr_client_execute_with(c, cmds.commands[0].argc, argv0, NULL, &opts, on_reply, &done);
         else if (strcmp(kind, "pipeline") == 0)
             rc = sr_client_pipeline(c, cmds.commands, (size_t)cmds.n, &opts, on_results, &done);
         else
-            rc = sr_client_transaction_begin(c, &opts, on_transaction, &done);
+            rc = sr_client_transaction(c, cmds.commands, (size_t)cmds.n, 0, NULL, NULL, &opts, on_results, &done);
         if (rc == SR_OK) {
             while (now_ms() - start < (double)timeout_ms) usleep(5000);
             sr_operation_cancel(op);
@@ -406,22 +386,14 @@ static void run_case(topo_t *topo, sr_client_t *observer, char *line, int serial
     } else if (strcmp(kind, "pipeline") == 0) {
         rc = sr_client_pipeline_blocking(c, cmds.commands, (size_t)cmds.n, &opts, &results, &err);
     } else {
-        sr_transaction_t *tx = NULL;
-        if (per_call) {
-            /* The blocking begin has no options: the callback form takes the per-call timeout,
-             * which then bounds EXEC too. */
-            begun_t begun = {{0, 0}, NULL};
-            rc = sr_client_transaction_begin(c, &opts, on_begun, &begun);
-            if (rc == SR_OK) {
-                while (!atomic_load(&begun.done.done) && now_ms() - start < budget + SLACK_MS) usleep(1000);
-                rc = atomic_load(&begun.done.done) ? atomic_load(&begun.done.code) : -1000;
-                tx = begun.tx;
-            }
-        } else {
-            rc = sr_client_transaction_begin_blocking(c, &tx, &err);
+        /* The composite transaction: its options' timeout (0: command_timeout_ms) bounds all of
+         * it, EXEC included. */
+        completion_t done = {0, 0};
+        rc = sr_client_transaction(c, cmds.commands, (size_t)cmds.n, 0, NULL, NULL, &opts, on_results, &done);
+        if (rc == SR_OK) {
+            while (!atomic_load(&done.done) && now_ms() - start < budget + SLACK_MS) usleep(1000);
+            rc = atomic_load(&done.done) ? atomic_load(&done.code) : -1000;
         }
-        if (rc == SR_OK) rc = sr_transaction_exec_blocking(tx, cmds.commands, (size_t)cmds.n, &results, &err);
-        sr_transaction_free(tx);
     }
     double took = now_ms() - start;
     alarm(0);
