@@ -433,6 +433,65 @@ async fn app_clients(observer: &Client) -> usize {
         .count()
 }
 
+/// This process's TCP sockets connected or connecting to loopback port `port` (its own file
+/// descriptors' socket inodes, looked up in the kernel's table).
+fn own_sockets_to(port: u16) -> usize {
+    let inodes: std::collections::HashSet<String> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .flatten()
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_str()?.to_string();
+            Some(
+                link.strip_prefix("socket:[")?
+                    .trim_end_matches(']')
+                    .to_string(),
+            )
+        })
+        .collect();
+    std::fs::read_to_string("/proc/net/tcp")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            let remote_port = f[2]
+                .rsplit(':')
+                .next()
+                .and_then(|p| u16::from_str_radix(p, 16).ok());
+            // 01 established, 02 SYN sent.
+            remote_port == Some(port) && matches!(f[3], "01" | "02") && inodes.contains(f[9])
+        })
+        .count()
+}
+
+/// This process's sockets to the paused primary of a "paused" case (0 for other cases).
+fn primary_sockets(fault: &Fault<'_>) -> usize {
+    match fault {
+        Fault::Paused(primary) => own_sockets_to(primary.port()),
+        Fault::None | Fault::Failover(..) => 0,
+    }
+}
+
+/// While a subscribe case's primary is still paused: the connection the subscription was
+/// making is dropped once the call ended (timed out or cancelled), not when its connect would
+/// have timed out (`connect_timeout_ms`, 2 s by default, longer than the case). `before`: this
+/// process's sockets to the primary before the call.
+async fn no_subscriber_socket_left(fault: &Fault<'_>, before: usize, case: &Case) {
+    let (Fault::Paused(primary), Kind::Subscribe) = (fault, case.kind) else {
+        return;
+    };
+    let until = Instant::now() + Duration::from_millis(500);
+    while own_sockets_to(primary.port()) > before {
+        assert!(
+            Instant::now() < until,
+            "{}: the subscription's connection to the paused primary is still open",
+            case.name
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// After a subscribe case on a paused primary: the connection the subscription opened is gone
 /// once the primary continued (its task ended with the timeout or the cancel, instead of
 /// subscribing when the primary answers again). The primary of a failover case changed, and
@@ -588,11 +647,13 @@ fn every_shared_deadline_case_ends_by_its_deadline_and_leaves_nothing_blocked() 
             let commands = case.commands(2 * serial);
             let mut events = observer.events().unwrap();
             let fault = Fault::new(&topo, case);
+            let sockets = primary_sockets(&fault);
             announced(&mut events, case).await;
             let start = Instant::now();
             let op = start_callback(&handle, case, &commands, tx);
             let result = completion(&op, rx, case).await;
             let took = start.elapsed();
+            no_subscriber_socket_left(&fault, sockets, case).await;
             drop(fault);
             case.check(result, took, "callback");
             if matches!(case.state, State::Paused | State::Failover) {
@@ -626,6 +687,7 @@ fn every_shared_deadline_case_ends_by_its_deadline_and_leaves_nothing_blocked() 
             let commands = case.commands(2 * serial + 1);
             let mut events = observer.events().unwrap();
             let fault = Fault::new(&topo, case);
+            let sockets = primary_sockets(&fault);
             announced(&mut events, case).await;
             let start = Instant::now();
             let call = call_async(&client, case, &commands);
@@ -636,12 +698,14 @@ fn every_shared_deadline_case_ends_by_its_deadline_and_leaves_nothing_blocked() 
                     "{} (async): ended before the cancel",
                     case.name
                 );
+                no_subscriber_socket_left(&fault, sockets, case).await;
                 drop(fault);
             } else {
                 let result = tokio::time::timeout(case.budget() + SLACK, call)
                     .await
                     .unwrap_or_else(|_| panic!("{} (async): did not end", case.name));
                 let took = start.elapsed();
+                no_subscriber_socket_left(&fault, sockets, case).await;
                 drop(fault);
                 case.check(result, took, "async");
             }

@@ -111,12 +111,13 @@ impl Task {
                 break;
             };
             let connect_by = Instant::now() + self.inner.config.connect_timeout();
-            let conn = match self
-                .inner
-                .nodes
-                .dedicated(&address, expect, connect_by)
-                .await
-            {
+            // A subscription closed (cancelled, timed out) while its connect waits on a node
+            // that does not answer drops the half-made connection now, not at `connect_by`.
+            let connected = tokio::select! {
+                _ = self.ended() => break,
+                connected = self.inner.nodes.dedicated(&address, expect, connect_by) => connected,
+            };
+            let conn = match connected {
                 Ok(conn) => conn,
                 Err(e) => {
                     tracing::debug!(node = %address, error = %e, "subscriber cannot connect; re-resolving");
