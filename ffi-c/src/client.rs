@@ -86,6 +86,25 @@ pub(crate) fn required<F>(callback: Option<F>, what: &str) -> Result<F, sr_error
     callback.ok_or_else(|| sr_error_t::invalid(&format!("{what} is NULL")))
 }
 
+/// Starts one call of a callback form with its options (the body of sr_client_execute_with(),
+/// sr_client_pipeline(), sr_client_transaction() and sr_client_transaction_begin()):
+/// `options->operation` is NULLed first and receives the cancel handle once the client accepted
+/// the call; `begin` checks the call's arguments and starts it.
+///
+/// # Safety
+/// `client` is NULL or a handle not yet freed; `options` is NULL or valid.
+pub(crate) unsafe fn client_call(
+    client: *mut sr_client_t,
+    options: *const sr_call_options_t,
+    begin: impl FnOnce(&Handle, Option<std::time::Duration>) -> Result<Operation, sr_error_t>,
+) -> Result<(), sr_error_t> {
+    let (timeout, operation_out) = call_options(options);
+    let h = acquire(client)?;
+    let operation = h.handle.accept(|handle| begin(handle, timeout))??;
+    give_operation(operation_out, operation);
+    Ok(())
+}
+
 /// Starts one operation of `client` whose completion goes to `mailbox` as `op_id`'s (the body of
 /// every `*_into` export of a client): `into` makes the completion, `begin` starts the operation
 /// with the options' deadline (`options` NULL for none; its cancel handle is handed out when
@@ -291,15 +310,11 @@ pub unsafe extern "C" fn sr_client_execute_with(
     user_data: *mut c_void,
 ) -> c_int {
     start(|| {
-        let (timeout, operation_out) = call_options(options);
-        let h = acquire(client)?;
-        let cb = required(callback, "callback")?;
-        let args = arguments(argc, argv, argv_len)?;
-        let operation = h
-            .handle
-            .accept(|handle| handle.execute(&args, timeout, reply_to(cb, user_data)))?;
-        give_operation(operation_out, operation);
-        Ok::<(), sr_error_t>(())
+        client_call(client, options, |handle, timeout| {
+            let cb = required(callback, "callback")?;
+            let args = arguments(argc, argv, argv_len)?;
+            Ok(handle.execute(&args, timeout, reply_to(cb, user_data)))
+        })
     })
 }
 
@@ -378,22 +393,18 @@ pub unsafe extern "C" fn sr_client_pipeline(
     user_data: *mut c_void,
 ) -> c_int {
     start(|| {
-        let (timeout, operation_out) = call_options(options);
-        let h = acquire(client)?;
-        let cb = required(callback, "callback")?;
-        let cmds = command_list(commands, n)?;
-        let user_data = UserData::new(user_data);
-        let operation = h.handle.accept(|handle| {
-            handle.pipeline(
+        client_call(client, options, |handle, timeout| {
+            let cb = required(callback, "callback")?;
+            let cmds = command_list(commands, n)?;
+            let user_data = UserData::new(user_data);
+            Ok(handle.pipeline(
                 &cmds,
                 timeout,
                 Box::new(move |result: sr::Result<Vec<sr::Result<Value>>>| {
                     deliver_results(cb, user_data.get(), result.map(Some))
                 }),
-            )
-        })?;
-        give_operation(operation_out, operation);
-        Ok::<(), sr_error_t>(())
+            ))
+        })
     })
 }
 

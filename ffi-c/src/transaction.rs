@@ -7,7 +7,7 @@ use sr::host::{Done, HostTransaction, Operation};
 use sr::Value;
 
 use crate::args::{arguments, command_list, out_param, sr_command_t};
-use crate::client::{acquire, client_into, required, sr_client_t};
+use crate::client::{acquire, client_call, client_into, required, sr_client_t};
 use crate::error::sr_error_t;
 use crate::ffi::{blocking, free_box, guard, start, to_boxed_mut_ptr, try_ref, UserData};
 use crate::handles::sr_transaction_t;
@@ -338,23 +338,19 @@ pub unsafe extern "C" fn sr_client_transaction(
     user_data: *mut c_void,
 ) -> c_int {
     start(|| {
-        let (timeout, operation_out) = call_options(options);
-        let h = acquire(client)?;
-        let cb = required(callback, "callback")?;
-        let (cmds, keys) = composite(commands, n, watch_n, watch, watch_len)?;
-        let user_data = UserData::new(user_data);
-        let operation = h.handle.accept(|handle| {
-            handle.transaction(
+        client_call(client, options, |handle, timeout| {
+            let cb = required(callback, "callback")?;
+            let (cmds, keys) = composite(commands, n, watch_n, watch, watch_len)?;
+            let user_data = UserData::new(user_data);
+            Ok(handle.transaction(
                 &cmds,
                 &keys,
                 timeout,
                 Box::new(move |result: sr::Result<Option<Vec<Value>>>| {
                     deliver_results(cb, user_data.get(), result.map(exec_results))
                 }),
-            )
-        })?;
-        give_operation(operation_out, operation);
-        Ok::<(), sr_error_t>(())
+            ))
+        })
     })
 }
 
