@@ -14,7 +14,7 @@ use crate::handles::sr_transaction_t;
 use crate::mailbox::{
     acquire_mailbox, began_into, exec_into, reply_into, sr_mailbox_t, MailboxBox,
 };
-use crate::operation::{call_options, give_operation, sr_call_options_t};
+use crate::operation::sr_call_options_t;
 use crate::reply::{into_owned_reply, reply_to, sr_reply_cb, sr_reply_t};
 use crate::results::{
     deliver_results, exec_results, into_owned_results, sr_results_cb, sr_results_t,
@@ -66,12 +66,10 @@ pub unsafe extern "C" fn sr_client_transaction_begin(
     user_data: *mut c_void,
 ) -> c_int {
     start(|| {
-        let (timeout, operation_out) = call_options(options);
-        let h = acquire(client)?;
-        let cb = required(callback, "callback")?;
-        let user_data = UserData::new(user_data);
-        let operation = h.handle.accept(|handle| {
-            handle.begin_transaction(
+        client_call(client, options, |handle, timeout| {
+            let cb = required(callback, "callback")?;
+            let user_data = UserData::new(user_data);
+            Ok(handle.begin_transaction(
                 timeout,
                 Box::new(move |result: sr::Result<HostTransaction>| {
                     let user_data = user_data.get();
@@ -87,10 +85,8 @@ pub unsafe extern "C" fn sr_client_transaction_begin(
                         }
                     }
                 }),
-            )
-        })?;
-        give_operation(operation_out, operation);
-        Ok::<(), sr_error_t>(())
+            ))
+        })
     })
 }
 
