@@ -37,8 +37,9 @@ pub(crate) struct Executor {
 
 impl Executor {
     /// Runs one command (`args`) and completes `id` with its reply; with `cancellable`, returns
-    /// the operation. A command written on this thread to an idle connection has its reply read
-    /// on this thread as well (see `own_replies`).
+    /// the operation. A command written on this thread (to an idle connection, or to one whose
+    /// replies this thread reads already) has its reply read on this thread as well (see
+    /// `own_replies`).
     pub(crate) fn execute(
         &self,
         env: sys::napi_env,
@@ -55,14 +56,18 @@ impl Executor {
                     return None;
                 }
             };
-            // Busy from now on: a reply due on this thread goes back to the core.
-            own_replies::hand_back(&self.deliverer);
+            // Replies still due on this thread: this command's joins them when it goes to the
+            // same connection (see `own_replies`).
+            let reading = own_replies::take_due(&self.deliverer);
+            let joining = reading.is_some();
             let (operation, own) = args.with_slices(|args| {
                 self.handle
-                    .execute_watched(args, timeout, start.done(|v| v))
+                    .execute_watched(args, timeout, start.done(|v| v), reading)
             });
-            // Written here to an idle connection: the reply is read on this thread too.
-            if let Some(own) = own {
+            if joining {
+                own_replies::put_back(&self.deliverer, own);
+            } else if let Some(own) = own {
+                // Written here to an idle connection: the reply is read on this thread too.
                 own_replies::read_here(env, own, &self.deliverer);
             }
             cancellable.then_some(NativeOperation { operation })

@@ -8,6 +8,14 @@
 //! reply not yet whole is read on at the next readiness), so the loop is never blocked on the
 //! network.
 //!
+//! Commands `execute` sends while such replies are due join them ([`take_due`], [`put_back`]):
+//! written on this thread too, their replies read here after the others. So a client that keeps
+//! many commands in flight does all their I/O on this thread, as ioredis does, and no core thread
+//! is woken per command (on a machine with few cores, the core's threads competed with the
+//! server and this thread for them). Commands JavaScript sends while `readable` delivers the
+//! replies it read (each reply's continuation sending the next) are written together, with one
+//! system call, once it returns (`OwnReply::defer_writes`, `OwnReply::flush`).
+//!
 //! Lifetimes: each client keeps one poll handle on its connection's socket, made at its first
 //! watch and started while a reply is due. It stays started after that reply is read, so a client
 //! that sends the next command on the same socket costs the loop no system call at all: making a
@@ -15,8 +23,9 @@
 //! times, `ioctl` once). Meanwhile the runtime does not watch the socket
 //! ([`OwnReply::keep_watching`]), which spares the two calls that would tell it to and not to
 //! again. Readiness while no reply is due (bytes for the core's task, or the end of the stream)
-//! closes the handle, which gives the socket back to the runtime: the core reads those. A
-//! command sent while a reply is due stops the handle and hands the reply back (see [`hand_back`]).
+//! closes the handle, which gives the socket back to the runtime: the core reads those. Another
+//! operation (a pipeline, a transaction, ...) sent while a reply is due stops the handle and hands
+//! the replies back (see [`hand_back`]).
 //! The client's end, a watch on another socket (it reconnected), a failed poll and the
 //! environment's teardown close it too. Closing makes libuv remove the socket from the loop's
 //! epoll by descriptor number, so the client keeps the last [`OwnReply`] (which keeps the
@@ -89,6 +98,9 @@ pub(crate) struct Deliverer {
     own: RefCell<Option<OwnReply>>,
     /// `own`'s reply is still due and read here.
     due: Cell<bool>,
+    /// JavaScript runs from `readable` (with the replies just read): commands that join the
+    /// replies read here are written together once it returns.
+    deferring: Cell<bool>,
 }
 
 impl Deliverer {
@@ -124,6 +136,7 @@ impl Deliverer {
             polling: Cell::new(false),
             own: RefCell::new(None),
             due: Cell::new(false),
+            deferring: Cell::new(false),
         })
     }
 
@@ -215,7 +228,8 @@ impl Drop for Deliverer {
 }
 
 thread_local! {
-    /// Replies read and handed over on this thread, for the suite (`repliesReadHereForTest`).
+    /// Replies read and handed over on this thread, each counted, for the suite
+    /// (`repliesReadHereForTest`).
     static READ_HERE: Cell<u64> = const { Cell::new(0) };
 }
 
@@ -322,6 +336,28 @@ fn new_handle(env: sys::napi_env, fd: RawFd, deliverer: &Rc<Deliverer>) -> Optio
     Some(handle)
 }
 
+/// The `OwnReply` whose replies are still due here, taken out for the next command to join
+/// (`Handle::execute_watched`), which gives it back to [`read_here`]; the socket stays watched
+/// meanwhile. `None` when no reply is due here.
+pub(crate) fn take_due(deliverer: &Deliverer) -> Option<OwnReply> {
+    if !deliverer.due.get() {
+        return None;
+    }
+    let mut own = deliverer.own.borrow_mut().take()?;
+    own.defer_writes(deliverer.deferring.get());
+    Some(own)
+}
+
+/// Gives back what [`take_due`] took, now reading the joined command's reply too: the handle
+/// polls on (the same socket, held open by `own` all along). `None` (lost to a panic on the
+/// way) ends the watch: nothing holds the descriptor open any more.
+pub(crate) fn put_back(deliverer: &Deliverer, own: Option<OwnReply>) {
+    match own {
+        Some(own) => drop_reply(deliverer.own.replace(Some(own))),
+        None => close_poll(deliverer),
+    }
+}
+
 /// Ends the watch for `deliverer`'s client's reply, if one is due, handing the reply back to the
 /// core: the client is sending more, so its connection is busy, and the core thread reads that
 /// reply with those behind it, while this thread goes on with JavaScript (the watch would keep
@@ -404,7 +440,13 @@ unsafe extern "C" fn readable(handle: *mut c_void, status: c_int, _events: c_int
             || {
                 std::panic::catch_unwind(AssertUnwindSafe(|| {
                     match deliverer.own.borrow_mut().as_mut() {
-                        Some(own) => own.read_ready(),
+                        Some(own) => {
+                            let before = own.handed_over();
+                            let read = own.read_ready();
+                            let handed = own.handed_over() - before;
+                            READ_HERE.with(|n| n.set(n.get() + handed));
+                            read
+                        }
                         None => Poll::Ready(false),
                     }
                 }))
@@ -414,17 +456,21 @@ unsafe extern "C" fn readable(handle: *mut c_void, status: c_int, _events: c_int
         match read {
             Ok(Poll::Pending) => {}
             // Still watched: the next command on this socket starts no new registration.
-            Ok(Poll::Ready(true)) => {
-                READ_HERE.with(|n| n.set(n.get() + 1));
-                deliverer.due.set(false);
-            }
+            Ok(Poll::Ready(true)) => deliverer.due.set(false),
             // The connection ended or sent something invalid: the core completes the command.
             _ => close_poll(&deliverer),
         }
         if !items.is_empty() {
+            // The commands JavaScript sends from here on (typically one per reply just
+            // delivered) are written with one system call once it returns.
+            deliverer.deferring.set(true);
             // A failure here loses what was drained, as a failing wake-up would: napi fails only
             // as the environment goes.
             let _ = std::panic::catch_unwind(AssertUnwindSafe(|| deliverer.deliver(items)));
+            deliverer.deferring.set(false);
+            if let Some(own) = deliverer.own.borrow_mut().as_mut() {
+                let _ = std::panic::catch_unwind(AssertUnwindSafe(|| own.flush()));
+            }
         }
     }
 }

@@ -1,6 +1,7 @@
 'use strict'
-// Replies read on the JavaScript thread (src/own_replies.rs): a command sent on an idle connection has
-// its reply read by the JavaScript thread's own loop, not handed over by a core thread. These
+// Replies read on the JavaScript thread (src/own_replies.rs): a command sent on an idle connection,
+// and every command sent on it while such replies are due, has its reply read by the JavaScript
+// thread's own loop, not handed over by a core thread. These
 // tests pin what must hold whichever thread reads: each command gets its own reply, a deadline
 // still ends the wait (and the late reply never reaches another command), close still settles
 // everything, and a worker ending with such a read open leaves no libuv handle behind.
@@ -29,22 +30,37 @@ test('one command at a time: every reply is read on this thread and is its own',
       assert.equal(await c.execute(['GET', `own:${i}`]), `v${i}`)
     }
     assert.equal(native.repliesReadHereForTest() - before, 400)
-    // Many at once: each gets its own reply, whoever reads it.
+    // Many at once: the first goes to the idle connection and the others join it, so this
+    // thread reads every reply, each its own.
+    const many = native.repliesReadHereForTest()
     const got = await Promise.all(Array.from({ length: 64 }, (_, i) => c.execute(['GET', `own:${i}`])))
     assert.deepEqual(got, Array.from({ length: 64 }, (_, i) => `v${i}`))
-    // A command sent while a watched reply is due (its server is busy 200 ms) hands that
-    // watch back: the core reads both; so does a pipeline sent meanwhile.
+    assert.equal(native.repliesReadHereForTest() - many, 64)
+    // Kept at 64 in flight, each reply sending the next command (written together once the
+    // replies read at once were delivered): still every reply read here, each its own.
+    const steady = native.repliesReadHereForTest()
+    let sent = 0
+    const chain = async () => {
+      while (sent < 2000) {
+        const i = sent++
+        assert.equal(await c.execute(['GET', `own:${i % 200}`]), `v${i % 200}`)
+      }
+    }
+    await Promise.all(Array.from({ length: 64 }, chain))
+    assert.equal(native.repliesReadHereForTest() - steady, 2000)
+    // A command sent while a watched reply is due (its server is busy 200 ms) joins it: both
+    // replies are read here. A pipeline sent meanwhile hands the watch back: the core reads both.
     const sentMeanwhile = [
-      [() => c.execute(['GET', 'own:1']), 'v1'],
-      [() => c.pipeline([['GET', 'own:1'], ['GET', 'own:2']]), ['v1', 'v2']],
+      [() => c.execute(['GET', 'own:1']), 'v1', 2],
+      [() => c.pipeline([['GET', 'own:1'], ['GET', 'own:2']]), ['v1', 'v2'], 0],
     ]
-    for (const [send, expected] of sentMeanwhile) {
+    for (const [send, expected, readHere] of sentMeanwhile) {
       const busy = native.repliesReadHereForTest()
       const slow = c.execute(['DEBUG', 'SLEEP', '0.2'])
       const next = send()
       assert.equal(await slow, 'OK')
       assert.deepEqual(await next, expected)
-      assert.equal(native.repliesReadHereForTest() - busy, 0, `${expected}: read on this thread`)
+      assert.equal(native.repliesReadHereForTest() - busy, readHere, `${expected}: replies read on this thread`)
     }
   } finally {
     await c.close()

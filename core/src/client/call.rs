@@ -113,12 +113,23 @@ impl Pending {
             pending: self,
             target,
         };
-        let own = super::rendezvous::will_wait();
-        match conn.call(|out| out.extend_from_slice(&bytes), deadline, reply, own) {
-            Ok(Some(own)) => super::rendezvous::offer(own),
-            Ok(None) => {}
-            // The connection ended before anything was queued: nothing ran.
-            Err(reply) => reply.pending.run_as_task(0, None),
+        let mut ended = None;
+        let offered = super::rendezvous::reading(|reading| {
+            let encode = |out: &mut bytes::BytesMut| out.extend_from_slice(&bytes);
+            match conn.call(encode, deadline, reply, reading) {
+                Ok(offered) => offered,
+                Err(reply) => {
+                    ended = Some(reply);
+                    None
+                }
+            }
+        });
+        if let Some(own) = offered {
+            super::rendezvous::offer(own);
+        }
+        // The connection ended before anything was queued: nothing ran.
+        if let Some(reply) = ended {
+            reply.pending.run_as_task(0, None);
         }
     }
 

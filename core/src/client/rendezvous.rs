@@ -20,7 +20,7 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
-use crate::resp::OwnReply;
+use crate::resp::{OwnReply, Reading};
 use crate::sync::Locked;
 
 /// The longest a waiter spins before it sleeps.
@@ -52,6 +52,9 @@ enum Offer {
     Open,
     /// The first command's offer (a later one is not taken: this thread reads one reply).
     One(OwnReply),
+    /// Replies this thread's loop reads already ([`starting_with`]): a command for the same
+    /// connection joins them; no other is offered.
+    Held(OwnReply),
 }
 
 thread_local! {
@@ -62,6 +65,16 @@ thread_local! {
 /// from its event loop) and returns its result with the reply a command in it offered to be read
 /// here.
 pub(crate) fn starting<T>(start: impl FnOnce() -> T) -> (T, Option<OwnReply>) {
+    starting_with(None, start)
+}
+
+/// [`starting`] for an event loop that reads `held`'s replies already (not all read yet): a
+/// command `start` sends on that connection has its reply read by the loop after them, and
+/// `held` comes back (with the replies it now reads), whether or not one joined it.
+pub(crate) fn starting_with<T>(
+    held: Option<OwnReply>,
+    start: impl FnOnce() -> T,
+) -> (T, Option<OwnReply>) {
     /// Closes the offer however `start` ends (a panic included).
     struct Close;
     impl Drop for Close {
@@ -70,21 +83,35 @@ pub(crate) fn starting<T>(start: impl FnOnce() -> T) -> (T, Option<OwnReply>) {
             drop(offered);
         }
     }
-    OFFER.with(|o| *o.borrow_mut() = Offer::Open);
+    let offer = match held {
+        Some(own) => Offer::Held(own),
+        None => Offer::Open,
+    };
+    OFFER.with(|o| *o.borrow_mut() = offer);
     let close = Close;
     let started = start();
     let offered = OFFER.with(|o| std::mem::replace(&mut *o.borrow_mut(), Offer::Closed));
     drop(close);
     match offered {
-        Offer::One(own) => (started, Some(own)),
+        Offer::One(own) | Offer::Held(own) => (started, Some(own)),
         Offer::Open | Offer::Closed => (started, None),
     }
 }
 
-/// Whether this thread is starting work whose reply it will read itself (blocking for it, or
-/// from its event loop), and no command in it offered its reply yet (see [`starting`]).
-pub(crate) fn will_wait() -> bool {
-    OFFER.with(|o| matches!(*o.borrow(), Offer::Open))
+/// Runs `send` with who is to read the reply of the command it sends: this thread, when it is
+/// starting work whose reply it will read itself (blocking for it, or from its event loop) and
+/// no command in it offered its reply yet ([`Reading::Offer`]), or when its loop reads replies
+/// of that connection already ([`Reading::Extend`]); otherwise the connection's task.
+pub(crate) fn reading<T>(send: impl FnOnce(Reading<'_>) -> T) -> T {
+    let mut offer = OFFER.with(|o| std::mem::replace(&mut *o.borrow_mut(), Offer::Closed));
+    let sent = match &mut offer {
+        Offer::Open => send(Reading::Offer),
+        Offer::Held(own) => send(Reading::Extend(own)),
+        Offer::Closed | Offer::One(_) => send(Reading::Task),
+    };
+    // Put back for `starting` to return (`send` does not reenter this thread's offer).
+    OFFER.with(|o| *o.borrow_mut() = offer);
+    sent
 }
 
 /// Offers the calling thread the reply of a command it wrote; kept only when [`will_wait`]
@@ -97,7 +124,7 @@ pub(crate) fn offer(own: OwnReply) {
                 *offer = Offer::One(own);
                 None
             }
-            Offer::Closed | Offer::One(_) => Some(own),
+            Offer::Closed | Offer::One(_) | Offer::Held(_) => Some(own),
         }
     });
     // Outside the thread-local's borrow: handing back takes locks.

@@ -161,13 +161,20 @@ impl Handle {
     /// a core thread as before). Until the `OwnReply` is read or dropped the connection's task
     /// reads nothing, so the loop must start watching at once; dropping it hands the reply back
     /// to the task.
+    ///
+    /// `reading` is the `OwnReply` the loop holds, when its replies are not all read yet (the
+    /// loop is reading them): a command sent on the same connection then joins it (written on
+    /// the calling thread, its reply read by the loop after the others), so a loop that keeps
+    /// many commands in flight does all their I/O itself and no core thread is woken for them.
+    /// It is returned (holding the replies it now reads), whether or not the command joined it.
     pub fn execute_watched<A: AsRef<[u8]>>(
         &self,
         args: &[A],
         timeout: Option<Duration>,
         done: Done<Value>,
+        reading: Option<OwnReply>,
     ) -> (Operation, Option<OwnReply>) {
-        rendezvous::starting(|| self.execute(args, timeout, done))
+        rendezvous::starting_with(reading, || self.execute(args, timeout, done))
     }
 
     /// For the bindings' own suites: an operation whose work panics on a core thread, so each

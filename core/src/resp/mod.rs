@@ -22,5 +22,5 @@ pub(crate) mod test_server;
 pub(crate) use codec::encode_command;
 #[cfg(feature = "internals")]
 pub use connection::Subscription;
-pub use connection::{ConnectOptions, Connection, Frame, OwnReply, Reply};
+pub use connection::{ConnectOptions, Connection, Frame, OwnReply, Reading, Reply};
 pub use value::Value;

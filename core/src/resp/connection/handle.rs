@@ -36,6 +36,28 @@ pub struct Connection {
     pub(super) _handles: Arc<Handles>,
 }
 
+/// Who reads the reply of a command sent with [`Connection::call`].
+pub enum Reading<'a> {
+    /// The connection's task.
+    Task,
+    /// The calling thread, when it writes the whole command to an idle connection (it then gets
+    /// an [`OwnReply`]); otherwise the task.
+    Offer,
+    /// The thread that holds this [`OwnReply`], whose replies it has not all read yet: it reads
+    /// this command's reply after them (when the reply is for the same connection; otherwise
+    /// the task does).
+    Extend(&'a mut OwnReply),
+}
+
+/// [`Reading`] as [`Connection::submit`] acts on it.
+pub(super) enum Own<'a> {
+    No,
+    /// Offer an [`OwnReply`] with this deadline.
+    Offer(Instant),
+    /// The caller holds the read side for this connection.
+    Extend(&'a mut OwnReply),
+}
+
 impl Connection {
     /// Starts the task that owns `stream`; no handshake.
     pub(super) fn spawn(stream: Transport, peer: SocketAddr) -> Connection {
@@ -85,7 +107,7 @@ impl Connection {
                 codec::encode_command(args, &mut out.bytes);
                 out.waiters.push_back(Waiter::to(reply));
             },
-            None,
+            Own::No,
         )
         .map_err(|_| self.lost())?;
         match rx.await {
@@ -175,15 +197,17 @@ impl Connection {
     /// was sent.
     ///
     /// `reply` runs on the connection's core thread, in the middle of its reading: it must be
-    /// quick and must not wait. With `own` set, a calling thread that wrote the whole command to
-    /// an idle connection gets an [`OwnReply`]: if it is going to block until the reply comes
-    /// anyway, it may read the reply itself ([`OwnReply::read`]), and `reply` then runs there.
+    /// quick and must not wait. `reading` says whether the calling thread reads the reply
+    /// itself (see [`Reading`]); with [`Reading::Offer`], a calling thread that wrote the whole
+    /// command to an idle connection gets an [`OwnReply`]: if it is going to block until the
+    /// reply comes anyway, it may read the reply itself ([`OwnReply::read`]), and `reply` then
+    /// runs there.
     pub fn call<R: Reply>(
         &self,
         encode: impl FnOnce(&mut BytesMut),
         deadline: Instant,
         reply: R,
-        own: bool,
+        reading: Reading<'_>,
     ) -> std::result::Result<Option<OwnReply>, R> {
         let mut reply = Some(reply);
         let queued = self.submit(
@@ -199,7 +223,12 @@ impl Connection {
                     out.next_deadline = Some(deadline);
                 }
             },
-            own.then_some(deadline),
+            match reading {
+                Reading::Task => Own::No,
+                Reading::Offer => Own::Offer(deadline),
+                Reading::Extend(own) if own.reads_for(&self.shared) => Own::Extend(own),
+                Reading::Extend(_) => Own::No,
+            },
         );
         match queued {
             Ok(own) => Ok(own),
@@ -220,7 +249,7 @@ impl Connection {
                     receivers.push(rx);
                 }
             },
-            None,
+            Own::No,
         )
         .map_err(|_| self.lost())?;
         let mut results = Vec::with_capacity(receivers.len());
@@ -243,7 +272,7 @@ impl Connection {
                 out.waiters.push_back(Waiter::Subscribe);
                 out.push = Some(push);
             },
-            None,
+            Own::No,
         )
         .map(|_| ())
         .map_err(|_| self.lost())
@@ -252,13 +281,19 @@ impl Connection {
     /// Runs `queue` on the outbox (appending bytes and their waiters) and gets the bytes on their
     /// way: written here with one non-blocking write when the connection is idle (nothing waits
     /// to be written, no reply is outstanding), otherwise (and for what the socket did not take)
-    /// by the task. Gives `queue` back, unrun, when the connection has ended. With `own` (the
-    /// command's deadline), returns the [`OwnReply`] of a single command written whole here.
+    /// by the task. Gives `queue` back, unrun, when the connection has ended. With
+    /// [`Own::Offer`], returns the [`OwnReply`] of a single command written whole here; with
+    /// [`Own::Extend`], the queued replies join those the caller reads.
     pub(super) fn submit<Q: FnOnce(&mut Outbox)>(
         &self,
         queue: Q,
-        own: Option<Instant>,
+        own: Own<'_>,
     ) -> std::result::Result<Option<OwnReply>, Q> {
+        let own = match own {
+            Own::No => None,
+            Own::Offer(deadline) => Some(deadline),
+            Own::Extend(reader) => return self.submit_read_here(queue, reader).map(|()| None),
+        };
         let shared = &self.shared;
         // Borrowed from before the write when the caller may read its reply itself, so that
         // the task cannot read that reply first; not held across the write (the task would
@@ -318,6 +353,42 @@ impl Connection {
             shared.wake.notify_one();
         }
         Ok(own_reply)
+    }
+
+    /// [`Connection::submit`] for a caller that holds the read side already (its [`OwnReply`]'s
+    /// replies are not all read yet): the queued replies are read by it too, so the task is
+    /// not woken for them, and the bytes are written here whenever the task has none of its own
+    /// to write first (a caller whose loop reads its replies is the one that writes the next
+    /// commands, as a client without a core thread does).
+    fn submit_read_here<Q: FnOnce(&mut Outbox)>(
+        &self,
+        queue: Q,
+        reader: &mut OwnReply,
+    ) -> std::result::Result<(), Q> {
+        let shared = &self.shared;
+        let mut out = shared.outbox.locked();
+        if out.closed || shared.done.is_cancelled() {
+            return Err(queue);
+        }
+        let task_knows = !out.bytes.is_empty() || out.task_writing;
+        let deadline_before = out.next_deadline;
+        queue(&mut out);
+        // The last waiter queued is the last reply read here.
+        reader.read_through(out.answered + out.waiters.len() as u64 - 1);
+        // Deferred: the caller flushes, so the task is not woken for these bytes either.
+        let deferred = reader.defers_writes();
+        if let (false, false, Some(stream)) = (task_knows, deferred, &out.inline) {
+            if let Ok(n) = stream.try_write(&out.bytes) {
+                out.bytes.advance(n);
+            }
+        }
+        let unsent = !task_knows && !deferred && !out.bytes.is_empty();
+        let wake = unsent || out.next_deadline != deadline_before;
+        drop(out);
+        if wake {
+            shared.wake.notify_one();
+        }
+        Ok(())
     }
 
     /// The error for a request that cannot get a reply because the connection ended.

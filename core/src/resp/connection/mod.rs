@@ -5,7 +5,10 @@
 //! connection (nothing waiting to be written, no reply outstanding) the caller then sends its
 //! bytes itself with one non-blocking write: a command one at a time needs no other thread to wake
 //! (what the socket does not take at once is left to the task, which is woken for it). Bursts of
-//! commands from many callers are left to the task, which writes each burst with one call. The task reads and decodes replies and
+//! commands from many callers are left to the task, which writes each burst with one call;
+//! except for an event loop that reads the replies of its commands itself: it writes the
+//! commands it sends meanwhile too, and reads their replies ([`Reading::Extend`]). The task
+//! reads and decodes replies and
 //! completes waiters in FIFO order: Redis answers in request order. Because a request is queued
 //! synchronously, a caller that stops waiting never desynchronises the stream: its reply is still
 //! read and matched, then discarded.
@@ -24,7 +27,7 @@ mod task;
 #[cfg(test)]
 mod tests;
 
-pub use handle::Connection;
+pub use handle::{Connection, Reading};
 pub use options::ConnectOptions;
 pub use outbox::Reply;
 pub use pubsub::Frame;

@@ -4,8 +4,10 @@
 //! comes may read that reply from the socket itself, as a synchronous client does: the reply then
 //! wakes only the thread waiting for it, not a core thread that hands it over. So the read buffer
 //! and its scanner ([`ReadSide`]) are lent: whoever holds them reads and decodes. The caller
-//! takes only the reply to its own command (the next one due: the connection was idle) and hands
-//! back whatever came after it. While the side is lent, the runtime is not woken for the
+//! takes only the reply to its own command (the next one due: the connection was idle), and
+//! those of the commands it sent on the same connection while that reply was due (an event loop
+//! that keeps many in flight: [`Reading::Extend`](super::Reading::Extend)), and hands back
+//! whatever came after them. While the side is lent, the runtime is not woken for the
 //! socket's bytes at all where the platform allows it (the `socket` module). The task never
 //! waits for the caller: finding the read side lent out, it stops reading until the caller hands
 //! it back (and wakes it if bytes are waiting); its writes and deadlines go on meanwhile. Under
@@ -15,6 +17,7 @@ use std::io;
 use std::sync::Arc;
 use std::task::Poll;
 
+use bytes::Buf;
 use tokio::time::Instant;
 
 use super::outbox::dispatch;
@@ -25,7 +28,9 @@ use crate::sync::Locked;
 
 /// A command this thread wrote whole to an idle connection, with the read side lent to it from
 /// before the write: its reply is the next to come, and only the thread that waits for it reads
-/// it ([`OwnReply::read`]). Dropped unread, it hands the read side back to the task.
+/// it ([`OwnReply::read`]), with the replies of commands that joined it since
+/// ([`Reading::Extend`](super::Reading::Extend)). Dropped unread, it hands the read side back to
+/// the task.
 pub struct OwnReply {
     shared: Arc<Shared>,
     stream: Arc<Socket>,
@@ -36,6 +41,12 @@ pub struct OwnReply {
     side: Option<ReadSide>,
     /// The caller watches the socket beyond the reply ([`OwnReply::keep_watching`]).
     keep_watching: bool,
+    /// Commands that join these replies are left in the outbox for [`OwnReply::flush`].
+    defer_writes: bool,
+    /// Some were, and are not written yet.
+    unflushed: bool,
+    /// Replies handed over by this value's reads.
+    handed_over: u64,
 }
 
 impl OwnReply {
@@ -53,7 +64,56 @@ impl OwnReply {
             deadline: deadline.into_std(),
             side: Some(side),
             keep_watching: false,
+            defer_writes: false,
+            unflushed: false,
+            handed_over: 0,
         }
+    }
+
+    /// How many replies this value's reads have handed over so far (its own and those that
+    /// joined it).
+    pub fn handed_over(&self) -> u64 {
+        self.handed_over
+    }
+
+    /// With `defer` set, commands that join these replies
+    /// ([`Reading::Extend`](super::Reading::Extend)) are queued but not written until
+    /// [`OwnReply::flush`] (or until this is given back or dropped, which flushes): an event
+    /// loop that sends a burst of commands from one callback writes them with one system call
+    /// instead of one each.
+    pub fn defer_writes(&mut self, defer: bool) {
+        self.defer_writes = defer;
+    }
+
+    /// Writes the commands left unwritten by [`OwnReply::defer_writes`], with one non-blocking
+    /// write; what the socket does not take, the task writes (it is woken for it). Nothing to
+    /// do when none were deferred, or when the task is writing (it takes them after its own).
+    pub fn flush(&mut self) {
+        if !std::mem::take(&mut self.unflushed) {
+            return;
+        }
+        let shared = &*self.shared;
+        let mut out = shared.outbox.locked();
+        if out.task_writing || out.bytes.is_empty() || out.closed {
+            return;
+        }
+        if let Ok(n) = self.stream.try_write(&out.bytes) {
+            out.bytes.advance(n);
+        }
+        let unsent = !out.bytes.is_empty();
+        drop(out);
+        if unsent {
+            shared.wake.notify_one();
+        }
+    }
+
+    /// Whether commands that join these replies now are left for [`OwnReply::flush`]; the
+    /// caller of that notes that one was.
+    pub(super) fn defers_writes(&mut self) -> bool {
+        if self.defer_writes {
+            self.unflushed = true;
+        }
+        self.defer_writes
     }
 
     /// Promises that the caller's event loop goes on watching [`OwnReply::fd`] after the reply
@@ -112,15 +172,27 @@ impl OwnReply {
             return Poll::Ready(false);
         };
         let shared = &*self.shared;
-        let mut delivery = None;
+        // Whether the last reply due here was handed over here.
+        let mut delivered_last = false;
         let broken = loop {
             let protocol = shared.protocol();
             match side.next_frame(protocol) {
                 Ok(Some(value)) => {
-                    let mut out = shared.outbox.locked();
-                    // Ours, or a push frame before it: ours is first in line.
-                    delivery = dispatch(&mut out, value, protocol).or(delivery);
-                    if out.answered > self.seq || out.closed {
+                    let (delivery, through) = {
+                        let mut out = shared.outbox.locked();
+                        // The next reply due (ours, or one of the earlier ones this thread
+                        // reads too), or a push frame.
+                        let delivery = dispatch(&mut out, value, protocol);
+                        (delivery, out.answered > self.seq || out.closed)
+                    };
+                    if let Some((done, result)) = delivery {
+                        // After the lock, as the task delivers; the read side stays here, so
+                        // no other reader can overtake this completion.
+                        done(result);
+                        self.handed_over += 1;
+                        delivered_last = through;
+                    }
+                    if through {
                         break None;
                     }
                     continue;
@@ -141,18 +213,25 @@ impl OwnReply {
                 Err(e) => break Some(Broken::Io(e)),
             }
         };
-        if self.keep_watching && broken.is_none() && delivery.is_some() {
+        if self.keep_watching && broken.is_none() && delivered_last {
             leave_watched(shared, &self.stream, side);
         } else {
             hand_back(shared, Some(&self.stream), side, broken);
         }
-        match delivery {
-            Some((done, result)) => {
-                done(result);
-                Poll::Ready(true)
-            }
-            None => Poll::Ready(false),
-        }
+        Poll::Ready(delivered_last)
+    }
+
+    /// Whether a command sent now on `shared`'s connection can have its reply read here too
+    /// ([`Connection::call`](super::Connection::call) with [`Reading::Extend`](super::Reading)):
+    /// the read side is still lent here, for that connection.
+    pub(super) fn reads_for(&self, shared: &Arc<Shared>) -> bool {
+        self.side.is_some() && Arc::ptr_eq(&self.shared, shared)
+    }
+
+    /// Reads here every reply up to the `seq`th (counted as `Outbox::answered` counts), the
+    /// last of a command just queued behind this one's.
+    pub(super) fn read_through(&mut self, seq: u64) {
+        self.seq = seq;
     }
 
     /// Hands the read side back to the task now, as dropping this would, unread reply and all
@@ -161,6 +240,7 @@ impl OwnReply {
     /// that descriptor number reused meanwhile (epoll registrations are removed by number).
     /// Later calls do nothing; [`OwnReply::read_ready`] then returns `Ready(false)`.
     pub fn give_back(&mut self) {
+        self.flush();
         match self.side.take() {
             Some(side) => give_back(&self.shared, Some(&self.stream), side),
             None if self.keep_watching => stop_watching_elsewhere(&self.shared, &self.stream),

@@ -359,7 +359,9 @@ async fn calls_from_plain_threads_are_written_by_them_and_answered_in_order() {
                     let payload = format!("t{t}-{i}");
                     let (reply, rx) = replies();
                     let args = ["ECHO", payload.as_str()];
-                    assert!(conn.call(encoded(&args), deadline, reply, false).is_ok());
+                    assert!(conn
+                        .call(encoded(&args), deadline, reply, Reading::Task)
+                        .is_ok());
                     let value = rx.recv().unwrap().unwrap();
                     assert_eq!(value.as_str(), Some(payload.as_str()));
                 }
@@ -389,7 +391,7 @@ async fn a_call_past_its_deadline_times_out_and_its_late_reply_is_dropped() {
         move |result| {
             let _ = tx.send(result);
         },
-        false,
+        Reading::Task,
     );
     assert!(queued.is_ok());
     let e = rx.await.unwrap().unwrap_err();
@@ -414,7 +416,7 @@ async fn an_earlier_deadline_is_watched_even_behind_a_later_one() {
             encoded(&["A"]),
             Instant::now() + Duration::from_secs(60),
             late,
-            false
+            Reading::Task
         )
         .is_ok());
     let (tx, rx) = tokio::sync::oneshot::channel();
@@ -425,7 +427,7 @@ async fn an_earlier_deadline_is_watched_even_behind_a_later_one() {
             move |r| {
                 let _ = tx.send(r);
             },
-            false
+            Reading::Task
         )
         .is_ok());
     let e = tokio::time::timeout(Duration::from_secs(5), rx)
@@ -443,7 +445,12 @@ async fn a_call_on_an_ended_connection_is_given_back_unsent() {
     conn.close();
     conn.closed().await;
     let (reply, rx) = replies();
-    let back = conn.call(encoded(&["SET", "k", "v"]), Instant::now(), reply, false);
+    let back = conn.call(
+        encoded(&["SET", "k", "v"]),
+        Instant::now(),
+        reply,
+        Reading::Task,
+    );
     assert!(back.is_err(), "an ended connection accepted a call");
     assert!(
         rx.try_recv().is_err(),
@@ -466,7 +473,7 @@ async fn calls_in_flight_when_the_connection_ends_get_connection_lost_once() {
             move |r: Result<Value>| {
                 let _ = tx.send(r);
             },
-            false,
+            Reading::Task,
         );
         assert!(queued.is_ok());
     }
@@ -509,7 +516,7 @@ fn the_calling_thread_writes_to_an_idle_connection_itself() {
     let (reply, _rx) = replies();
     let deadline = Instant::now() + Duration::from_secs(60);
     assert!(conn
-        .call(encoded(&["PING"]), deadline, reply, false)
+        .call(encoded(&["PING"]), deadline, reply, Reading::Task)
         .is_ok());
     assert_eq!(server.join().unwrap(), b"*1\r\n$4\r\nPING\r\n");
     drop(conn);
@@ -518,7 +525,7 @@ fn the_calling_thread_writes_to_an_idle_connection_itself() {
 
 /// Sends `args` on `conn`, idle, asking to read the reply here: the [`OwnReply`] it must offer.
 fn call_own(conn: &Connection, args: &[&str], deadline: Instant, reply: impl Reply) -> OwnReply {
-    match conn.call(encoded(args), deadline, reply, true) {
+    match conn.call(encoded(args), deadline, reply, Reading::Offer) {
         Ok(Some(own)) => own,
         Ok(None) => panic!("an idle connection did not offer the reply to the thread that wrote"),
         Err(_) => panic!("the connection had ended"),
@@ -747,7 +754,7 @@ async fn replies_after_the_own_one_are_handed_back_to_the_task() {
         let own = call_own(&waiting, &["A"], deadline, a_reply);
         // B is queued behind A before A's reply is read (the task writes it: a reply is due).
         assert!(waiting
-            .call(encoded(&["B"]), deadline, b_reply, true)
+            .call(encoded(&["B"]), deadline, b_reply, Reading::Offer)
             .is_ok_and(|own| own.is_none()));
         let read_here = own.read(std::time::Instant::now() + Duration::from_secs(10), None);
         (read_here, a_rx.recv().unwrap())
@@ -845,7 +852,7 @@ async fn own_reads_mixed_with_the_task_lose_no_reply_and_no_wake_up() {
                     let deadline = Instant::now() + Duration::from_secs(10);
                     let args = ["ECHO", payload.as_str()];
                     let own = conn
-                        .call(encoded(&args), deadline, reply, true)
+                        .call(encoded(&args), deadline, reply, Reading::Offer)
                         .ok()
                         .unwrap();
                     if let Some(own) = own {
@@ -1221,7 +1228,7 @@ async fn a_loop_that_keeps_watching_reads_reply_after_reply_and_lets_go_to_the_t
     // Watched elsewhere now: a command the task sends and reads itself still gets its reply.
     let (reply, rx) = replies();
     assert!(conn
-        .call(encoded(&["PING"]), deadline(), reply, false)
+        .call(encoded(&["PING"]), deadline(), reply, Reading::Task)
         .is_ok());
     let got = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(10)))
         .await
@@ -1291,4 +1298,106 @@ async fn the_end_waits_for_the_loop() -> bool {
         .await
         .expect("the task did not see the end once the loop let go");
     true
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn commands_that_join_an_own_reply_are_read_and_written_by_its_holder() {
+    // Echoes each command's first argument as a bulk reply: replies prove their order.
+    let server = MockServer::start(|cmd| {
+        Action::Reply(bulk(&String::from_utf8_lossy(&cmd[1])).into_bytes())
+    })
+    .await;
+    let conn = Connection::connect(server.addr, &resp2()).await.unwrap();
+    let holder = conn.clone();
+    let t = std::thread::spawn(move || {
+        let here = std::thread::current().id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reply = |n: usize| {
+            let tx = tx.clone();
+            move |result: Result<Value>| {
+                let _ = tx.send((n, result, std::thread::current().id()));
+            }
+        };
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut own = call_own(&holder, &["ECHO", "0"], deadline, reply(0));
+        let numbers: Vec<String> = (1..=20).map(|n| n.to_string()).collect();
+        for (i, n) in numbers.iter().enumerate() {
+            // The second half is deferred: nothing of it reaches the socket before `flush`.
+            own.defer_writes(i >= 10);
+            let joined = holder.call(
+                encoded(&["ECHO", n.as_str()]),
+                deadline,
+                reply(i + 1),
+                Reading::Extend(&mut own),
+            );
+            assert!(joined.is_ok_and(|offered| offered.is_none()));
+        }
+        let unwritten = holder.shared.outbox.locked().bytes.len();
+        own.flush();
+        let after_flush = holder.shared.outbox.locked().bytes.len();
+        // Every reply, the first and the twenty that joined it, is read on this thread.
+        let read_here = own.read(std::time::Instant::now() + Duration::from_secs(10), None);
+        drop(tx);
+        let got: Vec<_> = rx.iter().collect();
+        (unwritten, after_flush, read_here, got, here)
+    });
+    let (unwritten, after_flush, read_here, got, here) =
+        tokio::task::spawn_blocking(move || t.join().unwrap())
+            .await
+            .unwrap();
+    assert_eq!(unwritten, 10 * "*2\r\n$4\r\nECHO\r\n$2\r\n10\r\n".len());
+    assert_eq!(
+        after_flush, 0,
+        "flush left the deferred commands in the outbox"
+    );
+    assert!(
+        read_here,
+        "the last joined reply was not handed over by its holder"
+    );
+    assert_eq!(got.len(), 21);
+    for (i, (n, result, thread)) in got.iter().enumerate() {
+        assert_eq!(*n, i, "replies completed out of order");
+        assert_eq!(text(result.as_ref().unwrap()), i.to_string());
+        assert_eq!(*thread, here, "reply {i} was read on another thread");
+    }
+    // The read side is back with the task: the connection goes on.
+    assert_eq!(
+        text(&conn.request(&["ECHO", "next"]).await.unwrap()),
+        "next"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deferred_writes_go_out_when_their_holder_is_dropped_without_a_flush() {
+    let server = MockServer::start(|cmd| {
+        Action::Reply(bulk(&String::from_utf8_lossy(&cmd[1])).into_bytes())
+    })
+    .await;
+    let conn = Connection::connect(server.addr, &resp2()).await.unwrap();
+    let holder = conn.clone();
+    let rx = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let (first, _first_rx) = replies();
+        let mut own = call_own(&holder, &["ECHO", "a"], deadline, first);
+        own.defer_writes(true);
+        let (joined, rx) = replies();
+        assert!(holder
+            .call(
+                encoded(&["ECHO", "b"]),
+                deadline,
+                joined,
+                Reading::Extend(&mut own)
+            )
+            .is_ok());
+        // Dropped unread and unflushed: the task writes the command and reads both replies.
+        drop(own);
+        rx
+    })
+    .join()
+    .unwrap();
+    let b = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(10)))
+        .await
+        .unwrap()
+        .expect("a deferred command was never sent");
+    assert_eq!(text(&b.unwrap()), "b");
 }
