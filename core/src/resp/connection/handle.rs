@@ -370,19 +370,19 @@ impl Connection {
         if out.closed || shared.done.is_cancelled() {
             return Err(queue);
         }
-        let task_knows = !out.bytes.is_empty() || out.task_writing;
         let deadline_before = out.next_deadline;
         queue(&mut out);
         // The last waiter queued is the last reply read here.
         reader.read_through(out.answered + out.waiters.len() as u64 - 1);
-        // Deferred: the caller flushes, so the task is not woken for these bytes either.
+        // Deferred: the caller flushes, so the task is not woken for these bytes either. While
+        // the task writes, it takes these after its own.
         let deferred = reader.defers_writes();
-        if let (false, false, Some(stream)) = (task_knows, deferred, &out.inline) {
+        if let (false, false, Some(stream)) = (out.task_writing, deferred, &out.inline) {
             if let Ok(n) = stream.try_write(&out.bytes) {
                 out.bytes.advance(n);
             }
         }
-        let unsent = !task_knows && !deferred && !out.bytes.is_empty();
+        let unsent = !out.task_writing && !deferred && !out.bytes.is_empty();
         let wake = unsent || out.next_deadline != deadline_before;
         drop(out);
         if wake {

@@ -1320,9 +1320,11 @@ async fn commands_that_join_an_own_reply_are_read_and_written_by_its_holder() {
         };
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut own = call_own(&holder, &["ECHO", "0"], deadline, reply(0));
-        let numbers: Vec<String> = (1..=20).map(|n| n.to_string()).collect();
+        let numbers: Vec<String> = (1..=30).map(|n| n.to_string()).collect();
+        // Unwritten bytes after each command: the first ten are written at once, the next
+        // twenty deferred (sixteen go out together, the last four wait for `flush`).
+        let mut unwritten = Vec::new();
         for (i, n) in numbers.iter().enumerate() {
-            // The second half is deferred: nothing of it reaches the socket before `flush`.
             own.defer_writes(i >= 10);
             let joined = holder.call(
                 encoded(&["ECHO", n.as_str()]),
@@ -1331,11 +1333,11 @@ async fn commands_that_join_an_own_reply_are_read_and_written_by_its_holder() {
                 Reading::Extend(&mut own),
             );
             assert!(joined.is_ok_and(|offered| offered.is_none()));
+            unwritten.push(holder.shared.outbox.locked().bytes.len());
         }
-        let unwritten = holder.shared.outbox.locked().bytes.len();
         own.flush();
         let after_flush = holder.shared.outbox.locked().bytes.len();
-        // Every reply, the first and the twenty that joined it, is read on this thread.
+        // Every reply, the first and the thirty that joined it, is read on this thread.
         let read_here = own.read(std::time::Instant::now() + Duration::from_secs(10), None);
         drop(tx);
         let got: Vec<_> = rx.iter().collect();
@@ -1345,26 +1347,26 @@ async fn commands_that_join_an_own_reply_are_read_and_written_by_its_holder() {
         tokio::task::spawn_blocking(move || t.join().unwrap())
             .await
             .unwrap();
-    assert_eq!(unwritten, 10 * "*2\r\n$4\r\nECHO\r\n$2\r\n10\r\n".len());
-    assert_eq!(
-        after_flush, 0,
-        "flush left the deferred commands in the outbox"
-    );
+    let commands = |n: usize| n * "*2\r\n$4\r\nECHO\r\n$2\r\n10\r\n".len();
+    let mut expected = vec![0; 10];
+    expected.extend((1..16).map(commands));
+    expected.push(0);
+    expected.extend((1..=4).map(commands));
+    assert_eq!(unwritten, expected);
+    assert_eq!(after_flush, 0, "flush left deferred commands in the outbox");
     assert!(
         read_here,
-        "the last joined reply was not handed over by its holder"
+        "the last reply was not handed over by its holder"
     );
-    assert_eq!(got.len(), 21);
+    assert_eq!(got.len(), 31);
     for (i, (n, result, thread)) in got.iter().enumerate() {
         assert_eq!(*n, i, "replies completed out of order");
         assert_eq!(text(result.as_ref().unwrap()), i.to_string());
         assert_eq!(*thread, here, "reply {i} was read on another thread");
     }
     // The read side is back with the task: the connection goes on.
-    assert_eq!(
-        text(&conn.request(&["ECHO", "next"]).await.unwrap()),
-        "next"
-    );
+    let next = conn.request(&["ECHO", "next"]).await.unwrap();
+    assert_eq!(text(&next), "next");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
