@@ -56,7 +56,7 @@ pub struct OwnReply {
 /// the whole burst (and that thread idle while the server answers it); writing every 16 lets the
 /// server start on them meanwhile, for one system call per 16 commands. At 64 in flight from
 /// Node, 16 B GETs: 154–179 k/s holding all, 181–185 k/s every 8, 190–195 k/s every 16
-/// (`throughput.js x64-one`; bench/history/node-x64.md).
+/// (`throughput.js x64-one`; bench/history/sequential-latency.md).
 const FLUSH_EVERY: u32 = 16;
 
 impl OwnReply {
