@@ -67,6 +67,53 @@ test('one command at a time: every reply is read on this thread and is its own',
   }
 })
 
+test('64 in flight, mixed with pipelines, aborts, deadlines and other kinds: each reply its own', async () => {
+  // The commands in flight join the replies read here, while other operations hand them back to
+  // the core and a blocking pop goes to a connection of its own: every reply must still reach the
+  // command it answers, whichever thread reads it. Choices from a seeded generator.
+  const c = await Client.connect(topo.url, { decodeResponses: true })
+  try {
+    await c.pipeline(Array.from({ length: 64 }, (_, w) => ['SET', `own:mix:${w}`, `m${w}`]))
+    let seed = 12345
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) % 100
+    const worker = async (w) => {
+      const key = `own:mix:${w}`
+      for (let i = 0; i < 60; i++) {
+        const pick = next()
+        if (pick < 55) {
+          assert.equal(await c.execute(['GET', key]), `m${w}`)
+        } else if (pick < 70) {
+          assert.equal(await c.execute(['INCR', `own:mix:n:${w}`], { timeoutMs: 5000 }), ++incrs[w])
+        } else if (pick < 80) {
+          assert.deepEqual(await c.pipeline([['GET', key], ['ECHO', `p${w}:${i}`]]), [`m${w}`, `p${w}:${i}`])
+        } else if (pick < 90) {
+          // Aborted right after it was sent: its reply (read here or not) must not reach
+          // another command; either outcome is the command's own.
+          const ac = new AbortController()
+          const sent = c.execute(['ECHO', `a${w}:${i}`], { signal: ac.signal })
+          ac.abort()
+          try {
+            assert.equal(await sent, `a${w}:${i}`)
+          } catch (e) {
+            assert.equal(e.name, 'AbortError')
+          }
+        } else if (pick < 95) {
+          assert.equal(await c.execute(['BLPOP', `own:mix:list:${w}`, '0.01']), null)
+        } else {
+          assert.equal(await c.execute(['ECHO', `e${w}:${i}`]), `e${w}:${i}`)
+        }
+      }
+    }
+    const incrs = new Array(64).fill(0)
+    await Promise.all(Array.from({ length: 64 }, (_, w) => worker(w)))
+    // Each worker's INCRs counted its own increments, in order.
+    const counts = await c.pipeline(Array.from({ length: 64 }, (_, w) => ['GET', `own:mix:n:${w}`]))
+    counts.forEach((n, w) => assert.equal(Number(n ?? 0), incrs[w], `worker ${w}`))
+  } finally {
+    await c.close()
+  }
+})
+
 test('small Buffer replies read here share a slab and stay whole, each its own', async () => {
   // Buffer replies up to 4 KiB read on this thread are views of a shared 8 KiB ArrayBuffer
   // (src/buffer_slab.rs); larger ones have their own.
