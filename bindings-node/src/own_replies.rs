@@ -11,10 +11,10 @@
 //! Commands `execute` sends while such replies are due join them ([`take_due`], [`put_back`]):
 //! written on this thread too, their replies read here after the others. So a client that keeps
 //! many commands in flight does all their I/O on this thread, as ioredis does, and no core thread
-//! is woken per command (on a machine with few cores, the core's threads competed with the
-//! server and this thread for them). Commands JavaScript sends while `readable` delivers the
-//! replies it read (each reply's continuation sending the next) are written together, with one
-//! system call, once it returns (`OwnReply::defer_writes`, `OwnReply::flush`).
+//! is woken per command (on a machine with few cores, core threads would compete with the server
+//! and this thread for them). Commands JavaScript sends while `readable` delivers the replies it
+//! read (each reply's continuation sending the next) are written together, sixteen to a system
+//! call and the rest once it returns (`OwnReply::defer_writes`, `OwnReply::flush`).
 //!
 //! Lifetimes: each client keeps one poll handle on its connection's socket, made at its first
 //! watch and started while a reply is due. It stays started after that reply is read, so a client

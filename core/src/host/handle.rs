@@ -158,7 +158,7 @@ impl Handle {
     /// [`OwnReply::read_ready`] each time it is readable, which reads the reply and calls `done`
     /// on the loop's own thread, so no core thread hands the reply over. `done` still runs
     /// exactly once, whichever thread reads the reply (a timeout, cancel or close completes it on
-    /// a core thread as before). Until the `OwnReply` is read or dropped the connection's task
+    /// a core thread). Until the `OwnReply` is read or dropped the connection's task
     /// reads nothing, so the loop must start watching at once; dropping it hands the reply back
     /// to the task.
     ///

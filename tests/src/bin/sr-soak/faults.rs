@@ -68,8 +68,8 @@ const WEIGHTED: [(Fault, u64); 11] = [
     (Fault::Reset, 2),
 ];
 
-/// Drawn besides [`WEIGHTED`] on the netns LAN only, so a loopback run's schedule for a seed is
-/// what it was before partitions existed.
+/// Drawn besides [`WEIGHTED`] on the netns LAN only, so a loopback run's schedule for a seed
+/// draws from [`WEIGHTED`] alone.
 const PARTITIONS: [(Fault, u64); 3] = [
     (Fault::PartitionPrimaryWithWriter, 2),
     (Fault::PartitionWriterFromSentinels, 2),

@@ -10,7 +10,7 @@
 //!   every writer on its own host of a netns LAN, and the schedule also draws partitions A, B
 //!   and C of issue 28. Auto rather than opt-in so that `make test`'s soak on CI exercises the
 //!   fault that loses the most acknowledged writes with Sentinel; without root the soak runs on
-//!   loopback as before (a seed's loopback schedule is unchanged). `--url-extra` appends query
+//!   loopback only (a seed's loopback schedule draws no partition). `--url-extra` appends query
 //!   keys to every writer's URL, e.g. `wait_replicas=2` for durable acknowledgements, which the
 //!   checker then holds to 0 acknowledged writes lost.
 //! - `sr-soak check DIR`: the checker alone, on a directory a run left.
