@@ -49,14 +49,13 @@ namespace SentinelRecovery
             return Create((ErrorCode)code, msg, Native.Utf8(Native.sr_error_get_server_code(error)));
         }
 
-        /// <summary>The C ABI's hints (MULTI refused on the shared connection, ...) in this API's words.</summary>
+        /// <summary>The C ABI's hints (MULTI refused on the shared connection, ...) in this API's words:
+        /// the C names are ffi-c's <c>C_API</c> (HintsNameTheDotNetApi fails when they drift).</summary>
         private static string DotNetHints(string message)
         {
             return message
-                .Replace("sr_client_transaction_begin() and sr_transaction_watch()",
-                    "TransactionAsync(commands, watch) or BeginTransactionAsync() and WatchAsync()")
-                .Replace("sr_client_transaction_begin() and sr_transaction_exec()",
-                    "TransactionAsync(commands) or BeginTransactionAsync()");
+                .Replace("sr_client_transaction() with its watch keys", "TransactionAsync(commands, watch)")
+                .Replace("sr_client_transaction()", "TransactionAsync(commands)");
         }
 
         /// <summary>Copies and frees an owned native error; a generic one when the library gave none.</summary>

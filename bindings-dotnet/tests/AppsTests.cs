@@ -101,8 +101,12 @@ namespace SentinelRecovery.Tests
             using (var c = Connect(_topo.Url))
             {
                 var e = Assert.Throws<ConfigException>(() => c.Execute("MULTI"));
-                StringAssert.Contains("TransactionAsync", e.Message);
+                StringAssert.Contains("TransactionAsync(commands)", e.Message);
                 StringAssert.DoesNotContain("Client::", e.Message);
+                StringAssert.DoesNotContain("sr_", e.Message);
+                var w = Assert.Throws<ConfigException>(() => c.Execute("WATCH", "k"));
+                StringAssert.Contains("TransactionAsync(commands, watch)", w.Message);
+                StringAssert.DoesNotContain("sr_", w.Message);
             }
         }
 

@@ -52,8 +52,8 @@ impl Castable for sr_client_t {
 
 /// How the C API is named in error hints (MULTI refused on the shared connection, ...).
 static C_API: ApiNames = ApiNames {
-    transaction: "sr_client_transaction_begin() and sr_transaction_exec()",
-    watch: "sr_client_transaction_begin() and sr_transaction_watch()",
+    transaction: "sr_client_transaction()",
+    watch: "sr_client_transaction() with its watch keys",
 };
 
 /// Event callback, installed with sr_client_set_event_callback(): called for each topology event

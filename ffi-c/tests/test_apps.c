@@ -293,7 +293,7 @@ static void test_hints_name_the_c_api(void) {
     sr_error_t *error = NULL;
     CHECK_RC(sr_client_execute_blocking(client, 1, multi, NULL, &reply, &error), SR_ERR_CONFIG);
     const char *m = sr_error_get_message(error);
-    int ok = strstr(m, "sr_client_transaction_begin()") != NULL && strstr(m, "Client::") == NULL;
+    int ok = strstr(m, "sr_client_transaction()") != NULL && strstr(m, "Client::") == NULL;
     if (!ok) fprintf(stderr, "    message: %s\n", m);
     sr_error_free(error);
     CHECK(ok);
