@@ -9,20 +9,24 @@ import type { Redis, RedisOptions } from 'ioredis'
 import type { Client, ClientOptions } from './index'
 
 /** ioredis options createIORedis accepts: where to connect comes from the URL. */
-export type CreateIORedisOptions = Omit<RedisOptions, 'sentinels' | 'name' | 'host' | 'port' | 'path' | 'Connector'> & {
-  /** 'primary' (default): writes and reads on the verified primary; 'replica': reads under `read_from` (prefer-replica unless the URL says otherwise). */
-  role?: 'primary' | 'replica'
+export type CreateIORedisOptions = Omit<RedisOptions, 'sentinels' | 'name' | 'host' | 'port' | 'path' | 'Connector' | 'role'> & {
+  /** 'primary' (default): writes and reads on the verified primary; 'replica': reads under `read_from` (prefer-replica unless the URL says otherwise). ioredis' 'master' and 'slave' say the same. */
+  role?: 'primary' | 'replica' | 'master' | 'slave'
   /** Options of the shared sentinel-recovery Client (as for `Client.open`); instances with equal URL and clientOptions share one. */
   clientOptions?: ClientOptions
 }
 
-/** The Redis instances createIORedis returns. */
-export interface SentinelRecoveryRedis extends Redis {
+/**
+ * The Redis instances createIORedis returns. An intersection, not an interface extending
+ * `Redis`: ioredis 6 declares `duplicate` generic over its reply mapping, which a narrower
+ * override could not extend; listed first, this `duplicate` is the overload a call picks.
+ */
+export type SentinelRecoveryRedis = {
   /** A new instance with the same options and the same shared Client (BullMQ calls this). */
   duplicate(override?: Partial<RedisOptions>): SentinelRecoveryRedis
   /** The shared sentinel-recovery Client: `topology()`, events. Closed when its last instance ends. */
   readonly sentinelRecoveryClient: Client
-}
+} & Redis
 
 /**
  * An ioredis `Redis` for the service of `url` (`redis+sentinel://...`). Defaults (overridable):

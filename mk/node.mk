@@ -13,7 +13,7 @@ node-build: dist
 else
 node-build: deps
 	@command -v node >/dev/null 2>&1 || { echo "node-build: node (>= 18) and npm are required" >&2; exit 1; }
-	cd bindings-node && if [ -d node_modules/@napi-rs/cli ]; then npm run build; else npm ci; fi
+	cd bindings-node && if [ -d node_modules/@napi-rs/cli ] && [ -d node_modules/typescript ] && [ -d node_modules/@types/node ]; then npm run build; else npm ci; fi
 endif
 
 test-node: deps node-build

@@ -34,7 +34,9 @@ step "packaging tools (pinned: ${TOOL_PINS[*]}) and the zig environment"
 apt_need
 "$root/bindings-dotnet/scripts/deps.sh"
 command -v node >/dev/null && command -v npm >/dev/null || die "node and npm are required"
-[ -x "$root/bindings-node/node_modules/.bin/napi" ] || (cd "$root/bindings-node" && npm ci --ignore-scripts --no-audit --no-fund)
+# The suite's dev dependencies too (ioredis, bullmq, typescript, @types/node), from the lock file.
+{ [ -x "$root/bindings-node/node_modules/.bin/napi" ] && [ -d "$root/bindings-node/node_modules/@types/node" ]; } \
+  || (cd "$root/bindings-node" && npm ci --ignore-scripts --no-audit --no-fund)
 zig_env
 echo "linker: $CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_LINKER"
 
