@@ -233,7 +233,8 @@ test('a worker that ends while its thread waits for a reply, or with a client le
   // Each worker sends a slow command on an idle connection (its thread then watches the
   // socket) and is terminated, or exits, before the reply; or ('idle') is terminated with its
   // client open and nothing in flight, the socket still watched after the PING's reply: node
-  // closes the worker's loop, which aborts the process if a handle is still open on it.
+  // closes the worker's loop, which aborts the process if a handle is still open on it. ('many')
+  // ends with 64 in flight, their replies read on the worker's thread.
   const r = await runChild(`
     const { Worker } = require('node:worker_threads')
     const body = (how) => \`
@@ -244,12 +245,14 @@ test('a worker that ends while its thread waits for a reply, or with a client le
         await c.execute(['PING'])
         // 'idle': nothing in flight, the poll handle of the PING's read left on the socket.
         if ('\${how}' !== 'idle') c.execute(['DEBUG', 'SLEEP', '1']).catch(() => {})
+        // 'many': 63 more join the slow one's reads, some deferred, when the worker ends.
+        if ('\${how}' === 'many') for (let i = 0; i < 63; i++) c.execute(['GET', 'k' + i]).catch(() => {})
         if ('\${how}' === 'exit') setImmediate(() => process.exit(0))
         else parentPort.postMessage('sent')
       })()
     \`
     ;(async () => {
-      for (const how of ['terminate', 'exit', 'terminate', 'idle']) {
+      for (const how of ['terminate', 'exit', 'terminate', 'idle', 'many']) {
         const w = new Worker(body(how), { eval: true })
         if (how !== 'exit') {
           await new Promise((resolve) => w.once('message', resolve))
