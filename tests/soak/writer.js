@@ -30,8 +30,13 @@ async function main ([url, id, logPath, stop, reads]) {
   let seq = 0
   while (!fs.existsSync(stop)) {
     seq += 1
-    await call('rpush', seq, ['RPUSH', list, String(seq)])
-    await call('incr', null, ['INCR', counter])
+    // Both in flight at once: the INCR joins the RPUSH's reply on this thread's loop (the
+    // binding reads the replies of the commands it keeps in flight itself), so the faults meet
+    // that path too. The list keeps its order: one RPUSH per round.
+    await Promise.all([
+      call('rpush', seq, ['RPUSH', list, String(seq)]),
+      call('incr', null, ['INCR', counter]),
+    ])
     if (reads === '1') await call('get', null, ['GET', counter])
     await new Promise((resolve) => setTimeout(resolve, ROUND_PAUSE_MS))
   }
