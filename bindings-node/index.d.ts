@@ -1,7 +1,8 @@
 /// <reference types="node" />
 /**
  * sentinel-recovery for Node.js: a Promise client of a Redis/Valkey service managed by Sentinel.
- * Discovery, DNS, failover and sockets run on the Rust core's own threads, never on the event loop.
+ * Discovery, DNS, failover and reconnects run on the Rust core's own threads; commands in flight
+ * are written and read on the event loop's thread with non-blocking calls, never waiting there.
  */
 import { EventEmitter } from 'node:events'
 

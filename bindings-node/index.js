@@ -2,8 +2,10 @@
 /**
  * sentinel-recovery for Node.js: a Promise client of a Redis/Valkey service managed by Sentinel.
  *
- * Discovery, DNS, failover and every socket run on the Rust core's own threads; the event loop
- * only receives finished results (in batches) and events. See index.d.ts for the API.
+ * Discovery, DNS, failover, connecting and reconnecting run on the Rust core's own threads; the
+ * commands a client keeps in flight are written and their replies read on the event loop's thread
+ * with non-blocking calls (src/own_replies.rs), so the loop never waits on the network or on
+ * discovery. See index.d.ts for the API.
  */
 
 const { EventEmitter } = require('node:events')
