@@ -89,13 +89,13 @@ for t in "${C_TESTS[@]}"; do
   [ "$t" = test_ffi ] || log=$out/valgrind-$t.log
   valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite \
     --show-leak-kinds=definite --log-file="$log" \
-    "$out/$t" "$topology_bin" | tail -1
+    "$out/$t" "$topology_bin" | grep -v '^ok '
   grep -E "ERROR SUMMARY|definitely lost|indirectly lost|possibly lost|still reachable" "$log" | sed 's/^==[0-9]*== *//'
 done
 
 for t in "${C_TESTS[@]}"; do
   step "C tests under AddressSanitizer: $t"
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "$out/${t}_asan" "$topology_bin" | tail -1
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 "$out/${t}_asan" "$topology_bin" | grep -v '^ok '
 done
 
 step "example: follow a kill -9 failover"
