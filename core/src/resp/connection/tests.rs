@@ -1300,53 +1300,85 @@ async fn the_end_waits_for_the_loop() -> bool {
     true
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn commands_that_join_an_own_reply_are_read_and_written_by_its_holder() {
-    // Echoes each command's first argument as a bulk reply: replies prove their order.
-    let server = MockServer::start(|cmd| {
-        Action::Reply(bulk(&String::from_utf8_lossy(&cmd[1])).into_bytes())
-    })
-    .await;
-    let conn = Connection::connect(server.addr, &resp2()).await.unwrap();
-    let holder = conn.clone();
-    let t = std::thread::spawn(move || {
-        let here = std::thread::current().id();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let reply = |n: usize| {
-            let tx = tx.clone();
-            move |result: Result<Value>| {
-                let _ = tx.send((n, result, std::thread::current().id()));
+/// A plain-thread server that answers each `ECHO x` it reads with the bulk string `x`, until the
+/// client goes.
+fn echo_server() -> (SocketAddr, std::thread::JoinHandle<()>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut socket, _) = listener.accept().unwrap();
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            match socket.read(&mut buf) {
+                Ok(0) | Err(_) => return,
+                Ok(n) => seen.extend_from_slice(&buf[..n]),
             }
-        };
-        let deadline = Instant::now() + Duration::from_secs(60);
-        let mut own = call_own(&holder, &["ECHO", "0"], deadline, reply(0));
-        let numbers: Vec<String> = (1..=30).map(|n| n.to_string()).collect();
-        // Unwritten bytes after each command: the first ten are written at once, the next
-        // twenty deferred (sixteen go out together, the last four wait for `flush`).
-        let mut unwritten = Vec::new();
-        for (i, n) in numbers.iter().enumerate() {
-            own.defer_writes(i >= 10);
-            let joined = holder.call(
-                encoded(&["ECHO", n.as_str()]),
-                deadline,
-                reply(i + 1),
-                Reading::Extend(&mut own),
-            );
-            assert!(joined.is_ok_and(|offered| offered.is_none()));
-            unwritten.push(holder.shared.outbox.locked().bytes.len());
+            // Whole commands `*2 $4 ECHO $len arg`: the argument is the fifth line.
+            loop {
+                let text = String::from_utf8_lossy(&seen).into_owned();
+                let lines: Vec<&str> = text.split("\r\n").collect();
+                if lines.len() < 6 {
+                    break;
+                }
+                let arg = lines[4];
+                let used: usize = lines[..5].iter().map(|l| l.len() + 2).sum();
+                seen.drain(..used);
+                if socket.write_all(bulk(arg).as_bytes()).is_err() {
+                    return;
+                }
+            }
         }
-        own.flush();
-        let after_flush = holder.shared.outbox.locked().bytes.len();
-        // Every reply, the first and the thirty that joined it, is read on this thread.
-        let read_here = own.read(std::time::Instant::now() + Duration::from_secs(10), None);
-        drop(tx);
-        let got: Vec<_> = rx.iter().collect();
-        (unwritten, after_flush, read_here, got, here)
     });
-    let (unwritten, after_flush, read_here, got, here) =
-        tokio::task::spawn_blocking(move || t.join().unwrap())
-            .await
-            .unwrap();
+    (addr, server)
+}
+
+#[test]
+fn commands_that_join_an_own_reply_are_read_and_written_by_its_holder() {
+    // The connection's task runs on a current-thread runtime that is driven only to connect
+    // and at the end: while this thread holds the reply, nothing else can touch the outbox, so
+    // what is left unwritten after each command is this thread's doing alone.
+    let (addr, server) = echo_server();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let conn = rt.block_on(Connection::connect(addr, &resp2())).unwrap();
+    let here = std::thread::current().id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reply = |n: usize| {
+        let tx = tx.clone();
+        move |result: Result<Value>| {
+            let _ = tx.send((n, result, std::thread::current().id()));
+        }
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut own = call_own(&conn, &["ECHO", "0"], deadline, reply(0));
+    let numbers: Vec<String> = (1..=30).map(|n| n.to_string()).collect();
+    // Unwritten bytes after each command: the first ten are written at once, the next twenty
+    // deferred (sixteen go out together, the last four wait for `flush`).
+    let mut unwritten = Vec::new();
+    for (i, n) in numbers.iter().enumerate() {
+        own.defer_writes(i >= 10);
+        let joined = conn.call(
+            encoded(&["ECHO", n.as_str()]),
+            deadline,
+            reply(i + 1),
+            Reading::Extend(&mut own),
+        );
+        assert!(joined.is_ok_and(|offered| offered.is_none()));
+        unwritten.push(conn.shared.outbox.locked().bytes.len());
+    }
+    own.flush();
+    let after_flush = conn.shared.outbox.locked().bytes.len();
+    // Every reply, the first and the thirty that joined it, is read on this thread.
+    let read_here = own.read(std::time::Instant::now() + Duration::from_secs(10), None);
+    drop(tx);
+    // A reply handed back to the task never comes (its runtime is not driven): bounded wait.
+    let got: Vec<_> = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(5)).ok())
+        .take(31)
+        .collect();
     let commands = |n: usize| n * "*2\r\n$4\r\nECHO\r\n$2\r\n10\r\n".len();
     let mut expected = vec![0; 10];
     expected.extend((1..16).map(commands));
@@ -1365,8 +1397,11 @@ async fn commands_that_join_an_own_reply_are_read_and_written_by_its_holder() {
         assert_eq!(*thread, here, "reply {i} was read on another thread");
     }
     // The read side is back with the task: the connection goes on.
-    let next = conn.request(&["ECHO", "next"]).await.unwrap();
+    let next = rt.block_on(conn.request(&["ECHO", "next"])).unwrap();
     assert_eq!(text(&next), "next");
+    drop(conn);
+    drop(rt);
+    server.join().unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
