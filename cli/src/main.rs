@@ -2,12 +2,14 @@
 //!
 //! `exec URL -- CMD` runs one command; `watch URL [--json]` prints the topology once discovery
 //! has answered, then one line per event as it happens (one JSON object per line with
-//! `--json`); `doctor URL [--json] [--watch SECONDS]` diagnoses the deployment (exit 0, 1 or 2).
+//! `--json`); `proxy URL --listen HOST:PORT` serves any Redis client, fencing and following the
+//! primary, and prints `listening ADDRESS` then the same events; `doctor URL [--json] [--watch SECONDS]` diagnoses the deployment (exit 0, 1 or 2).
 //! Arguments are parsed in one place, by clap, so every subcommand has the same `--help`,
 //! error wording and exit status 2 for a usage error.
 
 mod doctor;
 mod exec;
+mod proxy;
 mod watch;
 
 use std::process::ExitCode;
@@ -35,6 +37,8 @@ enum Command {
     /// Diagnose the deployment: exit 0 healthy, 1 warnings, 2 failures
     #[command(long_about = doctor::ABOUT, after_long_help = doctor::SCHEMA)]
     Doctor(doctor::Args),
+    /// Serve any Redis client on a local address, fencing and following the primary
+    Proxy(proxy::Args),
 }
 
 fn main() -> ExitCode {
@@ -50,6 +54,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Watch(args) => watch::main(args),
         Command::Exec(args) => exec::main(args),
+        Command::Proxy(args) => proxy::main(args),
         Command::Doctor(args) => return doctor::main(args),
     };
     match result {

@@ -49,7 +49,7 @@ pub fn main(Args { url, json }: Args) -> Result<(), String> {
     })
 }
 
-fn print_topology(t: &Topology, json: bool) {
+pub(crate) fn print_topology(t: &Topology, json: bool) {
     if json {
         let mut value = serde_json::to_value(t).unwrap_or_default();
         if let Some(map) = value.as_object_mut() {
@@ -87,7 +87,7 @@ fn print_topology(t: &Topology, json: bool) {
     ));
 }
 
-fn print_event(e: &Event, json: bool) {
+pub(crate) fn print_event(e: &Event, json: bool) {
     if json {
         line(&serde_json::to_string(e).unwrap_or_default());
         return;
@@ -151,7 +151,7 @@ fn print_event(e: &Event, json: bool) {
     line(&format!("{} {} {detail}", stamp(e.at), e.kind.name()));
 }
 
-fn line(text: &str) {
+pub(crate) fn line(text: &str) {
     let mut out = std::io::stdout().lock();
     // A closed pipe (watch ... | head) just ends the output.
     let _ = writeln!(out, "{text}");

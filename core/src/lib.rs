@@ -27,6 +27,7 @@ pub mod deadline;
 pub mod doctor;
 pub mod error;
 pub mod host;
+pub mod proxy;
 pub mod runtime;
 pub mod types;
 
@@ -34,6 +35,7 @@ pub use client::{Client, EventStream, Route, Subscription, SubscriptionControl, 
 pub use config::{Config, ReadFrom};
 pub use doctor::{Options as DoctorOptions, Report as DoctorReport};
 pub use error::{Error, ErrorCode, Result};
+pub use proxy::{ListenAddress, Proxy, ProxyOptions, ProxyStats};
 pub use resp::Value;
 pub use types::{
     unix_ms, Address, Credentials, Event, EventKind, Message, Protocol, Role, Secret, SentinelInfo,

@@ -51,6 +51,31 @@ impl TlsOptions {
     }
 }
 
+/// Runs the TLS handshake over `stream`, connected to `addr` for `host`, verifying the server's
+/// certificate against `host` (or the configured override). A rustls error (certificate, alert,
+/// garbage from a non-TLS port) is a `tls` error; a socket error during the handshake stays a
+/// connection error. The data path's connections and the proxy's upstreams both come through
+/// here.
+pub async fn handshake(
+    stream: tokio::net::TcpStream,
+    host: &str,
+    addr: std::net::SocketAddr,
+    tls: &TlsOptions,
+) -> Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let name = tls.server_name_for(host)?;
+    let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
+    connector
+        .connect(name, stream)
+        .await
+        .map_err(|e| match tls_error_text(&e) {
+            Some(why) => Error::new(
+                ErrorCode::Tls,
+                format!("TLS handshake with {host} ({addr}) failed: {why}"),
+            ),
+            None => Error::from(e).context(format_args!("TLS handshake with {host} ({addr})")),
+        })
+}
+
 /// The files and switches that apply to one side (sentinels or data nodes).
 struct SideFiles<'a> {
     what: &'static str,

@@ -22,6 +22,7 @@ mod transaction;
 
 #[cfg(test)]
 pub(crate) use command::classify as classify_for_tests;
+pub(crate) use durable::WriteTable;
 pub use handle::{Client, EventStream};
 pub use route::Route;
 pub use subscriber::{Subscription, SubscriptionControl, DEFAULT_BUFFER};

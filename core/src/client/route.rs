@@ -104,4 +104,11 @@ impl Client {
         monitor.report("a connection of an adapter failed", round);
         Ok(())
     }
+
+    /// What the data path connects with: the monitor's resolver and the data nodes' connect
+    /// options (timeout, TLS, credentials). For the proxy's own upstream connections.
+    pub(crate) fn data_path(&self) -> Result<(crate::dns::Resolver, crate::resp::ConnectOptions)> {
+        let monitor = self.monitor()?;
+        Ok((monitor.resolver().clone(), monitor.data_options().clone()))
+    }
 }

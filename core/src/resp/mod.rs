@@ -19,7 +19,7 @@ mod real_server_tests;
 #[cfg(test)]
 pub(crate) mod test_server;
 
-pub(crate) use codec::encode_command;
+pub(crate) use codec::{decode, encode_command, FrameScanner};
 #[cfg(feature = "internals")]
 pub use connection::Subscription;
 pub use connection::{ConnectOptions, Connection, Frame, OwnReply, Reading, Reply};

@@ -52,20 +52,7 @@ impl Connection {
                     Error::from(e).context(format_args!("cannot connect to {addr}"))
                 })?)),
                 Some(tls) => {
-                    let name = tls.server_name_for(host)?;
-                    let connector = tokio_rustls::TlsConnector::from(tls.config.clone());
-                    // A rustls error (certificate, alert, garbage from a non-TLS port) is a TLS
-                    // failure; a socket error during the handshake stays a connection error.
-                    let stream = connector.connect(name, stream).await.map_err(|e| {
-                        match crate::tls::tls_error_text(&e) {
-                            Some(why) => Error::new(
-                                crate::ErrorCode::Tls,
-                                format!("TLS handshake with {host} ({addr}) failed: {why}"),
-                            ),
-                            None => Error::from(e)
-                                .context(format_args!("TLS handshake with {host} ({addr})")),
-                        }
-                    })?;
+                    let stream = crate::tls::handshake(stream, host, addr, tls).await?;
                     Transport::Tls(Box::new(stream))
                 }
             };
