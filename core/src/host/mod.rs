@@ -28,6 +28,7 @@ mod hints;
 mod inflight;
 pub mod log;
 pub mod mailbox;
+mod proxy;
 mod subscriptions;
 mod transaction;
 mod wait;
@@ -39,6 +40,7 @@ pub use handle::Handle;
 pub use hints::{ApiNames, RUST};
 pub use inflight::{Done, Operation};
 pub use mailbox::{Completion, Delivery, Mailbox, Pushed};
+pub use proxy::{HostProxy, DEFAULT_GRACE as PROXY_DEFAULT_GRACE};
 pub use subscriptions::{MessageHandler, Subscriber};
 pub use transaction::HostTransaction;
 

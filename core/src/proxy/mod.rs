@@ -28,6 +28,7 @@
 
 mod command;
 mod listener;
+mod options;
 mod replies;
 mod request;
 mod session;
@@ -50,6 +51,7 @@ use crate::error::{Error, Result};
 use crate::tls::TlsOptions;
 use crate::types::{Credentials, EventKind};
 
+pub use options::PROXY_KEYS;
 pub use stats::ProxyStats;
 
 /// Where a proxy listens, or listens now (with the port a `:0` request was given).
@@ -194,6 +196,26 @@ impl Proxy {
             }
             Err(e) => {
                 client.close().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Opens a client from `config` (returning at once, as [`Client::open`] does: sessions wait
+    /// for the first verified primary within the hold bound) and starts a proxy in front of
+    /// it. The client is closed with the proxy. For hosts that must not wait (the bindings).
+    pub fn open(config: crate::Config, options: ProxyOptions) -> Result<Proxy> {
+        let client = Client::open(config)?;
+        match Proxy::start(client.clone(), options) {
+            Ok(mut proxy) => {
+                proxy.owns_client = true;
+                Ok(proxy)
+            }
+            Err(e) => {
+                // Closing waits for nothing the caller's thread would block on.
+                if let Ok(handle) = crate::runtime::handle() {
+                    handle.spawn(async move { client.close().await });
+                }
                 Err(e)
             }
         }
