@@ -229,6 +229,16 @@ pub struct AclSpec {
     pub sentinel_users: Vec<AclUser>,
 }
 
+/// What a client's sentinel user needs: the events the core follows and the SENTINEL queries
+/// of discovery, nothing else.
+pub const SENTINEL_WATCHER_RULES: &str =
+    "resetchannels &+switch-master &+sdown &-sdown &+odown &-odown \
+     &+slave &+convert-to-slave &+sentinel &+tilt &-tilt &+failover-end &+reset-master \
+     &+failover-state-send-slaveof-noone &-failover-abort-not-elected \
+     &-failover-abort-no-good-slave &-failover-abort-slave-timeout \
+     -@all +sentinel|master +sentinel|get-master-addr-by-name +sentinel|replicas \
+     +sentinel|sentinels +sentinel|myid +subscribe +client|setname +info";
+
 /// The name of the testkit's own admin user on ACL topologies.
 pub const ADMIN_USER: &str = "sr-admin";
 

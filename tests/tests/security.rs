@@ -310,12 +310,7 @@ fn mutual_tls_needs_the_client_certificate_on_each_side() {
 ///
 /// The promotion channels (`+failover-state-send-slaveof-noone`, `-failover-abort-*`) let the
 /// client fence writes while a replica is promoted; `INFO` tells a sentinel in TILT.
-const SENTINEL_RULES: &str = "resetchannels &+switch-master &+sdown &-sdown &+odown &-odown \
-     &+slave &+convert-to-slave &+sentinel &+tilt &-tilt &+failover-end &+reset-master \
-     &+failover-state-send-slaveof-noone &-failover-abort-not-elected \
-     &-failover-abort-no-good-slave &-failover-abort-slave-timeout \
-     -@all +sentinel|master +sentinel|get-master-addr-by-name +sentinel|replicas \
-     +sentinel|sentinels +sentinel|myid +subscribe +client|setname +info";
+use sentinel_recovery_testkit::security::SENTINEL_WATCHER_RULES as SENTINEL_RULES;
 
 /// An application user on data nodes: keys and data commands, plus ROLE for verification (ROLE
 /// is in @admin and @dangerous).

@@ -131,6 +131,31 @@ pub(super) fn kind(args: &[Bytes]) -> Kind {
     }
 }
 
+/// Whether a command may block its connection for longer than a server round trip: the B*
+/// pops and moves, XREAD/XREADGROUP with BLOCK, WAIT, WAITAOF. At a move such a command is not
+/// waited for: its connection is given up and the client told `UNCERTAIN`.
+pub(super) fn blocks(args: &[Bytes]) -> bool {
+    let name = &args[0];
+    let is = |n: &str| name.eq_ignore_ascii_case(n.as_bytes());
+    if is("xread") || is("xreadgroup") {
+        return args[1..].iter().any(|a| a.eq_ignore_ascii_case(b"block"));
+    }
+    [
+        "blpop",
+        "brpop",
+        "brpoplpush",
+        "blmove",
+        "blmpop",
+        "bzpopmin",
+        "bzpopmax",
+        "bzmpop",
+        "wait",
+        "waitaof",
+    ]
+    .iter()
+    .any(|n| is(n))
+}
+
 /// The kind of a pub/sub frame by its first element: a confirmation of `family` (and whether it
 /// confirms a subscribe), or a message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -375,22 +375,69 @@ async fn follow_events(shared: Arc<Shared>, kill: CancellationToken) {
     }
 }
 
-/// Reads the server's command table once through the client, to tell writes from reads.
+/// Reads the server's command table once, on a connection of its own in RESP2 (its RESP3 form
+/// nests sets the decoder does not take), authenticated with the URL's credentials.
 async fn read_write_table(shared: Arc<Shared>, kill: CancellationToken) {
     let read = async {
-        let client = &shared.client;
-        match client.execute(&["COMMAND"]).await {
-            Ok(reply) => {
-                let _ = shared.table.set(Arc::new(WriteTable::parse(&reply)));
+        let hold = shared.options.hold;
+        let node = shared.client.route(Route::Primary, hold).await?;
+        let mut stream = upstream::connect(
+            &shared.resolver,
+            &node,
+            shared.tls.as_ref(),
+            shared.connect_timeout,
+        )
+        .await?;
+        let mut out = bytes::BytesMut::new();
+        let auth = shared.client.config().auth.clone();
+        let mut replies = 1;
+        if let Some(auth) = &auth {
+            let mut args: Vec<&[u8]> = vec![b"AUTH"];
+            if let Some(user) = &auth.username {
+                args.push(user.as_bytes());
             }
-            Err(e) => tracing::warn!(
-                error = %e,
-                "proxy: COMMAND refused; commands not known to read only count as writes"
-            ),
+            args.push(auth.password.expose().as_bytes());
+            crate::resp::encode_command(&args, &mut out);
+            replies += 1;
+        }
+        crate::resp::encode_command(&[b"COMMAND".as_slice()], &mut out);
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        stream.write_all(&out).await?;
+        let mut buf = bytes::BytesMut::with_capacity(256 * 1024);
+        let mut scanner = crate::resp::FrameScanner::default();
+        let mut last = None;
+        while replies > 0 {
+            match scanner.scan(&buf, crate::types::Protocol::Resp2) {
+                Ok(Some(len)) => {
+                    last = Some(buf.split_to(len).freeze());
+                    replies -= 1;
+                }
+                Ok(None) => {
+                    if stream.read_buf(&mut buf).await? == 0 {
+                        return Err(Error::connection_lost("COMMAND: connection closed"));
+                    }
+                }
+                Err(e) => return Err(Error::protocol(format!("COMMAND: {e}"))),
+            }
+        }
+        let reply = crate::resp::decode(last.unwrap_or_default(), crate::types::Protocol::Resp2)
+            .map_err(|e| Error::protocol(format!("COMMAND: {e}")))?;
+        if let crate::resp::Value::Array(_) = reply {
+            let _ = shared.table.set(Arc::new(WriteTable::parse(&reply)));
+            Ok(())
+        } else {
+            Err(Error::protocol(
+                "COMMAND did not answer with the command table",
+            ))
         }
     };
     tokio::select! {
-        _ = read => {}
+        result = read => if let Err(e) = result {
+            tracing::warn!(
+                error = %e,
+                "proxy: the command table could not be read; commands not known to read only count as writes"
+            );
+        },
         _ = kill.cancelled() => {}
     }
 }

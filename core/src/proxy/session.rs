@@ -47,6 +47,8 @@ enum Expect {
         /// Kept for requests whose accepted reply changes the session's state.
         args: Option<Vec<Bytes>>,
         write: bool,
+        /// A blocking command: not waited for at a move.
+        blocking: bool,
         /// Held until the WAIT that follows it (`wait_replicas`).
         covered: bool,
     },
@@ -270,6 +272,7 @@ impl Driver {
             match gate {
                 Gate::Open => {
                     self.s.dispatch();
+                    self.s.emit_local();
                     return Ok(());
                 }
                 Gate::Hold => {
@@ -285,16 +288,25 @@ impl Driver {
                 }
                 Gate::Move => {
                     if !self.s.inflight.is_empty() {
-                        // Replies still due from the old node are read (and judged) first.
+                        // Replies still due from the old node are read (and judged) first,
+                        // unless one may block for long or they do not come within the hold
+                        // bound: then the old connection is given up and what it owed is
+                        // answered UNCERTAIN.
                         let since = *self.s.waiting_since.get_or_insert_with(Instant::now);
-                        if since.elapsed() >= self.s.shared.options.hold {
-                            Counters::add(&self.s.shared.counters.sessions_closed_at_move, 1);
-                            return Err(End::Cannot("replies still pending at a move"));
+                        let blocked = self
+                            .s
+                            .inflight
+                            .iter()
+                            .any(|e| matches!(e, Expect::Reply { blocking: true, .. }));
+                        if !blocked && since.elapsed() < self.s.shared.options.hold {
+                            return Ok(());
                         }
-                        return Ok(());
+                        self.drop_upstream();
+                        self.s.lost()?;
+                    } else {
+                        self.s.leave_node()?;
+                        self.drop_upstream();
                     }
-                    self.s.leave_node()?;
-                    self.drop_upstream();
                     Counters::add(&self.s.shared.counters.moves, 1);
                     if self.s.must_follow() {
                         continue;
@@ -507,14 +519,17 @@ impl Session {
         }
         let client = &self.shared.client;
         let gate = match self.shared.options.route {
-            Route::Primary if client.is_fenced(node) => Gate::Hold,
-            Route::Primary if client.is_routable(node, Route::Primary) => Gate::Open,
-            Route::Primary => match client.topology().ok().and_then(|t| t.primary) {
-                // A primary reported down with no other promoted yet: wait for the verdict.
-                Some(p) if p == *node => Gate::Hold,
-                None => Gate::Hold,
-                Some(_) => Gate::Move,
-            },
+            Route::Primary => {
+                // A replaced primary stays fenced for a while: the new one decides first.
+                let primary = client.topology().ok().and_then(|t| t.primary);
+                match primary {
+                    Some(p) if p != *node => Gate::Move,
+                    _ if client.is_fenced(node) => Gate::Hold,
+                    _ if client.is_routable(node, Route::Primary) => Gate::Open,
+                    // Reported down with no other promoted yet, or none known: wait.
+                    _ => Gate::Hold,
+                }
+            }
             Route::Read if client.is_routable(node, Route::Read) => Gate::Open,
             Route::Read => Gate::Move,
         };
@@ -690,6 +705,7 @@ impl Session {
                     let stateful = !matches!(kind, Kind::Plain);
                     Expect::Reply {
                         args: stateful.then(|| request.args.clone()),
+                        blocking: command::blocks(&request.args),
                         kind,
                         write,
                         covered: false,
@@ -830,6 +846,7 @@ impl Session {
                 args,
                 write,
                 covered,
+                ..
             } => {
                 let node_fenced = write
                     && !error
