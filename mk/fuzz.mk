@@ -9,7 +9,7 @@
 #                                (half that on the clock: FUZZ_JOBS, 2, targets run at once)
 #   make fuzz FUZZ_TARGETS=config_url FUZZ_SECONDS=600
 # `make test` runs each target FUZZ_TEST_SECONDS (20) through test-fuzz.
-FUZZ_TARGETS ?= resp_frames resp_differential sentinel_replies sentinel_events config_url tls_not_after
+FUZZ_TARGETS ?= resp_frames resp_differential sentinel_replies sentinel_events config_url tls_not_after proxy_requests
 FUZZ_SECONDS ?= 60
 FUZZ_TEST_SECONDS ?= 20
 FUZZ_TOOLCHAIN ?= nightly

@@ -27,6 +27,9 @@
 //! [`Proxy::start`]'s socket bind (no network wait).
 
 mod command;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod fuzzing;
 mod listener;
 mod options;
 mod replies;

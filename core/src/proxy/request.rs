@@ -38,7 +38,7 @@ pub(super) fn next(buf: &mut BytesMut, max_request: usize) -> Result<Option<Requ
         if first == b'*' {
             return multibulk(buf, max_request);
         }
-        match inline(buf)? {
+        match inline(buf, MAX_INLINE.min(max_request))? {
             Some(Some(request)) => return Ok(Some(request)),
             Some(None) => continue,
             None => return Ok(None),
@@ -119,11 +119,17 @@ fn header(buf: &[u8], at: usize, kind: u8, what: &str) -> Result<Option<(i64, us
     Ok(Some((number, at + newline + 1)))
 }
 
-/// One inline line: `Some(Some(request))`, `Some(None)` for an empty line (consumed), `None`
+/// One inline line of at most `max` bytes: `Some(Some(request))`, `Some(None)` for an empty line (consumed), `None`
 /// when the line is not complete yet.
-fn inline(buf: &mut BytesMut) -> Result<Option<Option<Request>>, Malformed> {
-    let Some(newline) = memchr(b'\n', buf) else {
-        if buf.len() > MAX_INLINE {
+fn inline(buf: &mut BytesMut, max: usize) -> Result<Option<Option<Request>>, Malformed> {
+    let newline = memchr(b'\n', buf);
+    if newline.map_or(buf.len(), |n| n + 1) > max {
+        return Err(Malformed(
+            "ERR Protocol error: too big inline request".into(),
+        ));
+    }
+    let Some(newline) = newline else {
+        if buf.len() > max {
             return Err(Malformed(
                 "ERR Protocol error: too big inline request".into(),
             ));
