@@ -26,13 +26,30 @@ fn writer() -> WriterProgram {
     }
 }
 
+/// The same writer's calls through an in-process fencing proxy, over plain RESP.
+fn proxy_writer() -> WriterProgram {
+    WriterProgram {
+        program: PathBuf::from(env!("CARGO_BIN_EXE_sr-proxy-set-writer")),
+        args: Vec::new(),
+    }
+}
+
 /// Runs `scenario` with the Rust writer and `url_extra` query keys; `None` when skipped.
 fn run_with(scenario: Scenario, url_extra: &[(&str, &str)]) -> Option<ScenarioRun> {
+    run_writer(scenario, writer(), url_extra)
+}
+
+/// [`run_with`] for any writer program.
+fn run_writer(
+    scenario: Scenario,
+    writer: WriterProgram,
+    url_extra: &[(&str, &str)],
+) -> Option<ScenarioRun> {
     if let Err(why) = netns_available() {
         eprintln!("SKIPPED: {why}");
         return None;
     }
-    let mut spec = ScenarioSpec::new(scenario, writer());
+    let mut spec = ScenarioSpec::new(scenario, writer);
     spec.url_extra = url_extra
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -214,4 +231,34 @@ fn b_with_durable_acknowledgements_loses_no_acknowledged_write() {
 #[ignore = "needs root and network namespaces: make test-partitions runs it"]
 fn c_with_durable_acknowledgements_loses_no_acknowledged_write() {
     assert_durable_lost_nothing(Scenario::C);
+}
+
+/// Through the fencing proxy, with `wait_replicas` equal to the replicas, a client that knows
+/// nothing of Sentinel loses no acknowledged write either: the proxy follows each write with
+/// WAIT and answers NOTREPLICATED when the cut primary cannot replicate it.
+fn assert_durable_proxy_lost_nothing(scenario: Scenario) {
+    let Some(r) = run_writer(scenario, proxy_writer(), &[("wait_replicas", "2")]) else {
+        return;
+    };
+    assert_invariants(&r);
+    assert_failed_over(&r);
+    assert_eq!(r.report.total.lost, 0, "{:?}", r.report.total);
+}
+
+#[test]
+#[ignore = "needs root and network namespaces: make test-partitions runs it"]
+fn a_through_the_proxy_with_durable_acknowledgements_loses_no_acknowledged_write() {
+    assert_durable_proxy_lost_nothing(Scenario::A);
+}
+
+#[test]
+#[ignore = "needs root and network namespaces: make test-partitions runs it"]
+fn b_through_the_proxy_with_durable_acknowledgements_loses_no_acknowledged_write() {
+    assert_durable_proxy_lost_nothing(Scenario::B);
+}
+
+#[test]
+#[ignore = "needs root and network namespaces: make test-partitions runs it"]
+fn c_through_the_proxy_with_durable_acknowledgements_loses_no_acknowledged_write() {
+    assert_durable_proxy_lost_nothing(Scenario::C);
 }
