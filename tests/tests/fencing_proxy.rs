@@ -527,3 +527,51 @@ fn tempdir() -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+// --- TLS upstreams and read listeners ------------------------------------------------------
+
+#[test]
+fn upstreams_use_tls_where_the_url_says_so() {
+    let spec = TopologySpec {
+        tls: Some(sentinel_recovery_testkit::TlsSpec::default()),
+        ..TopologySpec::default()
+    };
+    let rig = Rig::start(spec, &[], ProxyOptions::default());
+    let mut c = rig.conn();
+    ok(c.call(&["SET", "k", "over-tls"]).unwrap());
+    let info = text(&c.call(&["CLIENT", "INFO"]).unwrap());
+    let tls_port = rig.topo.primary().tls_port().unwrap();
+    assert!(
+        info.contains(&format!("laddr=127.0.0.1:{tls_port}")),
+        "{info}"
+    );
+    rig.close();
+}
+
+#[test]
+fn a_read_listener_sends_sessions_to_replicas() {
+    let options = ProxyOptions {
+        route: sentinel_recovery::Route::Read,
+        ..ProxyOptions::default()
+    };
+    let rig = Rig::start(
+        TopologySpec::default(),
+        &[("read_from", "replica")],
+        options,
+    );
+    let mut c = rig.conn();
+    let info = text(&c.call(&["CLIENT", "INFO"]).unwrap());
+    let replicas: Vec<u16> = rig.topo.replicas().iter().map(|r| r.port()).collect();
+    assert!(
+        replicas
+            .iter()
+            .any(|p| info.contains(&format!("laddr=127.0.0.1:{p}"))),
+        "{info} not on a replica {replicas:?}"
+    );
+    let write = c.call(&["SET", "k", "v"]).unwrap();
+    assert!(
+        matches!(&write, Reply::Error(e) if e.starts_with("READONLY")),
+        "{write:?}"
+    );
+    rig.close();
+}
