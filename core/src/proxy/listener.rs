@@ -5,6 +5,7 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use futures_util::FutureExt;
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -101,8 +102,12 @@ pub(super) async fn accept(
         let shared = shared.clone();
         let kill = kill.clone();
         tracker.spawn(async move {
+            // A panic ends this session only (its connection closes); nothing else notices.
+            let session = std::panic::AssertUnwindSafe(session::run(shared, stream)).catch_unwind();
             tokio::select! {
-                _ = session::run(shared, stream) => {}
+                ended = session => if ended.is_err() {
+                    tracing::error!("proxy: a session panicked; its connection was closed");
+                },
                 _ = kill.cancelled() => {}
             }
         });

@@ -123,17 +123,32 @@ struct Session {
 /// Runs one client's session until it ends. Never panics on input; every error is the
 /// client's connection closed (after an error reply where Redis would give one).
 pub(super) async fn run(shared: Arc<Shared>, client: Box<dyn Stream>) {
-    let counters = shared.counters.clone();
-    Counters::add(&counters.sessions_open, 1);
+    let _open = Open::count(shared.counters.clone());
     let mut driver = Driver::new(shared, client);
     let end = driver.run().await;
     if let Err(End::Cannot(why)) = end {
         tracing::debug!(why, "proxy session closed");
     }
     driver.flush_client().await;
-    counters
-        .sessions_open
-        .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Counts a session as open for as long as it lives, also when it ends by a panic or is
+/// dropped at close.
+struct Open(Arc<Counters>);
+
+impl Open {
+    fn count(counters: Arc<Counters>) -> Open {
+        Counters::add(&counters.sessions_open, 1);
+        Open(counters)
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0
+            .sessions_open
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// The session with its sockets.
