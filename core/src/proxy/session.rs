@@ -116,6 +116,8 @@ struct Session {
     draining: bool,
     /// Requests a session keeps beyond this many bytes are refused.
     max_request: usize,
+    /// The error for a request that could not be read, sent after what came before it.
+    malformed: Option<Bytes>,
     /// The routing epoch the gate was last judged at, and the verdict.
     judged: Option<(u64, Gate)>,
 }
@@ -189,6 +191,7 @@ impl Driver {
                 unconfirmed: false,
                 draining: false,
                 max_request,
+                malformed: None,
                 judged: None,
             },
             client_r,
@@ -282,11 +285,13 @@ impl Driver {
     /// it must, expires what waited too long.
     async fn advance(&mut self) -> Result<(), End> {
         loop {
+            self.s.refuse_malformed();
             self.s.emit_local();
             let gate = self.s.gate();
             match gate {
                 Gate::Open => {
                     self.s.dispatch();
+                    self.s.refuse_malformed();
                     self.s.emit_local();
                     return Ok(());
                 }
@@ -482,7 +487,10 @@ async fn sleep_until(at: Option<Instant>) {
 impl Session {
     /// Whether nothing more will happen: draining and everything answered.
     fn finished(&self) -> bool {
-        self.draining && self.held.is_empty() && self.inflight.is_empty()
+        self.draining
+            && self.held.is_empty()
+            && self.inflight.is_empty()
+            && self.malformed.is_none()
     }
 
     /// Whether the session must have an upstream even with nothing to send: it receives
@@ -491,26 +499,24 @@ impl Session {
         self.state.subscription_count() > 0
     }
 
-    /// Reads as many whole requests as `buf` holds into `held`.
+    /// Reads as many whole requests as `buf` holds into `held`. After QUIT, or a request that
+    /// cannot be read, nothing more is read: what came before it is still answered, then the
+    /// session ends (with Redis' protocol error for the malformed one).
     fn take_requests(&mut self, buf: &mut BytesMut) {
         while self.held.len() < MAX_HELD && !self.draining {
             match request::next(buf, self.max_request) {
                 Ok(Some(request)) => {
                     let kind = command::kind(&request.args);
+                    if kind == Kind::Quit {
+                        self.draining = true;
+                    }
                     self.held.push_back((request, kind));
                 }
                 Ok(None) => break,
                 Err(request::Malformed(text)) => {
                     Counters::add(&self.shared.counters.malformed, 1);
-                    // Answered after everything before it, then the session closes, as Redis
-                    // closes a connection that sent a malformed request.
                     self.draining = true;
-                    let reply = replies::plain(&text);
-                    self.held.clear();
-                    self.inflight.push_back(Expect::Local {
-                        reply,
-                        covered: false,
-                    });
+                    self.malformed = Some(replies::plain(&text));
                     buf.clear();
                     break;
                 }
@@ -518,6 +524,18 @@ impl Session {
         }
         if buf.is_empty() && buf.capacity() > 64 * 1024 {
             *buf = BytesMut::new();
+        }
+    }
+
+    /// Queues the protocol error of a malformed request once everything before it has gone.
+    fn refuse_malformed(&mut self) {
+        if self.held.is_empty() {
+            if let Some(reply) = self.malformed.take() {
+                self.inflight.push_back(Expect::Local {
+                    reply,
+                    covered: false,
+                });
+            }
         }
     }
 
