@@ -369,6 +369,7 @@ async fn follow_events(shared: Arc<Shared>, kill: CancellationToken) {
         let event = tokio::select! {
             event = events.next() => event,
             _ = kill.cancelled() => return,
+            _ = shared.closing.cancelled() => return,
         };
         let Some(event) = event else { return };
         if matches!(event.kind, EventKind::PrimaryChanged { .. }) {
@@ -442,5 +443,6 @@ async fn read_write_table(shared: Arc<Shared>, kill: CancellationToken) {
             );
         },
         _ = kill.cancelled() => {}
+        _ = shared.closing.cancelled() => {}
     }
 }
