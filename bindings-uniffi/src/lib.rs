@@ -16,6 +16,7 @@ mod doctor;
 mod errors;
 mod events;
 mod model;
+mod proxy;
 mod pubsub;
 mod reply;
 
@@ -24,6 +25,7 @@ pub use codes::SentinelError;
 pub use doctor::{doctor, DoctorReport};
 pub use events::{EventListener, Subscription};
 pub use model::{Address, Event, EventDetail, SentinelInfo, Topology};
+pub use proxy::{Proxy, ProxyStats};
 pub use pubsub::{Message, PubSub};
 pub use reply::{MapEntry, Reply};
 

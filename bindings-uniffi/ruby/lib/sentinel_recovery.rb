@@ -1,6 +1,6 @@
 # frozen_string_literal: true
 
-# sentinel-recovery for Ruby: a Client over the uniffi-generated binding
+# sentinel-recovery for Ruby: a Client and a fencing Proxy over the uniffi-generated binding
 # (sentinel_recovery/sentinel_recovery_uniffi.rb, ruby-ffi). Calls that wait run as the library's
 # async operations, which the generated code waits for on a pipe: the GVL is released while
 # waiting, so other Ruby threads run. A call interrupted while it waits (Timeout.timeout,
@@ -203,6 +203,109 @@ module SentinelRecovery
         error
       else raise ArgumentError, "unknown reply #{reply.inspect}"
       end
+    end
+  end
+
+  # A fencing RESP proxy in front of one Sentinel-managed service, running on the core's threads
+  # in this process: any Redis client (redis-rb, hiredis, a subprocess) points at its address as
+  # if at one standalone Redis, with no Sentinel code of its own. One session per client
+  # connection with its own upstream connection to the ROLE-verified primary; from the moment a
+  # promotion starts nothing is written to the old primary; at the change every session moves
+  # with its state replayed; nothing that may have reached a server is re-sent.
+  #
+  #   SentinelRecovery::Proxy.start('redis+sentinel://127.0.0.1:26379/mymaster') do |proxy|
+  #     redis = Redis.new(url: proxy.url)          # plain redis-rb
+  #     redis.set('k', 'v')
+  #   end                                           # closed at the block's end
+  #
+  # Options: the proxy's own (listen: "IP:PORT", default "127.0.0.1:0", or "unix:PATH"; an
+  # address that is not loopback needs allow_remote: true, as the proxy passes on whatever
+  # reaches it; hold_ms:, max_clients:, idle_timeout_ms:, max_request_bytes:, route: "primary" |
+  # "read", lend_credentials:, unix_mode: an Integer such as 0o600 or octal text "600") and any
+  # key of the URL's query for its client. A bad one raises the config error naming the key.
+  #
+  # Error replies of the proxy itself begin with a stable code word: UNCERTAIN (the command
+  # reached a primary being demoted, or its connection broke before the reply: it may or may not
+  # have been applied; never re-sent), FENCED (no verified primary within the hold bound: not
+  # sent), NOTREPLICATED (wait_replicas not met), EXECABORT (a MULTI open at the change).
+  class Proxy
+    # Starts a proxy; returns once it accepts connections, never waiting for discovery (a
+    # request that arrives before the primary is known waits within the hold bound). With a
+    # block, yields the proxy, closes it when the block ends and returns the block's value.
+    def self.start(url, **options)
+      proxy = new(Native::Proxy.start(url, options.to_h { |k, v| [k.to_s, Proxy.option_text(k, v)] }))
+      return proxy unless block_given?
+
+      begin
+        yield proxy
+      ensure
+        proxy.close
+      end
+    end
+
+    # An option's value as the text the core parses (the core checks it); unix_mode as an
+    # Integer is a file mode, written in octal.
+    def self.option_text(key, value)
+      return value.to_s(8) if key.to_s == 'unix_mode' && value.is_a?(Integer)
+
+      value.to_s
+    end
+
+    def initialize(native)
+      @native = native
+    end
+
+    # Where the proxy listens: "IP:PORT" ("[IP]:PORT" for IPv6) or "unix:PATH".
+    def address
+      @native.address
+    end
+
+    # The listening IP (without brackets for IPv6); nil on a Unix socket.
+    def host
+      @native.host
+    end
+
+    # The listening port; nil on a Unix socket.
+    def port
+      @native.port
+    end
+
+    # The Unix socket's path; nil on TCP.
+    def path
+      @native.path
+    end
+
+    # "redis://HOST:PORT" for clients that take a URL ("unix://PATH" on a Unix socket).
+    def url
+      return "unix://#{path}" if path
+
+      host.include?(':') ? "redis://[#{host}]:#{port}" : "redis://#{host}:#{port}"
+    end
+
+    # The proxy's counters now (#sessions_open, #commands_forwarded, #commands_held,
+    # #held_seconds, #fenced_replies, #moves, #primary_changes, ...); raises the closed error
+    # once closed.
+    def stats
+      @native.stats
+    end
+
+    def closed?
+      @native.is_closed
+    end
+
+    # Closes the proxy: stops accepting, lets replies in flight reach their clients for up to
+    # `grace:` seconds (default 5; 0 closes at once), then closes every session and the
+    # proxy's client. Waits with the GVL released. A grace below 0 or above 2147483.647 raises
+    # the config error and closes nothing. Idempotent.
+    def close(grace: nil)
+      raise TypeError, "grace must be a number of seconds, not #{grace.inspect}" unless grace.nil? || grace.is_a?(Numeric)
+
+      @native.shutdown(grace&.to_f, Native::TimeoutUnit::SECONDS)
+      nil
+    end
+
+    def inspect
+      "#<#{self.class.name} #{address}>"
     end
   end
 

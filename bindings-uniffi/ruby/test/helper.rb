@@ -70,3 +70,58 @@ end
 
 SHARED = TestTopology.new
 Minitest.after_run { SHARED.close }
+
+# A plain RESP2 connection over a socket (TCPSocket, UNIXSocket), as a client that knows nothing
+# of Sentinel speaks to a proxy or a node: commands written as arrays of bulk strings, replies read
+# as String (simple and bulk), Integer, nil, Array or RespConnection::Error. Every read gives up
+# after `timeout` seconds, so a test waiting on a reply fails instead of hanging.
+class RespConnection
+  Error = Struct.new(:message)
+
+  def self.tcp(host, port, timeout: 30)
+    new(TCPSocket.new(host, port), timeout: timeout)
+  end
+
+  def initialize(io, timeout: 30)
+    @io = io
+    @timeout = timeout
+  end
+
+  # Writes one command without reading its reply (pipelining).
+  def send_command(*args)
+    @io.write("*#{args.size}\r\n" + args.map { |a| "$#{a.to_s.bytesize}\r\n#{a}\r\n" }.join)
+  end
+
+  # Sends one command and reads its reply.
+  def call(*args)
+    send_command(*args)
+    read
+  end
+
+  # Reads one reply; EOFError when the peer closed the connection.
+  def read
+    line = Timeout.timeout(@timeout) { @io.gets("\r\n") } or raise EOFError, 'the connection was closed'
+    rest = line.chomp("\r\n")[1..]
+    case line[0]
+    when '+' then rest
+    when '-' then Error.new(rest)
+    when ':' then Integer(rest)
+    when '$' then (n = Integer(rest)).negative? ? nil : Timeout.timeout(@timeout) { @io.read(n + 2) }[0, n]
+    when '*' then (n = Integer(rest)).negative? ? nil : Array.new(n) { read }
+    else raise "not a RESP2 reply: #{line.inspect}"
+    end
+  end
+
+  # Whether the peer closed the connection (end of stream or reset) within the timeout.
+  def closed_by_peer?
+    Timeout.timeout(@timeout) { @io.read(1).nil? }
+  rescue Errno::ECONNRESET, IOError
+    true
+  rescue Timeout::Error
+    false
+  end
+
+  def close
+    @io.close
+  end
+end

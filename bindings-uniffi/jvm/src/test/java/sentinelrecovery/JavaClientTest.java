@@ -1,13 +1,20 @@
 // The JVM binding from plain Java: CompletableFuture variants, a Consumer listener run off the
-// core's threads, try-with-resources, errors by code.
+// core's threads, try-with-resources, errors by code; the proxy with try-with-resources and
+// plain RESP over a java.net.Socket.
 package sentinelrecovery;
 
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.Socket;
+import java.nio.charset.StandardCharsets;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
 import sentinelrecovery.uniffi.Event;
+import sentinelrecovery.uniffi.ProxyStats;
 import sentinelrecovery.uniffi.Reply;
 import sentinelrecovery.uniffi.SentinelException;
 
@@ -22,6 +29,53 @@ public final class JavaClientTest {
         while (!done.getAsBoolean()) {
             if (System.nanoTime() > deadline) throw new AssertionError("timed out waiting for " + what);
             Thread.sleep(20);
+        }
+    }
+
+    /** Writes `request` and reads until `expected` came (or fails: the socket's read timeout). */
+    private static void exchange(Socket socket, String request, String expected) throws IOException {
+        OutputStream out = socket.getOutputStream();
+        out.write(request.getBytes(StandardCharsets.UTF_8));
+        out.flush();
+        InputStream in = socket.getInputStream();
+        byte[] got = new byte[expected.length()];
+        int n = 0;
+        while (n < got.length) {
+            int read = in.read(got, n, got.length - n);
+            if (read < 0) throw new AssertionError("connection closed after " + n + " bytes");
+            n += read;
+        }
+        String reply = new String(got, StandardCharsets.UTF_8);
+        check(reply.equals(expected), request.trim() + " replied " + reply.trim());
+    }
+
+    private static void proxy(TestTopology topology) throws Exception {
+        SentinelProxy kept;
+        try (SentinelProxy proxy = SentinelProxy.start(topology.getUrl(), Map.of("hold_ms", "20000"))) {
+            kept = proxy;
+            check(proxy.getAddress().equals("127.0.0.1:" + proxy.getPort()), "address " + proxy.getAddress());
+            try (Socket socket = new Socket(proxy.getHost(), proxy.getPort())) {
+                socket.setSoTimeout(30_000);
+                exchange(socket, "*1\r\n$4\r\nPING\r\n", "+PONG\r\n");
+                exchange(socket, "*3\r\n$3\r\nSET\r\n$7\r\njava:px\r\n$2\r\nv1\r\n", "+OK\r\n");
+                exchange(socket, "*2\r\n$3\r\nGET\r\n$7\r\njava:px\r\n", "$2\r\nv1\r\n");
+                ProxyStats stats = proxy.stats();
+                check(stats.getSessionsOpen() == 1, "sessions open: " + stats);
+                check(stats.getCommandsForwarded() >= 3, "commands forwarded: " + stats);
+            }
+        }
+        check(kept.isClosed(), "try-with-resources closed the proxy");
+        try {
+            kept.stats();
+            throw new AssertionError("stats after close succeeded");
+        } catch (SentinelException.Closed e) {
+            check(TablesKt.getErrorCode(e).equals("closed"), "code");
+        }
+        try {
+            SentinelProxy.start(topology.getUrl(), Map.of("max_clients", "many")).close();
+            throw new AssertionError("a bad option was accepted");
+        } catch (SentinelException.Config e) {
+            check(e.getMessage().contains("max_clients"), "the message names the key: " + e.getMessage());
         }
     }
 
@@ -56,6 +110,8 @@ public final class JavaClientTest {
                 check(threads.stream().noneMatch(n -> n.startsWith("sr-worker")), "listener ran on a core thread: " + threads);
             }
             System.out.println("ok   java: futures, listener, errors by code");
+            proxy(topology);
+            System.out.println("ok   java: proxy with try-with-resources, plain RESP over a Socket");
         }
     }
 }

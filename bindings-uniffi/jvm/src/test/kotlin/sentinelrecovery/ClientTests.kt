@@ -469,6 +469,10 @@ fun main() {
                 "the shared doctor option cases" to ::doctorOptionCases,
                 "pub/sub through a kill -9 failover" to ::pubsubThroughKill9Failover,
                 "events through a kill -9 failover" to ::eventsThroughKill9Failover,
+                "proxy: bad options name the key" to ::proxyBadOptionsNameTheKey,
+                "proxy: close ends its sessions" to { proxyCloseEndsItsSessions(shared.url) },
+                "proxy: on a Unix socket" to { proxyOnAUnixSocket(shared.url) },
+                "proxy: plain RESP through a planned failover" to ::proxyThroughPlannedFailover,
             ),
         )
     } finally {

@@ -122,3 +122,96 @@ fun text(reply: sentinelrecovery.uniffi.Reply): String = when (reply) {
     else -> throw Failure("not a string reply: $reply")
 }
 
+
+/** An error reply (`-CODE message`) read from a plain RESP connection. */
+data class RespError(val message: String)
+
+/**
+ * A plain RESP2 connection over a [java.net.Socket], as a client that knows nothing of Sentinel
+ * speaks to a proxy or a node: commands written as arrays of bulk strings, replies read as
+ * String (simple and bulk), Long, null, List or [RespError]. Every read gives up after
+ * [timeoutMs], so a test waiting on a reply fails instead of hanging.
+ */
+class RespConnection(host: String, port: Int, timeoutMs: Int = 30_000) : AutoCloseable {
+    private val socket = java.net.Socket().apply {
+        connect(java.net.InetSocketAddress(host, port), timeoutMs)
+        soTimeout = timeoutMs
+        tcpNoDelay = true
+    }
+    private val input = java.io.BufferedInputStream(socket.getInputStream())
+    private val output = socket.getOutputStream()
+
+    /** Writes one command without reading its reply (pipelining). */
+    fun send(vararg args: String) {
+        val out = java.io.ByteArrayOutputStream()
+        out.write("*${args.size}\r\n".toByteArray())
+        for (arg in args) {
+            val bytes = arg.toByteArray()
+            out.write("\$${bytes.size}\r\n".toByteArray())
+            out.write(bytes)
+            out.write("\r\n".toByteArray())
+        }
+        output.write(out.toByteArray())
+        output.flush()
+    }
+
+    /** Writes raw bytes (inline commands, malformed input). */
+    fun sendRaw(bytes: String) {
+        output.write(bytes.toByteArray())
+        output.flush()
+    }
+
+    /** Sends one command and reads its reply. */
+    fun call(vararg args: String): Any? {
+        send(*args)
+        return read()
+    }
+
+    /** Reads one reply; [java.io.EOFException] when the peer closed the connection. */
+    fun read(): Any? {
+        val line = line()
+        val rest = line.substring(1)
+        return when (line[0]) {
+            '+' -> rest
+            '-' -> RespError(rest)
+            ':' -> rest.toLong()
+            '$' -> rest.toInt().let { n -> if (n < 0) null else String(exactly(n + 2), 0, n) }
+            '*' -> rest.toInt().let { n -> if (n < 0) null else List(n) { read() } }
+            else -> throw Failure("not a RESP2 reply: $line")
+        }
+    }
+
+    /** Whether the peer closed the connection (end of stream or reset) within the read timeout. */
+    fun closedByPeer(): Boolean = try {
+        input.read() == -1
+    } catch (e: java.net.SocketTimeoutException) {
+        false
+    } catch (e: java.io.IOException) {
+        true
+    }
+
+    private fun line(): String {
+        val out = java.io.ByteArrayOutputStream()
+        while (true) {
+            val b = input.read()
+            if (b < 0) throw java.io.EOFException("the connection was closed")
+            if (b == '\n'.code && out.size() > 0 && out.toByteArray().last() == '\r'.code.toByte()) {
+                return String(out.toByteArray(), 0, out.size() - 1)
+            }
+            out.write(b)
+        }
+    }
+
+    private fun exactly(n: Int): ByteArray {
+        val bytes = ByteArray(n)
+        var got = 0
+        while (got < n) {
+            val read = input.read(bytes, got, n - got)
+            if (read < 0) throw java.io.EOFException("the connection was closed")
+            got += read
+        }
+        return bytes
+    }
+
+    override fun close() = socket.close()
+}
