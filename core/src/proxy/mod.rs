@@ -66,6 +66,33 @@ pub enum ListenAddress {
     Unix(PathBuf),
 }
 
+impl ListenAddress {
+    /// The listening IP as text (without brackets for IPv6); `None` on a Unix socket.
+    pub fn host(&self) -> Option<String> {
+        match self {
+            ListenAddress::Tcp(a) => Some(a.ip().to_string()),
+            ListenAddress::Unix(_) => None,
+        }
+    }
+
+    /// The listening port; `None` on a Unix socket.
+    pub fn port(&self) -> Option<u16> {
+        match self {
+            ListenAddress::Tcp(a) => Some(a.port()),
+            ListenAddress::Unix(_) => None,
+        }
+    }
+
+    /// The Unix socket's path; `None` on TCP.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        match self {
+            ListenAddress::Tcp(_) => None,
+            ListenAddress::Unix(p) => Some(p),
+        }
+    }
+}
+
+/// `IP:PORT` (`[IP]:PORT` for IPv6) or `unix:PATH`.
 impl std::fmt::Display for ListenAddress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -315,7 +342,13 @@ impl Proxy {
         }
         self.kill.cancel();
         if let ListenAddress::Unix(path) = &self.address {
-            let _ = std::fs::remove_file(path);
+            let path = path.clone();
+            // File I/O never runs on a core thread: the blocking pool takes it.
+            if let Ok(handle) = crate::runtime::handle() {
+                let _ = handle
+                    .spawn_blocking(move || std::fs::remove_file(path))
+                    .await;
+            }
         }
         if self.owns_client {
             self.shared.client.close().await;
@@ -328,7 +361,15 @@ impl Drop for Proxy {
         self.shared.closing.cancel();
         self.kill.cancel();
         if let ListenAddress::Unix(path) = &self.address {
-            let _ = std::fs::remove_file(path);
+            let path = path.clone();
+            match crate::runtime::handle() {
+                Ok(handle) if crate::runtime::on_core_thread() => {
+                    handle.spawn_blocking(move || std::fs::remove_file(path));
+                }
+                _ => {
+                    let _ = std::fs::remove_file(path);
+                }
+            }
         }
     }
 }

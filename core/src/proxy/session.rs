@@ -334,7 +334,9 @@ impl Driver {
                     return Ok(());
                 }
                 Gate::Connect => {
-                    if self.s.held.is_empty() && !self.s.must_follow() {
+                    // A session that is ending (QUIT, a malformed request, the proxy closing)
+                    // follows nothing more: it only answers what it still holds.
+                    if self.s.held.is_empty() && (self.s.draining || !self.s.must_follow()) {
                         return Ok(());
                     }
                     self.connect().await?;
@@ -898,7 +900,9 @@ impl Session {
                         }
                     }
                     if matches!(kind, Kind::Quit) {
+                        // The server closes the connection: nothing of it is to be replayed.
                         self.draining = true;
+                        self.state = State::default();
                     }
                     self.deliver(frame, covered, write && !error);
                 }
