@@ -9,7 +9,7 @@
 //! layer in `python/sentinel_recovery/`.
 //!
 //! Modules import one way: [`completion`] (with `errors`, `convert`) at the bottom, then
-//! `dispatch`, `logging` and `waker`, then the operations (`apps`, `doctor`, `client`, `pubsub`).
+//! `dispatch`, `logging` and `waker`, then the operations (`apps`, `doctor`, `client`, `pubsub`, `proxy`).
 
 mod address_map;
 mod apps;
@@ -20,6 +20,7 @@ mod dispatch;
 mod doctor;
 mod errors;
 mod logging;
+mod proxy;
 mod pubsub;
 mod waker;
 
@@ -140,6 +141,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<client::Subscription>()?;
     m.add_class::<client::EventIter>()?;
     m.add_class::<pubsub::NativeSubscriber>()?;
+    m.add_class::<proxy::NativeProxy>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     Ok(())
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use sentinel_recovery::deadline::MAX_MS;
 use sentinel_recovery::host::HostProxy;
-use sentinel_recovery::{Error, ListenAddress};
+use sentinel_recovery::Error;
 
 use crate::codes::SentinelError;
 use crate::model::TimeoutUnit;
@@ -126,26 +126,20 @@ impl Proxy {
 
     /// The listening IP (without brackets for IPv6); `None` on a Unix socket.
     pub fn host(&self) -> Option<String> {
-        match self.proxy.address() {
-            ListenAddress::Tcp(a) => Some(a.ip().to_string()),
-            ListenAddress::Unix(_) => None,
-        }
+        self.proxy.address().host()
     }
 
     /// The listening port; `None` on a Unix socket.
     pub fn port(&self) -> Option<u16> {
-        match self.proxy.address() {
-            ListenAddress::Tcp(a) => Some(a.port()),
-            ListenAddress::Unix(_) => None,
-        }
+        self.proxy.address().port()
     }
 
     /// The Unix socket's path; `None` on TCP.
     pub fn path(&self) -> Option<String> {
-        match self.proxy.address() {
-            ListenAddress::Tcp(_) => None,
-            ListenAddress::Unix(p) => Some(p.to_string_lossy().into_owned()),
-        }
+        self.proxy
+            .address()
+            .path()
+            .map(|p| p.to_string_lossy().into_owned())
     }
 
     /// The proxy's counters now; `closed` once it was closed.

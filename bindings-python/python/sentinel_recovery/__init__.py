@@ -15,6 +15,9 @@ never on the asyncio event loop and never while holding the GIL. Two clients sha
       with BlockingClient.connect("redis+sentinel://127.0.0.1:26379/mymaster") as client:
           client.execute("GET", "key")
 
+For clients that keep their own code, :class:`Proxy` runs the core's fencing RESP proxy in this
+process: ``with Proxy(url) as proxy: redis.Redis.from_url(proxy.url)``.
+
 Options are the URL's query keys (``command_timeout_ms=2000``, ``read_from="replica"``, ...),
 given as keyword arguments; they override the URL. ``decode_responses=True`` returns ``str``
 instead of ``bytes``. Errors are subclasses of :class:`Error` with a stable ``code``. Log records
@@ -26,7 +29,7 @@ from __future__ import annotations
 import atexit
 import logging
 
-from . import _doctor, _errors, _native, _pubsub, _types
+from . import _doctor, _errors, _native, _proxy, _pubsub, _types
 from ._asyncio import AsyncEvents, Client
 from ._blocking import BlockingClient, Events
 from ._calls import AddressMapFn, Arg, OptionValue, _open, _settled
@@ -50,6 +53,7 @@ from ._errors import (
     _make_error,
 )
 from ._native import set_worker_threads
+from ._proxy import Proxy, ProxyStats
 from ._pubsub import AsyncSubscription, Message, Name, Subscription
 from ._tables import ERROR_CODES, EVENT_KINDS
 from ._transaction import BlockingTransaction, Transaction
@@ -93,6 +97,8 @@ __all__ = [
     "doctor_blocking",
     "AddressMapFn",
     *_doctor.__all__,
+    # The fencing proxy, listed once in _proxy.
+    *_proxy.__all__,
     "ERROR_CODES",
     "EVENT_KINDS",
     # The shapes of the topology and of events, listed once in _types.
@@ -104,7 +110,7 @@ __all__ = [
 __version__: str = _native.__version__
 
 # The public classes say they are this package's, wherever they are defined (reprs, docs, pickles).
-for _public in (Client, AsyncEvents, BlockingClient, Events, Transaction, BlockingTransaction):
+for _public in (Client, AsyncEvents, BlockingClient, Events, Transaction, BlockingTransaction, Proxy):
     _public.__module__ = __name__
 
 _LOGGER = logging.getLogger("sentinel_recovery")
