@@ -327,6 +327,121 @@ export interface DoctorReport {
 export declare function doctor(url: string, options?: DoctorOptions): Promise<DoctorReport>
 
 /**
+ * Options of startProxy(): the proxy's own, and any client option (a client option here is
+ * what it is for Client.connect; `addressMap` only in its text form).
+ */
+export interface ProxyOptions extends Omit<NamedKeys<ClientOptions>, 'decodeResponses' | 'addressMap'> {
+  /** `'IP:PORT'` (an IP literal; port 0 picks a free one) or `'unix:PATH'`. Default `'127.0.0.1:0'`. */
+  listen?: string
+  /**
+   * How long a request may wait for a primary (a promotion under way, none known yet) before
+   * it is answered `FENCED` without being sent. Default the client's `commandTimeoutMs`.
+   */
+  holdMs?: number
+  /** Most client connections at once; past it Redis' own `max number of clients reached`. Default 10000. */
+  maxClients?: number
+  /** Closes a session idle this long (0 or absent: never, as Redis' `timeout 0`). */
+  idleTimeoutMs?: number
+  /** Largest request accepted, as the server's `proto-max-bulk-len` (at least 1024). Default 512 MiB. */
+  maxRequestBytes?: number
+  /** `'primary'` (default): sessions go to the verified primary; `'read'`: where `readFrom` sends reads. */
+  route?: 'primary' | 'read'
+  /** Authenticates clients that did not with the URL's data-node credentials (loopback or Unix only). */
+  lendCredentials?: boolean
+  /** Allows a `listen` address that is not loopback (exposes the primary beyond this host). */
+  allowRemote?: boolean
+  /** The Unix socket's file mode: a number (`0o600`, the default) or octal text (`'600'`). */
+  unixMode?: number | string
+  /** Where to connect instead of what sentinels report: `'10.0.0.5:6379>127.0.0.1:16379,...'`. */
+  addressMap?: string
+  /** Any other core key, in snake_case or camelCase. */
+  [key: string]: string | number | boolean | null | undefined
+}
+
+/** A proxy's counters (the names every language and the CLI's metrics use). */
+export interface ProxyStats {
+  /** Client connections open now. */
+  sessions_open: number
+  /** Client connections accepted since the start. */
+  sessions_accepted: number
+  /** Client connections refused with `max number of clients reached`. */
+  sessions_refused: number
+  /** Requests written to a data node. */
+  commands_forwarded: number
+  /** Requests that had to wait for a primary (a promotion under way, no primary yet). */
+  commands_held: number
+  /** Time those requests waited, summed, in seconds. */
+  held_seconds: number
+  /** Held requests answered `FENCED` because no primary came within `holdMs`. */
+  held_expired: number
+  /** Replies read from a primary being demoted that were turned into `UNCERTAIN` errors. */
+  fenced_replies: number
+  /** Writes answered `NOTREPLICATED` (`waitReplicas`). */
+  not_replicated: number
+  /** Sessions moved to a new primary with their state replayed. */
+  moves: number
+  /** Sessions closed at a move because their state could not follow (MONITOR, CLIENT TRACKING, ...). */
+  sessions_closed_at_move: number
+  /** `primary_changed` events seen. */
+  primary_changes: number
+  /** Upstream connections that failed to open or broke. */
+  upstream_errors: number
+  /** Client connections closed for malformed or oversized requests. */
+  malformed_requests: number
+}
+
+/**
+ * A fencing RESP proxy running in this process, on the core's threads: any Redis client pointed
+ * at `url` (or `path`) as if at one standalone Redis follows the primary through failovers. A
+ * reply to a write read from a primary being demoted is an error reply beginning `UNCERTAIN`
+ * (it may or may not have been applied), a request held past `holdMs` one beginning `FENCED`
+ * (not sent); nothing is ever re-sent. Keeps the process alive until closed, as a listening
+ * server does (`unref()`).
+ */
+export declare class Proxy {
+  private constructor()
+  /** Where it listens: `IP:PORT` (`[IP]:PORT` for IPv6) or `unix:PATH`. */
+  readonly address: string
+  /** The listening IP (TCP only). */
+  readonly host?: string
+  /** The listening port (TCP only). */
+  readonly port?: number
+  /** The Unix socket's path (Unix socket only). */
+  readonly path?: string
+  /**
+   * `redis://IP:PORT`, as ioredis (`new Redis(proxy.url)`) and node-redis
+   * (`createClient({ url: proxy.url })`) take it; `unix://PATH` on a Unix socket (give those
+   * two the `path` instead).
+   */
+  readonly url: string
+  /** Whether close() was called. */
+  readonly closed: boolean
+  /** The counters now. Throws ClosedError once close() was called. */
+  stats(): ProxyStats
+  /**
+   * Stops accepting, lets replies in flight finish within `graceMs` (default 5000; 0: at once),
+   * closes every session and the proxy's client; resolves when done, never blocking the event
+   * loop. Idempotent (a later call gets the first one's promise). A `graceMs` out of range
+   * (0 to 2147483647) rejects with ConfigError, nothing closed.
+   */
+  close(options?: { graceMs?: number }): Promise<void>
+  /** Lets the process exit while the proxy runs. */
+  unref(): this
+  /** Keeps the process alive while the proxy runs (the default). */
+  ref(): this
+  /** `await using proxy = await startProxy(url)` closes it at the end of the scope. */
+  [Symbol.asyncDispose](): Promise<void>
+}
+
+/**
+ * Starts a fencing proxy for the service of `url` in this process and resolves with it once it
+ * accepts connections; it never waits for discovery (requests wait for a primary up to
+ * `holdMs`). Rejects with ConfigError naming a bad key or value (the core's snake_case key,
+ * `hold_ms` for `holdMs`), or the bind's failure.
+ */
+export declare function startProxy(url: string, options?: ProxyOptions): Promise<Proxy>
+
+/**
  * A command argument. Strings are sent as UTF-8; one with a lone surrogate is refused with a
  * ConfigError. Bigints and integral numbers are sent in decimal, +/-Infinity as `inf` / `-inf`,
  * other numbers as their shortest round-trip text; NaN is refused with a ConfigError.

@@ -4,6 +4,8 @@ import cjs from './index.js'
 export const {
   Client,
   doctor,
+  startProxy,
+  Proxy,
   SentinelRecoveryError,
   ConfigError,
   SentinelsUnreachableError,

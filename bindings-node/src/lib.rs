@@ -9,11 +9,12 @@
 //! and hands completions to the JavaScript thread; it starts nothing on the core runtime itself.
 //!
 //! Where things are: [`client`] (the client class and its operations), [`transactions`],
-//! [`pubsub`], [`doctor`]; `execute` (the per-command function), `completions` (the queue from
-//! the core's threads to the JavaScript thread), `own_replies` (replies read on the JavaScript
-//! thread itself), `values` (replies as JavaScript values), `buffer_slab` (small Buffer replies
-//! cut from one ArrayBuffer), [`args`] (arguments from JavaScript), `errors` (errors as
-//! JavaScript sees them), [`logging`], [`tables`], [`test_hooks`], `address_map`.
+//! [`pubsub`], [`doctor`], [`proxy`] (the fencing proxy of `startProxy`); `execute` (the
+//! per-command function), `completions` (the queue from the core's threads to the JavaScript
+//! thread), `own_replies` (replies read on the JavaScript thread itself), `values` (replies as
+//! JavaScript values), `buffer_slab` (small Buffer replies cut from one ArrayBuffer), [`args`]
+//! (arguments from JavaScript), `errors` (errors as JavaScript sees them), [`logging`],
+//! [`tables`], [`test_hooks`], `address_map`.
 
 #![deny(missing_docs)]
 
@@ -28,6 +29,7 @@ mod execute;
 pub mod logging;
 pub mod operation;
 mod own_replies;
+pub mod proxy;
 pub mod pubsub;
 pub mod tables;
 pub mod test_hooks;

@@ -10,11 +10,15 @@ import {
   EVENT_KINDS,
   SentinelRecoveryError,
   setLogger,
+  startProxy,
+  Proxy,
   TimeoutError,
   type Arg,
   type DoctorReport,
   type EventOf,
   type Message,
+  type ProxyOptions,
+  type ProxyStats,
   type Reply,
   type SentinelEvent,
   type Topology,
@@ -85,4 +89,25 @@ export async function usage(url: string): Promise<void> {
 export function duplicated(redis: SentinelRecoveryRedis): Client {
   // BullMQ's call: the copy is one of ours too.
   return redis.duplicate({ maxRetriesPerRequest: null }).sentinelRecoveryClient
+}
+
+export async function proxies(url: string): Promise<void> {
+  const options: ProxyOptions = { holdMs: 1000, maxClients: 10, route: 'primary', commandTimeoutMs: 500, addressMap: '10.0.0.5:6379>127.0.0.1:16379' }
+  await using proxy = await startProxy(url, options)
+  const target: string = proxy.url
+  const port: number | undefined = proxy.port
+  const stats: ProxyStats = proxy.stats()
+  const open: number = stats.sessions_open
+  const same: Proxy = proxy.unref().ref()
+  const onUnix = await startProxy(url, { listen: 'unix:/tmp/sr.sock', unixMode: 0o600, lend_credentials: true })
+  const path: string | undefined = onUnix.path
+  await onUnix.close({ graceMs: 0 })
+
+  // @ts-expect-error: route is primary or read.
+  await startProxy(url, { route: 'replica' })
+  // @ts-expect-error: addressMap takes its text form only.
+  await startProxy(url, { addressMap: () => null })
+  // @ts-expect-error: unknown close option.
+  await proxy.close({ grace: 1 })
+  void [target, port, open, same, path, proxy.closed]
 }
