@@ -7,6 +7,7 @@ command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)
 command -v redis-sentinel >/dev/null 2>&1 || need_apt+=(redis-sentinel)
 command -v redis-cli >/dev/null 2>&1 || need_apt+=(redis-tools)
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
+[ -f /usr/include/hiredis/hiredis.h ] || need_apt+=(libhiredis-dev) # the C suite's test_proxy.c
 
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "deps: installing ${need_apt[*]}"

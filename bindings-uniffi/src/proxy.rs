@@ -183,8 +183,9 @@ impl Proxy {
                 "a blocking close was called on a core runtime thread; use the asynchronous form",
             )));
         }
-        self.proxy.close_blocking(grace);
-        Ok(())
+        self.proxy
+            .close_blocking(grace)
+            .map_err(|e| SentinelError::from(&e))
     }
 }
 

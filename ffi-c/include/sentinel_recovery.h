@@ -157,8 +157,9 @@
 // sr_client_pipeline_into(), sr_client_wait_ready_into(), sr_client_subscribe_into(),
 // sr_subscription_next_into(), sr_subscription_change_into(),
 // sr_client_transaction_begin_into(), sr_transaction_watch_into(),
-// sr_transaction_execute_into(), sr_transaction_exec_into(), sr_doctor_into()): `op_id` is the
-// caller's, the field that call's documentation names (or `error`) its outcome.
+// sr_transaction_execute_into(), sr_transaction_exec_into(), sr_doctor_into(),
+// sr_proxy_close_into()): `op_id` is the caller's, the field that call's documentation names
+// (or `error`) its outcome.
 #define SR_DELIVERY_COMPLETION 1
 
 // A delivery carrying a topology event (`event`) of a client whose events go to the mailbox
@@ -172,6 +173,10 @@
 // A delivery saying that `dropped` events or log records were dropped at this place because the
 // mailbox held its `bound` of them (completions are never dropped).
 #define SR_DELIVERY_DROPPED 5
+
+// The grace the sidecar and every binding give replies in flight at close when the caller
+// names none (5000 ms); pass it as `grace_ms` to close as they do.
+#define SR_PROXY_DEFAULT_GRACE_MS 5000
 
 // sr_subscription_change(): add channels (`SUBSCRIBE`).
 #define SR_SUBSCRIBE 1
@@ -281,6 +286,27 @@ typedef struct sr_mailbox_t sr_mailbox_t;
 // nothing.
 typedef struct sr_operation_t sr_operation_t;
 
+// A fencing RESP proxy: a listener (loopback TCP or a Unix socket) that any Redis client,
+// unchanged, connects to as if to one standalone Redis, while the library follows the primary
+// through Sentinel behind it.
+//
+// Each client connection is a session with its own connection to the verified primary, so
+// MULTI/EXEC, WATCH, blocking commands, pub/sub, SELECT, HELLO and the client's own AUTH keep
+// their meaning. From the moment a sentinel starts promoting a replica nothing more is written
+// to the old primary (requests wait, up to `hold_ms`); a write's reply read from a primary
+// being demoted reaches the client as an error beginning with `UNCERTAIN` (it may or may not
+// have been applied), never as a success; a request that found no primary within `hold_ms`
+// gets an error beginning with `FENCED` (not sent); at the switch every session moves to the
+// new primary with its state replayed. Nothing that may have reached a server is sent again.
+// A command already on the wire to a primary being demoted cannot be recalled, and pub/sub is
+// at-most-once across a move.
+//
+// Opaque. Created by sr_proxy_start(), which gives the caller one reference; released only by
+// sr_proxy_free(). sr_proxy_close(), sr_proxy_close_into() and sr_proxy_close_blocking() close
+// it but keep the handle valid, so using a closed proxy, or closing it twice, gives
+// SR_ERR_CLOSED instead of undefined behaviour. All functions taking a proxy are thread-safe.
+typedef struct sr_proxy_t sr_proxy_t;
+
 // A server reply (one RESP2/RESP3 value, possibly an aggregate of further replies).
 //
 // Opaque. Owned when returned by sr_client_execute_blocking() or sr_reply_clone(): free it with
@@ -317,9 +343,10 @@ typedef struct sr_subscription_t sr_subscription_t;
 // sr_transaction_exec(), further steps fail with SR_ERR_CONFIG ("the transaction has ended").
 typedef struct sr_transaction_t sr_transaction_t;
 
-// One option for sr_client_open(): a key of the URL's query string (`command_timeout_ms`,
-// `sentinel_password`, `read_from`, ...) and its value, both NUL-terminated UTF-8. Borrowed
-// for the duration of the call only.
+// One option for sr_client_open() (and sr_doctor(), sr_proxy_start()): a key of the URL's query
+// string (`command_timeout_ms`, `sentinel_password`, `read_from`, ...; for sr_proxy_start() also
+// the proxy's own keys) and its value, both NUL-terminated UTF-8. Borrowed for the duration of
+// the call only.
 typedef struct sr_option_t {
   // The option's name.
   const char *key;
@@ -580,7 +607,7 @@ typedef struct sr_delivery_t {
   // sr_mailbox_close()). Either `error` or the one field the call's documentation names is
   // non-NULL, except where that documentation says both are NULL (sr_transaction_exec_into()
   // when a watched key changed, sr_subscription_next_into() once the subscription ended,
-  // sr_subscription_change_into() on success).
+  // sr_subscription_change_into() and sr_proxy_close_into() on success).
   const struct sr_error_t *error;
   // SR_DELIVERY_EVENT: the event.
   const struct sr_event_t *event;
@@ -619,6 +646,10 @@ typedef struct sr_delivery_t {
 // on your thread, but block that drain meanwhile.
 typedef void (*sr_delivery_cb)(void *user_data, const struct sr_delivery_t *delivery);
 
+// Completion of sr_subscription_change() and sr_proxy_close(): called exactly once, on a core
+// thread, with NULL on success or the error (borrowed for the call).
+typedef void (*sr_done_cb)(void *user_data, const struct sr_error_t *error);
+
 // Message callback: called with each message of the subscription, in the order the node sent
 // them, on a core thread, one call at a time. Copy what you need and return quickly; do not
 // block and do not unwind. It may call sr_subscription_close() and sr_subscription_free() on its
@@ -631,10 +662,6 @@ typedef void (*sr_message_cb)(void *user_data, const struct sr_message_t *messag
 typedef void (*sr_subscribe_cb)(void *user_data,
                                 struct sr_subscription_t *subscription,
                                 const struct sr_error_t *error);
-
-// Completion of sr_subscription_change(): called exactly once, on a core thread, with NULL on
-// success or the error (borrowed for the call).
-typedef void (*sr_done_cb)(void *user_data, const struct sr_error_t *error);
 
 // Completion of sr_client_transaction_begin(): exactly once, on a core thread. Either
 // `transaction` is non-NULL (owned by the callee: free it with sr_transaction_free(), from any
@@ -1006,8 +1033,8 @@ int sr_doctor_blocking(const char *url,
                        int *exit_code,
                        struct sr_error_t **error);
 
-// Frees a string the library returned as owned (sr_doctor_blocking()'s `json`). NULL is
-// ignored.
+// Frees a string the library returned as owned (sr_doctor_blocking()'s and sr_proxy_stats()'s
+// `json`). NULL is ignored.
 //
 // # Safety
 // `s` is NULL or such a string, not yet freed.
@@ -1158,6 +1185,125 @@ void sr_operation_cancel(const struct sr_operation_t *operation);
 // # Safety
 // `operation` is NULL or a handle from this library, not yet freed.
 void sr_operation_free(struct sr_operation_t *operation);
+
+// Starts a fencing proxy (see sr_proxy_t) for a `redis+sentinel://` URL, as sr_client_open()
+// reads it, and returns once it accepts connections, without waiting for discovery: sessions
+// wait for the first verified primary within `hold_ms`. The proxy and its sessions run on the
+// core's threads; one client (one shared sentinel monitor) serves every session.
+//
+// `options` (`options_len` of them; NULL when 0) are the proxy's own keys, and any other key
+// goes to the client as the URL's query would:
+// - `listen`: `IP:PORT` (an IP literal; port 0 picks a free port) or `unix:PATH`; default
+//   `127.0.0.1:0`. A TCP address that is not loopback needs `allow_remote`.
+// - `hold_ms`: how long a request waits for a primary (a promotion under way, none known yet)
+//   before it is answered `FENCED` unsent; default the URL's `command_timeout_ms`.
+// - `max_clients` (default 10000; past it Redis' own "max number of clients reached"),
+//   `idle_timeout_ms` (0, the default: never), `max_request_bytes` (default 512 MiB, at least
+//   1024).
+// - `route`: `primary` (default) or `read` (sessions go where `read_from` sends reads).
+// - `lend_credentials`: `true` authenticates clients that did not with the URL's data-node
+//   credentials (loopback or a Unix socket only); off by default, so a client authenticates
+//   itself with its own AUTH / HELLO AUTH, checked by the server.
+// - `allow_remote`: `true` allows a non-loopback TCP address (the primary is then reachable
+//   from beyond this host, through the proxy, without the server's own network protections).
+// - `unix_mode`: the Unix socket's file mode, octal; default `600`.
+//
+// `url` and the options are borrowed for the call only. On SR_OK, `*proxy` receives a new
+// handle (close it, then free it with sr_proxy_free()); otherwise `*proxy` is set to NULL and
+// `*error` (if `error` is not NULL) receives an owned error: SR_ERR_CONFIG naming the offending
+// URL part or option (never a password) or saying why the address could not be bound,
+// SR_ERR_INVALID_ARGUMENT for a NULL URL, option or `proxy`.
+//
+// # Safety
+// `url` and every option string are NULL or NUL-terminated; `options` points to `options_len`
+// options; `proxy` and `error` are NULL or writable.
+int sr_proxy_start(const char *url,
+                   const struct sr_option_t *options,
+                   size_t options_len,
+                   struct sr_proxy_t **proxy,
+                   struct sr_error_t **error);
+
+// Where the proxy listens, as a NUL-terminated string: `IP:PORT` for TCP (`127.0.0.1:40123`,
+// `[::1]:40123`; the port the system picked for port 0) or `unix:PATH`. Borrowed from `proxy`:
+// valid until sr_proxy_free() (also after a close). NULL for NULL.
+//
+// # Safety
+// `proxy` is NULL or a handle not yet freed.
+const char *sr_proxy_address(const struct sr_proxy_t *proxy);
+
+// The proxy's counters now, as one JSON object: `sessions_open`, `sessions_accepted`,
+// `sessions_refused` (past `max_clients`), `commands_forwarded`, `commands_held` (that waited
+// for a primary), `held_seconds` (their wait, summed), `held_expired` (answered `FENCED`),
+// `fenced_replies` (replies from a primary being demoted turned into `UNCERTAIN`),
+// `not_replicated` (`wait_replicas` not met), `moves` (sessions moved to a new primary),
+// `sessions_closed_at_move`, `primary_changes`, `upstream_errors`, `malformed_requests`. Every
+// field but `sessions_open` only grows; later versions may add fields.
+//
+// On SR_OK `*json` receives the object as an owned NUL-terminated string (free it with
+// sr_string_free()). Otherwise `*json` is NULL and `*error` (if not NULL) receives an owned
+// error: SR_ERR_CLOSED once a close began, SR_ERR_INVALID_ARGUMENT for NULL.
+//
+// # Safety
+// `proxy` is NULL or a handle not yet freed; `json` and `error` are NULL or writable.
+int sr_proxy_stats(struct sr_proxy_t *proxy, char **json, struct sr_error_t **error);
+
+// Closes the proxy and returns at once: it stops accepting, lets replies in flight reach their
+// clients for up to `grace_ms` milliseconds (0: none; SR_PROXY_DEFAULT_GRACE_MS is what the
+// sidecar gives), then closes every session and the proxy's client (for a Unix socket, the
+// socket file is removed). Then `callback` (may be NULL) is called exactly once, on a core
+// thread, with `user_data` and a NULL error (SR_ERR_CLOSED instead if the core runtime was
+// stopped, by sr_runtime_shutdown(), before the close completed; the proxy's work ends with
+// the runtime). When the core runtime can't run at all it is called before this returns, on
+// the calling thread. The handle stays valid until sr_proxy_free(); calls on it give
+// SR_ERR_CLOSED from now on.
+//
+// Returns SR_OK when the close began (the callback is then called once); any other code means
+// it did not and the callback is never called: SR_ERR_CLOSED (a close already began, from any
+// thread), SR_ERR_INVALID_ARGUMENT (NULL proxy). Safe to call from any callback of the library.
+//
+// # Safety
+// `proxy` is NULL or a handle not yet freed; `user_data` stays valid until the callback ran.
+int sr_proxy_close(struct sr_proxy_t *proxy,
+                   uint64_t grace_ms,
+                   sr_done_cb callback,
+                   void *user_data);
+
+// sr_proxy_close() whose completion goes to `mailbox` as `op_id`'s SR_DELIVERY_COMPLETION,
+// as sr_client_execute_into(): `error` NULL (and every other pointer NULL) once the close has
+// finished, or SR_ERR_CLOSED if the core runtime was stopped first. Nothing of yours runs on a
+// core thread.
+//
+// Returns SR_OK when the close began: exactly one completion with `op_id` then reaches the
+// mailbox (a mailbox closed before the proxy's close finished discards it). Any other code
+// means it did not begin and no completion comes: SR_ERR_CLOSED (a close already began, or the
+// mailbox is closed), SR_ERR_INVALID_ARGUMENT (NULL proxy or mailbox).
+//
+// # Safety
+// `proxy` is NULL or a handle not yet freed; `mailbox` is NULL or a mailbox not yet freed.
+int sr_proxy_close_into(struct sr_proxy_t *proxy,
+                        uint64_t grace_ms,
+                        const struct sr_mailbox_t *mailbox,
+                        uint64_t op_id);
+
+// sr_proxy_close() that blocks the calling thread (and only it) until the close has finished:
+// when it returns SR_OK the proxy accepts nothing, every session is closed and the listener's
+// address is free again. Returns SR_ERR_CLOSED when a close already began (from any thread),
+// SR_ERR_INVALID_ARGUMENT for NULL, and SR_ERR_CONFIG from inside a library callback (a core
+// thread), where waiting could stall the very threads the close needs: use sr_proxy_close()
+// there. `*error` (if `error` is not NULL) receives an owned error for any code but SR_OK.
+//
+// # Safety
+// `proxy` is NULL or a handle not yet freed; `error` is NULL or writable.
+int sr_proxy_close_blocking(struct sr_proxy_t *proxy, uint64_t grace_ms, struct sr_error_t **error);
+
+// Releases the handle; the pointer must not be used afterwards. NULL is ignored. A proxy not
+// closed yet is closed without a grace and without waiting: it stops accepting and its
+// sessions end at once, in the background (close it first to wait for that or to give replies
+// in flight time).
+//
+// # Safety
+// `proxy` is NULL or a handle from sr_proxy_start(), not yet freed.
+void sr_proxy_free(struct sr_proxy_t *proxy);
 
 // Subscribes to `channels` and `patterns` (at least one name in all) on a connection of the
 // client's own and returns at once; `done` is called once, on a core thread, when the node

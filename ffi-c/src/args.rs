@@ -7,9 +7,10 @@ use sr::Config;
 
 use crate::error::sr_error_t;
 
-/// One option for sr_client_open(): a key of the URL's query string (`command_timeout_ms`,
-/// `sentinel_password`, `read_from`, ...) and its value, both NUL-terminated UTF-8. Borrowed
-/// for the duration of the call only.
+/// One option for sr_client_open() (and sr_doctor(), sr_proxy_start()): a key of the URL's query
+/// string (`command_timeout_ms`, `sentinel_password`, `read_from`, ...; for sr_proxy_start() also
+/// the proxy's own keys) and its value, both NUL-terminated UTF-8. Borrowed for the duration of
+/// the call only.
 #[repr(C)]
 pub struct sr_option_t {
     /// The option's name.
@@ -125,6 +126,19 @@ pub(crate) unsafe fn config_of(
     options: *const sr_option_t,
     options_len: usize,
 ) -> Result<Config, sr_error_t> {
+    let pairs = option_pairs(options, options_len)?;
+    Ok(sr::host::config_from_url(text(url, "the URL")?, &pairs)?)
+}
+
+/// The `key`/`value` texts of `options_len` options, borrowed from the caller for the call.
+///
+/// # Safety
+/// Every option string is NULL or NUL-terminated; `options` points to `options_len` options (or
+/// is NULL when 0).
+pub(crate) unsafe fn option_pairs<'a>(
+    options: *const sr_option_t,
+    options_len: usize,
+) -> Result<Vec<(&'a str, &'a str)>, sr_error_t> {
     if options.is_null() && options_len > 0 {
         return Err(sr_error_t::invalid("options is NULL but options_len > 0"));
     }
@@ -139,7 +153,7 @@ pub(crate) unsafe fn config_of(
             pairs.push((key, value));
         }
     }
-    Ok(sr::host::config_from_url(text(url, "the URL")?, &pairs)?)
+    Ok(pairs)
 }
 
 /// An out-parameter the call must write (`what` names it in errors), cleared to NULL first so

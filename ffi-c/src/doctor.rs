@@ -187,8 +187,8 @@ pub unsafe extern "C" fn sr_doctor_blocking(
     })
 }
 
-/// Frees a string the library returned as owned (sr_doctor_blocking()'s `json`). NULL is
-/// ignored.
+/// Frees a string the library returned as owned (sr_doctor_blocking()'s and sr_proxy_stats()'s
+/// `json`). NULL is ignored.
 ///
 /// # Safety
 /// `s` is NULL or such a string, not yet freed.
@@ -196,7 +196,7 @@ pub unsafe extern "C" fn sr_doctor_blocking(
 pub unsafe extern "C" fn sr_string_free(s: *mut c_char) {
     guard(|| {
         if !s.is_null() {
-            // The string came from CString::into_raw in sr_doctor_blocking().
+            // The string came from CString::into_raw in sr_doctor_blocking() or sr_proxy_stats().
             drop(CString::from_raw(s));
         }
     })

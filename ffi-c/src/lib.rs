@@ -31,6 +31,7 @@ mod handles;
 mod log;
 mod mailbox;
 mod operation;
+mod proxy;
 mod pubsub;
 mod reply;
 mod results;
@@ -47,6 +48,9 @@ mod transaction;
 pub extern "C" fn sr_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
 }
+
+// Part of the C API, though nothing in the library reads it (the header has it from proxy.rs).
+pub use proxy::SR_PROXY_DEFAULT_GRACE_MS;
 
 /// Former code of a caught panic; panics are now SR_ERR_INTERNAL, the same code in every language.
 #[deprecated(note = "use SR_ERR_INTERNAL")]

@@ -27,8 +27,9 @@ use crate::topology::{sr_event_t, sr_topology_t, topology_to_c, EventBox};
 /// sr_client_pipeline_into(), sr_client_wait_ready_into(), sr_client_subscribe_into(),
 /// sr_subscription_next_into(), sr_subscription_change_into(),
 /// sr_client_transaction_begin_into(), sr_transaction_watch_into(),
-/// sr_transaction_execute_into(), sr_transaction_exec_into(), sr_doctor_into()): `op_id` is the
-/// caller's, the field that call's documentation names (or `error`) its outcome.
+/// sr_transaction_execute_into(), sr_transaction_exec_into(), sr_doctor_into(),
+/// sr_proxy_close_into()): `op_id` is the caller's, the field that call's documentation names
+/// (or `error`) its outcome.
 pub const SR_DELIVERY_COMPLETION: c_int = 1;
 /// A delivery carrying a topology event (`event`) of a client whose events go to the mailbox
 /// (sr_client_set_event_mailbox()).
@@ -110,7 +111,8 @@ pub(crate) enum Outcome {
     Subscribed(Subscription),
     /// sr_subscription_next_into(): `pubsub_message` (`None`: the subscription ended).
     Message(Option<Message>),
-    /// sr_subscription_change_into(): nothing but success (every pointer NULL).
+    /// sr_subscription_change_into(), sr_proxy_close_into(): nothing but success (every pointer
+    /// NULL).
     Done,
     /// sr_client_transaction_begin_into(): `transaction`, handed over to the host by the
     /// delivery (its connection closes when dropped undelivered).
@@ -151,7 +153,7 @@ pub struct sr_delivery_t {
     /// sr_mailbox_close()). Either `error` or the one field the call's documentation names is
     /// non-NULL, except where that documentation says both are NULL (sr_transaction_exec_into()
     /// when a watched key changed, sr_subscription_next_into() once the subscription ended,
-    /// sr_subscription_change_into() on success).
+    /// sr_subscription_change_into() and sr_proxy_close_into() on success).
     pub error: *const sr_error_t,
     /// SR_DELIVERY_EVENT: the event.
     pub event: *const sr_event_t,
@@ -371,7 +373,8 @@ pub(crate) fn message_into(
     completion_into(mailbox, op_id, Outcome::Message)
 }
 
-/// The completion of a call that gives nothing but success (sr_subscription_change_into()).
+/// The completion of a call that gives nothing but success (sr_subscription_change_into(),
+/// sr_proxy_close_into()).
 pub(crate) fn done_into(mailbox: &MailboxBox, op_id: u64) -> Result<Done<()>, sr_error_t> {
     completion_into(mailbox, op_id, |()| Outcome::Done)
 }

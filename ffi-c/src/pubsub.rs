@@ -38,8 +38,8 @@ pub type sr_subscribe_cb = Option<
     ),
 >;
 
-/// Completion of sr_subscription_change(): called exactly once, on a core thread, with NULL on
-/// success or the error (borrowed for the call).
+/// Completion of sr_subscription_change() and sr_proxy_close(): called exactly once, on a core
+/// thread, with NULL on success or the error (borrowed for the call).
 pub type sr_done_cb =
     Option<unsafe extern "C" fn(user_data: *mut c_void, error: *const sr_error_t)>;
 

@@ -5,7 +5,7 @@
 set -euo pipefail
 
 # Each is ffi-c/tests/NAME.c, run as `NAME /path/to/sr-topology`, printing "N passed, N failed" last.
-C_TESTS=(test_ffi test_deadlines test_deadline_cases test_timeout_cases test_argument_cases test_doctor_option_cases test_pubsub test_apps test_doctor test_mailbox)
+C_TESTS=(test_ffi test_deadlines test_deadline_cases test_timeout_cases test_argument_cases test_doctor_option_cases test_pubsub test_apps test_doctor test_mailbox test_proxy)
 
 ffi=$(cd "$(dirname "$0")/.." && pwd)
 root=$(cd "$ffi/.." && pwd)
@@ -28,13 +28,15 @@ if ! cbindgen --version 2>/dev/null | grep -qx "cbindgen $CBINDGEN_VERSION"; the
   step "installing cbindgen $CBINDGEN_VERSION"
   cargo install cbindgen --version "$CBINDGEN_VERSION" --locked
 fi
-if ! command -v valgrind >/dev/null || ! command -v g++ >/dev/null || ! command -v pkg-config >/dev/null; then
-  step "installing valgrind, g++, pkg-config"
+# hiredis (libhiredis-dev): test_proxy.c's client, one nobody here wrote.
+if ! command -v valgrind >/dev/null || ! command -v g++ >/dev/null || ! command -v pkg-config >/dev/null \
+   || [ ! -f /usr/include/hiredis/hiredis.h ]; then
+  step "installing valgrind, g++, pkg-config, libhiredis-dev"
   sudo_cmd=(); [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
   export DEBIAN_FRONTEND=noninteractive
-  "${sudo_cmd[@]}" apt-get install -y --no-install-recommends valgrind g++ pkg-config >/dev/null 2>&1 \
+  "${sudo_cmd[@]}" apt-get install -y --no-install-recommends valgrind g++ pkg-config libhiredis-dev >/dev/null 2>&1 \
     || { "${sudo_cmd[@]}" apt-get update >/dev/null && \
-         "${sudo_cmd[@]}" apt-get install -y --no-install-recommends valgrind g++ pkg-config >/dev/null; }
+         "${sudo_cmd[@]}" apt-get install -y --no-install-recommends valgrind g++ pkg-config libhiredis-dev >/dev/null; }
 fi
 
 step "build libsentinel_recovery (debug, with the test-hooks feature test_ffi.c calls) and sr-topology"
@@ -63,9 +65,11 @@ echo "gcc -std=c11 and g++ -std=c++17 with ${STRICT[*]}: ok"
 step "build the C tests and the example"
 link=(-L"$lib" -lsentinel_recovery -Wl,-rpath,"$lib" -lpthread -lm)
 for t in "${C_TESTS[@]}"; do
-  gcc -std=c11 "${STRICT[@]}" "${CASES[@]}" -g -I"$ffi/include" "$ffi/tests/$t.c" -o "$out/$t" "${link[@]}"
+  extra=()
+  [ "$t" != test_proxy ] || extra=($(pkg-config --libs hiredis))
+  gcc -std=c11 "${STRICT[@]}" "${CASES[@]}" -g -I"$ffi/include" "$ffi/tests/$t.c" -o "$out/$t" "${link[@]}" "${extra[@]}"
   gcc -std=c11 "${STRICT[@]}" "${CASES[@]}" -g -fsanitize=address -fno-omit-frame-pointer -I"$ffi/include" \
-    "$ffi/tests/$t.c" -o "$out/${t}_asan" "${link[@]}"
+    "$ffi/tests/$t.c" -o "$out/${t}_asan" "${link[@]}" "${extra[@]}"
 done
 version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$root/Cargo.toml" | head -1)
 sed -e "s|@PREFIX@|$target|" -e "s|@LIBDIR@|$lib|" -e "s|@INCLUDEDIR@|$ffi/include|" \

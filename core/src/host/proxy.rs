@@ -69,11 +69,13 @@ impl HostProxy {
 
     /// Stops accepting, lets replies in flight finish within `grace` (default
     /// [`DEFAULT_GRACE`]), closes every session and the proxy's client, then runs `done` on a
-    /// core thread, exactly once. A second close runs `done` at once.
+    /// core thread, exactly once: also when the core runtime stops before the close finished
+    /// (then when its task is dropped), and at once on the calling thread when no runtime can
+    /// run. A second close runs `done` at once.
     pub fn close(&self, grace: Option<Duration>, done: Box<dyn FnOnce() + Send + 'static>) {
+        let done = OnceDone(Some(done));
         let Some(proxy) = self.proxy.locked().take() else {
-            done();
-            return;
+            return; // `done` runs as it drops
         };
         let grace = grace.unwrap_or(DEFAULT_GRACE);
         match crate::runtime::handle() {
@@ -81,20 +83,22 @@ impl HostProxy {
                 handle.spawn(async move {
                     proxy.close(grace).await;
                     drop(proxy);
-                    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(done)).is_err() {
-                        tracing::error!("a proxy close callback panicked");
-                    }
+                    drop(done);
                 });
             }
-            Err(_) => {
-                drop(proxy);
-                done();
-            }
+            Err(_) => drop(proxy),
         }
     }
 
-    /// [`HostProxy::close`], blocking the calling thread (never a core thread's work) until done.
-    pub fn close_blocking(&self, grace: Option<Duration>) {
+    /// [`HostProxy::close`], blocking the calling thread (and only it) until done. Refused with
+    /// `config` on a core thread (inside a callback of the library), where waiting could stall
+    /// the threads the close needs.
+    pub fn close_blocking(&self, grace: Option<Duration>) -> Result<()> {
+        if crate::runtime::on_core_thread() {
+            return Err(Error::config(
+                "a blocking proxy close was called on a core runtime thread; use the callback or async form there",
+            ));
+        }
         let (tx, rx) = std::sync::mpsc::channel();
         self.close(
             grace,
@@ -103,6 +107,22 @@ impl HostProxy {
             }),
         );
         let _ = rx.recv();
+        Ok(())
+    }
+}
+
+/// A close's completion, run exactly once: when dropped, wherever that happens (the close's
+/// task finishing, or being dropped with the runtime). A panic in it is logged, never
+/// propagated into the core.
+struct OnceDone(Option<Box<dyn FnOnce() + Send + 'static>>);
+
+impl Drop for OnceDone {
+    fn drop(&mut self) {
+        if let Some(done) = self.0.take() {
+            if std::panic::catch_unwind(std::panic::AssertUnwindSafe(done)).is_err() {
+                tracing::error!("a proxy close callback panicked");
+            }
+        }
     }
 }
 
@@ -130,9 +150,11 @@ mod tests {
         let proxy =
             HostProxy::start(url, &[("listen", "127.0.0.1:0"), ("hold_ms", "100")]).unwrap();
         assert!(matches!(proxy.address(), ListenAddress::Tcp(a) if a.port() != 0));
-        proxy.close_blocking(Some(Duration::from_millis(100)));
+        proxy
+            .close_blocking(Some(Duration::from_millis(100)))
+            .unwrap();
         assert_eq!(proxy.stats().unwrap_err().code(), crate::ErrorCode::Closed);
         // A second close completes too.
-        proxy.close_blocking(None);
+        proxy.close_blocking(None).unwrap();
     }
 }
