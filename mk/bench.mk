@@ -56,3 +56,17 @@ bench-node-x64: deps node-build
 	cargo build -p sentinel-recovery-testkit --bin sr-topology
 	@cd bench/node && { [ -d node_modules/ioredis ] || npm ci --no-audit --no-fund; }
 	cd bench/node && node throughput.js x64 $(X64_ROUNDS) $(X64_OPS)
+
+# The fencing proxy beside direct and HAProxy's Sentinel pattern (issue 37, point 4; bench/proxy/),
+# NOT part of `make test`: sequential latency, throughput, writes lost in a planned failover and a
+# kill -9, the write gap, memory per idle session, CPU per command, in one run (2–3 minutes after
+# the builds).
+# bench/proxy/run.sh installs haproxy and redis-py where missing and builds what it runs; it
+# prints the markdown report to paste into bench/proxy/results.md:
+#   make bench-proxy   [BENCH_PROXY_ARGS='--rounds 3 --idle 2000']
+BENCH_PROXY_ARGS ?=
+
+.PHONY: bench-proxy
+
+bench-proxy: deps
+	bench/proxy/run.sh $(BENCH_PROXY_ARGS)
