@@ -55,13 +55,39 @@ impl Durability {
     }
 }
 
-/// The server's command table: for each command (and `container|sub` subcommand) in lower
-/// case, whether it writes or may replicate.
+/// The server's command table: for each command (and `CONTAINER|SUB` subcommand) in upper
+/// case, whether it writes or may replicate. Looked up once per command sent (by the proxy for
+/// every request), so keys are kept in the case [`Name`] gives and hashed with FNV-1a: no
+/// allocation and no SipHash per lookup.
 #[derive(Debug, Default)]
 pub(crate) struct WriteTable {
-    writes: HashMap<String, bool>,
-    /// Commands with subcommands (`xgroup`, `config`, `function`, ...): look at the subcommand.
-    containers: HashMap<String, ()>,
+    writes: HashMap<String, bool, Fnv>,
+    /// Commands with subcommands (`XGROUP`, `CONFIG`, `FUNCTION`, ...): look at the subcommand.
+    containers: HashMap<String, (), Fnv>,
+}
+
+/// FNV-1a: short command names from one server's own table, no untrusted keys to flood with.
+type Fnv = std::hash::BuildHasherDefault<FnvHasher>;
+
+/// The FNV-1a state (64-bit).
+pub(crate) struct FnvHasher(u64);
+
+impl Default for FnvHasher {
+    fn default() -> FnvHasher {
+        FnvHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl std::hash::Hasher for FnvHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
 }
 
 /// The table of one client, read from the first node it sends a durable write to.
@@ -115,7 +141,7 @@ impl WriteTable {
         let Some(name) = fields.first().and_then(text) else {
             return;
         };
-        let name = name.to_ascii_lowercase();
+        let name = name.to_ascii_uppercase();
         let writes = match fields.get(2) {
             Some(Value::Array(flags) | Value::Set(flags)) => {
                 flags.iter().filter_map(text).any(|f| {
@@ -147,19 +173,18 @@ impl WriteTable {
         if self.writes.is_empty() {
             return !super::command::is_read_only(name);
         }
-        let lower = name.to_ascii_lowercase();
-        if self.containers.contains_key(&lower) {
+        if self.containers.contains_key(name) {
             if let Some(sub) = sub {
                 let key = format!(
-                    "{lower}|{}",
-                    String::from_utf8_lossy(sub).to_ascii_lowercase()
+                    "{name}|{}",
+                    String::from_utf8_lossy(sub).to_ascii_uppercase()
                 );
                 if let Some(writes) = self.writes.get(&key) {
                     return *writes;
                 }
             }
         }
-        self.writes.get(&lower).copied().unwrap_or(true)
+        self.writes.get(name).copied().unwrap_or(true)
     }
 }
 

@@ -46,9 +46,11 @@ pub(super) fn next(buf: &mut BytesMut, max_request: usize) -> Result<Option<Requ
     }
 }
 
-/// `*<n>\r\n` then n times `$<len>\r\n<bytes>\r\n`.
+/// `*<n>\r\n` then n times `$<len>\r\n<bytes>\r\n`. The headers are checked once while
+/// the request may still be incomplete, then read again on the complete request to cut its
+/// arguments: no scratch list per request.
 fn multibulk(buf: &mut BytesMut, max_request: usize) -> Result<Option<Request>, Malformed> {
-    let Some((count, mut at)) = header(buf, 0, b'*', "multibulk length")? else {
+    let Some((count, first)) = header(buf, 0, b'*', "multibulk length")? else {
         return Ok(None);
     };
     if count > MAX_ARGS as i64 {
@@ -58,10 +60,10 @@ fn multibulk(buf: &mut BytesMut, max_request: usize) -> Result<Option<Request>, 
     }
     if count <= 0 {
         // Redis ignores `*0` and `*-1`.
-        buf.advance(at);
+        buf.advance(first);
         return next(buf, max_request);
     }
-    let mut spans = Vec::with_capacity(count.min(1024) as usize);
+    let mut at = first;
     for _ in 0..count {
         match buf.get(at) {
             None => return Ok(None),
@@ -93,11 +95,19 @@ fn multibulk(buf: &mut BytesMut, max_request: usize) -> Result<Option<Request>, 
                 "ERR Protocol error: bulk string not followed by CRLF".into(),
             ));
         }
-        spans.push((start, end));
         at = end + 2;
     }
     let wire = buf.split_to(at).freeze();
-    let args = spans.into_iter().map(|(s, e)| wire.slice(s..e)).collect();
+    let mut args = Vec::with_capacity(count as usize);
+    let mut at = first;
+    while at < wire.len() {
+        // Checked above: a `$` header, its length, its bytes and CRLF.
+        let (len, start) = header(&wire, at, b'$', "bulk length")?
+            .ok_or_else(|| Malformed("ERR Protocol error: invalid bulk length".into()))?;
+        let end = start + len as usize;
+        args.push(wire.slice(start..end));
+        at = end + 2;
+    }
     Ok(Some(Request { args, wire }))
 }
 
@@ -112,11 +122,28 @@ fn header(buf: &[u8], at: usize, kind: u8, what: &str) -> Result<Option<(i64, us
     };
     let line = &buf[at + 1..at + newline];
     let digits = line.strip_suffix(b"\r").unwrap_or(line);
-    let number = std::str::from_utf8(digits)
-        .ok()
-        .and_then(|s| s.parse::<i64>().ok())
-        .ok_or_else(|| Malformed(format!("ERR Protocol error: invalid {what}")))?;
-    Ok(Some((number, at + newline + 1)))
+    number(digits)
+        .map(|n| Some((n, at + newline + 1)))
+        .ok_or_else(|| Malformed(format!("ERR Protocol error: invalid {what}")))
+}
+
+/// A decimal, optionally negative, of at most 18 digits (no overflow possible).
+fn number(digits: &[u8]) -> Option<i64> {
+    let (negative, digits) = match digits.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, digits),
+    };
+    if digits.is_empty() || digits.len() > 18 {
+        return None;
+    }
+    let mut n: i64 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + i64::from(d - b'0');
+    }
+    Some(if negative { -n } else { n })
 }
 
 /// One inline line of at most `max` bytes: `Some(Some(request))`, `Some(None)` for an empty line (consumed), `None`

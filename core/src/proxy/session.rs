@@ -120,6 +120,8 @@ struct Session {
     malformed: Option<Bytes>,
     /// The routing epoch the gate was last judged at, and the verdict.
     judged: Option<(u64, Gate)>,
+    /// The routing epoch the node's fence was last asked at, and the answer.
+    fenced: Option<(u64, bool)>,
 }
 
 /// Runs one client's session until it ends. Never panics on input; every error is the
@@ -193,6 +195,7 @@ impl Driver {
                 max_request,
                 malformed: None,
                 judged: None,
+                fenced: None,
             },
             client_r,
             client_w,
@@ -572,6 +575,23 @@ impl Session {
         gate
     }
 
+    /// Whether a failover is demoting (or replaced) the session's node: asked of the monitor
+    /// again only when the routing epoch moved.
+    fn node_fenced(&mut self) -> bool {
+        let Some(node) = &self.node else {
+            return false;
+        };
+        let epoch = self.shared.epoch.load(std::sync::atomic::Ordering::Acquire);
+        match self.fenced {
+            Some((at, fenced)) if at == epoch => fenced,
+            _ => {
+                let fenced = self.shared.client.is_fenced(node);
+                self.fenced = Some((epoch, fenced));
+                fenced
+            }
+        }
+    }
+
     /// A new upstream to `node` is open: queue the replay, then let held requests through.
     fn arrived(&mut self, node: Address) {
         let lent = self
@@ -588,6 +608,7 @@ impl Session {
         self.swallow += confirmations;
         self.node = Some(node);
         self.judged = None;
+        self.fenced = None;
     }
 
     /// The upstream is about to be replaced: what of the session's state cannot follow.
@@ -611,6 +632,7 @@ impl Session {
         self.unconfirmed = false;
         self.node = None;
         self.judged = None;
+        self.fenced = None;
         Ok(())
     }
 
@@ -883,12 +905,7 @@ impl Session {
                 covered,
                 ..
             } => {
-                let node_fenced = write
-                    && !error
-                    && self
-                        .node
-                        .as_ref()
-                        .is_some_and(|n| self.shared.client.is_fenced(n));
+                let node_fenced = write && !error && self.node_fenced();
                 if node_fenced {
                     Counters::add(&self.shared.counters.fenced_replies, 1);
                     let node = self.node.clone().expect("checked");
