@@ -207,7 +207,12 @@ fn e_sentinels_without_a_common_majority_do_not_fail_over() {
 /// acknowledged write; the writes the cut primary ran without its replicas come back as
 /// `not_replicated` (indeterminate), never as successes.
 fn assert_durable_lost_nothing(scenario: Scenario) {
-    let Some(r) = run_with(scenario, &[("wait_replicas", "2")]) else {
+    assert_durable_writer_lost_nothing(scenario, writer());
+}
+
+/// [`assert_durable_lost_nothing`] for any writer program.
+fn assert_durable_writer_lost_nothing(scenario: Scenario, writer: WriterProgram) {
+    let Some(r) = run_writer(scenario, writer, &[("wait_replicas", "2")]) else {
         return;
     };
     assert_invariants(&r);
@@ -237,12 +242,7 @@ fn c_with_durable_acknowledgements_loses_no_acknowledged_write() {
 /// nothing of Sentinel loses no acknowledged write either: the proxy follows each write with
 /// WAIT and answers NOTREPLICATED when the cut primary cannot replicate it.
 fn assert_durable_proxy_lost_nothing(scenario: Scenario) {
-    let Some(r) = run_writer(scenario, proxy_writer(), &[("wait_replicas", "2")]) else {
-        return;
-    };
-    assert_invariants(&r);
-    assert_failed_over(&r);
-    assert_eq!(r.report.total.lost, 0, "{:?}", r.report.total);
+    assert_durable_writer_lost_nothing(scenario, proxy_writer());
 }
 
 #[test]

@@ -187,12 +187,7 @@ pub(super) fn push_kind(first: &[u8]) -> PushKind {
 mod tests {
     use super::*;
 
-    fn a(words: &[&str]) -> Vec<Bytes> {
-        words
-            .iter()
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
-    }
+    use super::super::args as a;
 
     #[test]
     fn kinds_follow_names_and_subcommands_in_any_case() {

@@ -57,6 +57,15 @@ use crate::types::{Credentials, EventKind};
 pub use options::PROXY_KEYS;
 pub use stats::ProxyStats;
 
+/// A request's arguments from words, for the unit tests.
+#[cfg(test)]
+fn args(words: &[&str]) -> Vec<bytes::Bytes> {
+    words
+        .iter()
+        .map(|w| bytes::Bytes::copy_from_slice(w.as_bytes()))
+        .collect()
+}
+
 /// Where a proxy listens, or listens now (with the port a `:0` request was given).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ListenAddress {

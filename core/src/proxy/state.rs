@@ -194,12 +194,7 @@ fn credentials(args: &[Bytes]) -> Option<(Option<Bytes>, Zeroizing<Vec<u8>>)> {
 mod tests {
     use super::*;
 
-    fn a(words: &[&str]) -> Vec<Bytes> {
-        words
-            .iter()
-            .map(|w| Bytes::copy_from_slice(w.as_bytes()))
-            .collect()
-    }
+    use super::super::args as a;
 
     fn text(cmds: &[Vec<Vec<u8>>]) -> Vec<String> {
         cmds.iter()

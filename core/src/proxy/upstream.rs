@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 
 use crate::config::Address;
 use crate::dns::Resolver;
@@ -52,14 +51,7 @@ pub(super) async fn connect(
 }
 
 async fn open(addr: SocketAddr, host: &str, tls: Option<&TlsOptions>) -> Result<Box<dyn Stream>> {
-    let stream = TcpStream::connect(addr)
-        .await
-        .map_err(|e| Error::from(e).context(format_args!("cannot connect to {addr}")))?;
-    // Requests and replies pass one by one when a client does not pipeline; Nagle would hold
-    // each for the previous one's acknowledgement.
-    stream
-        .set_nodelay(true)
-        .map_err(|e| Error::from(e).context(format_args!("cannot connect to {addr}")))?;
+    let stream = crate::resp::tcp(addr).await?;
     Ok(match tls {
         None => Box::new(stream),
         Some(tls) => Box::new(crate::tls::handshake(stream, host, addr, tls).await?),

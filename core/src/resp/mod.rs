@@ -20,6 +20,7 @@ mod real_server_tests;
 pub(crate) mod test_server;
 
 pub(crate) use codec::{decode, encode_command, FrameScanner};
+pub(crate) use connection::tcp;
 #[cfg(feature = "internals")]
 pub use connection::Subscription;
 pub use connection::{ConnectOptions, Connection, Frame, OwnReply, Reading, Reply};

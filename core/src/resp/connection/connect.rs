@@ -41,12 +41,7 @@ impl Connection {
         opts: &ConnectOptions,
     ) -> Result<Connection> {
         let attempt = async {
-            let stream = TcpStream::connect(addr)
-                .await
-                .map_err(|e| Error::from(e).context(format_args!("cannot connect to {addr}")))?;
-            stream
-                .set_nodelay(true)
-                .map_err(|e| Error::from(e).context(format_args!("cannot connect to {addr}")))?;
+            let stream = tcp(addr).await?;
             let transport = match &opts.tls {
                 None => Transport::Plain(Arc::new(Socket::new(stream).map_err(|e| {
                     Error::from(e).context(format_args!("cannot connect to {addr}"))
@@ -71,4 +66,18 @@ impl Connection {
             ))),
         }
     }
+}
+
+/// Opens a TCP connection to `addr` with Nagle off (requests and replies pass one by one when a
+/// caller does not pipeline; Nagle would hold each for the previous one's acknowledgement).
+/// Errors say `cannot connect to ADDR: reason`. The data path's connections and the proxy's
+/// upstreams both start here.
+pub(crate) async fn tcp(addr: SocketAddr) -> Result<TcpStream> {
+    let stream = TcpStream::connect(addr)
+        .await
+        .map_err(|e| Error::from(e).context(format_args!("cannot connect to {addr}")))?;
+    stream
+        .set_nodelay(true)
+        .map_err(|e| Error::from(e).context(format_args!("cannot connect to {addr}")))?;
+    Ok(stream)
 }

@@ -23,6 +23,8 @@ mod read;
 mod read_side;
 mod shared;
 mod socket;
+
+pub(crate) use connect::tcp;
 mod task;
 #[cfg(test)]
 mod tests;
