@@ -424,6 +424,19 @@ fn clients_authenticate_themselves_through_the_proxy_and_stay_authenticated_afte
         matches!(&still, Reply::Error(e) if e.starts_with("NOAUTH")),
         "{still:?}"
     );
+    // Lent only when asked: then a local client without AUTH acts as the URL's user.
+    let lending = ProxyOptions {
+        lend_credentials: true,
+        ..ProxyOptions::default()
+    };
+    let lender = rt().block_on(Proxy::start_url(&url, lending)).unwrap();
+    let ListenAddress::Tcp(at) = lender.address().clone() else {
+        unreachable!()
+    };
+    let mut lent = Conn::connect(&at.to_string(), IO).unwrap();
+    assert_eq!(text(&lent.call(&["GET", "k"]).unwrap()), "2");
+    assert_eq!(text(&lent.call(&["ACL", "WHOAMI"]).unwrap()), "app");
+    rt().block_on(lender.close(Duration::from_secs(1)));
     rig.close();
 }
 
@@ -618,5 +631,48 @@ fn a_subscriber_that_quits_ends_its_session() {
         (rig.proxy.stats().sessions_open == 0).then_some(())
     })
     .unwrap();
+    rig.close();
+}
+
+#[test]
+fn tracking_and_monitor_sessions_are_closed_at_a_move_and_patterns_follow() {
+    let rig = Rig::start(TopologySpec::default(), &[], ProxyOptions::default());
+    let mut tracking = rig.conn();
+    ok(tracking.call(&["CLIENT", "TRACKING", "ON"]).unwrap());
+    let mut monitor = rig.conn();
+    assert_eq!(text(&monitor.call(&["MONITOR"]).unwrap()), "OK");
+    let mut patterns = rig.conn();
+    patterns.send(&["PSUBSCRIBE", "news.*"]).unwrap();
+    assert_eq!(
+        text(&patterns.read().unwrap().as_array().unwrap()[0]),
+        "psubscribe"
+    );
+
+    let new = rig.fail_over();
+
+    // Their state cannot follow: the connections are closed, as a server restart would.
+    assert!(
+        tracking.call(&["GET", "k"]).is_err(),
+        "a tracking session outlived the move"
+    );
+    monitor.set_read_timeout(Some(IO)).unwrap();
+    let ended = (0..10_000).find(|_| monitor.read().is_err());
+    assert!(ended.is_some(), "the MONITOR session outlived the move");
+    // Patterns are subscribed again on the new primary.
+    let mut publisher = rig.node(new).connect(IO).unwrap();
+    patterns
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let message = wait_until(IO, "a pattern message from the new primary", || {
+        publisher.call(&["PUBLISH", "news.a", "hi"]).ok()?;
+        patterns.read().ok()
+    })
+    .unwrap();
+    let parts = message.as_array().unwrap();
+    assert_eq!(
+        (text(&parts[0]), text(&parts[3])),
+        ("pmessage".into(), "hi".into())
+    );
+    assert!(rig.proxy.stats().sessions_closed_at_move >= 2);
     rig.close();
 }
