@@ -183,11 +183,19 @@ pub(super) fn push_kind(first: &[u8]) -> PushKind {
     }
 }
 
+/// A request's arguments from words, for the unit tests.
+#[cfg(test)]
+pub(super) fn args(words: &[&str]) -> Vec<Bytes> {
+    words
+        .iter()
+        .map(|w| Bytes::copy_from_slice(w.as_bytes()))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    use super::super::args as a;
+    use args as a;
 
     #[test]
     fn kinds_follow_names_and_subcommands_in_any_case() {

@@ -10,9 +10,11 @@ use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::options::{ListenAddress, ProxyOptions};
+use super::shared::Shared;
 use super::stats::Counters;
 use super::upstream::Stream;
-use super::{replies, session, ListenAddress, ProxyOptions, Shared};
+use super::{replies, session};
 use crate::error::{Error, ErrorCode, Result};
 
 /// A bound listener.

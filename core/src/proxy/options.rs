@@ -1,13 +1,108 @@
-//! Setting a proxy's options by name, so every binding passes `key=value` pairs and the rule
-//! for each (its name, its range, its error text) lives here once.
+//! How a proxy listens and bounds its sessions ([`ProxyOptions`], [`ListenAddress`]), and
+//! setting those options by name, so every binding passes `key=value` pairs and the rule for
+//! each (its name, its range, its error text) lives here once.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{ListenAddress, ProxyOptions};
 use crate::client::Route;
 use crate::error::{Error, Result};
+
+/// Where a proxy listens, or listens now (with the port a `:0` request was given).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ListenAddress {
+    /// A TCP address. Loopback unless [`ProxyOptions::allow_remote`] is set.
+    Tcp(SocketAddr),
+    /// A Unix socket path, created with [`ProxyOptions::unix_mode`] and removed at close.
+    Unix(PathBuf),
+}
+
+impl ListenAddress {
+    /// The listening IP as text (without brackets for IPv6); `None` on a Unix socket.
+    pub fn host(&self) -> Option<String> {
+        match self {
+            ListenAddress::Tcp(a) => Some(a.ip().to_string()),
+            ListenAddress::Unix(_) => None,
+        }
+    }
+
+    /// The listening port; `None` on a Unix socket.
+    pub fn port(&self) -> Option<u16> {
+        match self {
+            ListenAddress::Tcp(a) => Some(a.port()),
+            ListenAddress::Unix(_) => None,
+        }
+    }
+
+    /// The Unix socket's path; `None` on TCP.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        match self {
+            ListenAddress::Tcp(_) => None,
+            ListenAddress::Unix(p) => Some(p),
+        }
+    }
+}
+
+/// `IP:PORT` (`[IP]:PORT` for IPv6) or `unix:PATH`.
+impl std::fmt::Display for ListenAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ListenAddress::Tcp(addr) => write!(f, "{addr}"),
+            ListenAddress::Unix(path) => write!(f, "unix:{}", path.display()),
+        }
+    }
+}
+
+/// How a proxy listens and bounds its sessions.
+#[derive(Clone, Debug)]
+pub struct ProxyOptions {
+    /// Where to listen. Default `127.0.0.1:0` (a free loopback port).
+    pub listen: ListenAddress,
+    /// How long a request may wait for a primary (a promotion under way, none known yet) before
+    /// it is answered `FENCED` without being sent. `None`: the URL's `command_timeout_ms`.
+    pub hold: Option<Duration>,
+    /// Most client connections at once; past it a new one gets Redis' own `ERR max number of
+    /// clients reached` and is closed. Default 10,000 (Redis' `maxclients` default).
+    pub max_clients: usize,
+    /// Closes a session with nothing in flight, no subscription and no MONITOR after this long
+    /// without a request. `None` (default): never, as Redis' `timeout 0`.
+    pub idle_timeout: Option<Duration>,
+    /// Largest request accepted, as the server's `proto-max-bulk-len` (default 512 MiB): a
+    /// larger one gets an error reply and its session is closed.
+    pub max_request_bytes: usize,
+    /// [`Route::Primary`] (default): every session goes to the verified primary.
+    /// [`Route::Read`]: sessions go where the URL's `read_from` sends reads (replicas); writes
+    /// there get the server's READONLY.
+    pub route: Route,
+    /// Authenticates sessions whose client did not with the URL's data-node credentials.
+    /// Off by default: anyone who can connect to the listener would act as that user. Only
+    /// allowed on a Unix socket or a loopback address.
+    pub lend_credentials: bool,
+    /// Allows a TCP address that is not loopback. Off by default: a proxy passes on whatever
+    /// reaches it, so exposing it beyond this host exposes the primary (with the client's own
+    /// AUTH still checked by the server), with none of the server's own network protections
+    /// (`protected-mode`, `bind`).
+    pub allow_remote: bool,
+    /// The Unix socket's file mode. Default `0o600`: the owner only.
+    pub unix_mode: u32,
+}
+
+impl Default for ProxyOptions {
+    fn default() -> ProxyOptions {
+        ProxyOptions {
+            listen: ListenAddress::Tcp(SocketAddr::from(([127, 0, 0, 1], 0))),
+            hold: None,
+            max_clients: 10_000,
+            idle_timeout: None,
+            max_request_bytes: 512 * 1024 * 1024,
+            route: Route::Primary,
+            lend_credentials: false,
+            allow_remote: false,
+            unix_mode: 0o600,
+        }
+    }
+}
 
 /// The option names [`ProxyOptions::set`] takes; any other key belongs to the client's URL.
 pub const PROXY_KEYS: [&str; 9] = [

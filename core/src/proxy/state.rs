@@ -194,7 +194,7 @@ fn credentials(args: &[Bytes]) -> Option<(Option<Bytes>, Zeroizing<Vec<u8>>)> {
 mod tests {
     use super::*;
 
-    use super::super::args as a;
+    use crate::proxy::command::args as a;
 
     fn text(cmds: &[Vec<Vec<u8>>]) -> Vec<String> {
         cmds.iter()
