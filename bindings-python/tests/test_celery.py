@@ -81,7 +81,13 @@ def test_celery_tasks_through_a_failover(scenario: str, tmp_path: Path, capsys: 
         # worker's in-flight BRPOP is where it would go: its reply, read after the fence, holds
         # a message the new primary no longer has.)
         assert ours["acked_lost"] == 0, ours
-    assert ours["twice"] == 0, ours
+        # And the adapter's fence hands no task out twice (the old primary never serves a pop
+        # after the promotion began).
+        assert ours["twice"] == 0, ours
+    # A kill -9 is different: a task the dying primary handed to the worker's BRPOP and had not
+    # yet replicated is still in the promoted replica's queue and is delivered again, whatever
+    # the client does (Sentinel replicates asynchronously; `wait_replicas` is what closes it).
+    # Seen once in 857 tasks on a fresh clone's run; printed above, never lost.
     # The worker still hears Celery's remote control (pub/sub) after the failover.
     assert ours["control_ping_replies"] == 1, ours
 
