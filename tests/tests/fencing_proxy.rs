@@ -467,6 +467,15 @@ fn with_wait_replicas_a_write_no_replica_confirmed_is_not_a_success() {
     );
     // Reads are not held for replicas.
     assert_eq!(text(&c.call(&["GET", "a"]).unwrap()), "1");
+    // Not only those on the core's hand list: ECHO is a read by the server's own command table,
+    // which the proxy reads once (until then every command the list does not know counts as a
+    // write and would be answered NOTREPLICATED here).
+    wait_until(
+        IO,
+        "ECHO judged a read by the server's command table",
+        || (text(&c.call(&["ECHO", "hi"]).unwrap()) == "hi").then_some(()),
+    )
+    .unwrap();
     for replica in rig.topo.replicas() {
         replica.cont();
     }

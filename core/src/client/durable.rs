@@ -97,6 +97,11 @@ pub(crate) struct Tables {
 }
 
 impl Tables {
+    /// The table if it was read already.
+    pub(crate) fn cached(&self) -> Option<Arc<WriteTable>> {
+        self.table.get().cloned()
+    }
+
     /// The table, reading it over `conn` the first time (within `timeout`). A server that
     /// refuses `COMMAND` (renamed, or denied by ACL) gets an empty table: every command but the
     /// hand list of reads is then a write.

@@ -111,4 +111,27 @@ impl Client {
         let monitor = self.monitor()?;
         Ok((monitor.resolver().clone(), monitor.data_options().clone()))
     }
+
+    /// The server's command table, read once per client on a RESP2 connection of its own to
+    /// the primary (the table's RESP3 form nests sets the decoder refuses), with the data
+    /// side's credentials and TLS; cached in the client's table cache for every later caller.
+    pub(crate) async fn write_table(
+        &self,
+        timeout: Duration,
+    ) -> Result<Arc<super::durable::WriteTable>> {
+        if let Some(table) = self.inner.write_tables.cached() {
+            return Ok(table);
+        }
+        let address = self.route(Route::Primary, timeout).await?;
+        let (resolver, options) = self.data_path()?;
+        let options = crate::resp::ConnectOptions {
+            protocol: crate::types::Protocol::Resp2,
+            client_name: None,
+            ..options
+        };
+        let (conn, _) = crate::node::connect(&resolver, &address, &options).await?;
+        let table = self.inner.write_tables.get(&conn, timeout).await;
+        conn.close();
+        Ok(table)
+    }
 }

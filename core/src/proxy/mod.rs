@@ -2,7 +2,7 @@
 //! standalone Redis, gets the core's failover behaviour.
 //!
 //! One [`Client`] (one shared monitor) serves every session. Each client connection is a session
-//! with its own upstream connection to the verified primary (or, for a [`Route::Read`] listener,
+//! with its own upstream connection to the verified primary (or, for a [`Route::Read`](crate::Route::Read) listener,
 //! to a node reads may use), opened at its first request, so MULTI/EXEC, WATCH, blocking
 //! commands, pub/sub, SELECT, HELLO and the client's own AUTH keep their per-connection meaning.
 //! Requests pass through in order and pipelined; replies are forwarded byte for byte.
@@ -46,7 +46,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::client::{Client, Route, WriteTable};
+use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::types::EventKind;
 use shared::{Limits, Shared};
@@ -281,61 +281,12 @@ async fn follow_events(shared: Arc<Shared>, kill: CancellationToken) {
     }
 }
 
-/// Reads the server's command table once, on a connection of its own in RESP2 (its RESP3 form
-/// nests sets the decoder does not take), authenticated with the URL's credentials.
+/// Reads the server's command table once, through the client (see `Client::write_table`).
 async fn read_write_table(shared: Arc<Shared>, kill: CancellationToken) {
     let read = async {
-        let hold = shared.options.hold;
-        let node = shared.client.route(Route::Primary, hold).await?;
-        let mut stream = upstream::connect(
-            &shared.resolver,
-            &node,
-            shared.tls.as_ref(),
-            shared.connect_timeout,
-        )
-        .await?;
-        let mut out = bytes::BytesMut::new();
-        let auth = shared.client.config().auth.clone();
-        let mut replies = 1;
-        if let Some(auth) = &auth {
-            let mut args: Vec<&[u8]> = vec![b"AUTH"];
-            if let Some(user) = &auth.username {
-                args.push(user.as_bytes());
-            }
-            args.push(auth.password.expose().as_bytes());
-            crate::resp::encode_command(&args, &mut out);
-            replies += 1;
-        }
-        crate::resp::encode_command(&[b"COMMAND".as_slice()], &mut out);
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        stream.write_all(&out).await?;
-        let mut buf = bytes::BytesMut::with_capacity(256 * 1024);
-        let mut scanner = crate::resp::FrameScanner::default();
-        let mut last = None;
-        while replies > 0 {
-            match scanner.scan(&buf, crate::types::Protocol::Resp2) {
-                Ok(Some(len)) => {
-                    last = Some(buf.split_to(len).freeze());
-                    replies -= 1;
-                }
-                Ok(None) => {
-                    if stream.read_buf(&mut buf).await? == 0 {
-                        return Err(Error::connection_lost("COMMAND: connection closed"));
-                    }
-                }
-                Err(e) => return Err(Error::protocol(format!("COMMAND: {e}"))),
-            }
-        }
-        let reply = crate::resp::decode(last.unwrap_or_default(), crate::types::Protocol::Resp2)
-            .map_err(|e| Error::protocol(format!("COMMAND: {e}")))?;
-        if let crate::resp::Value::Array(_) = reply {
-            let _ = shared.table.set(Arc::new(WriteTable::parse(&reply)));
-            Ok(())
-        } else {
-            Err(Error::protocol(
-                "COMMAND did not answer with the command table",
-            ))
-        }
+        let table = shared.client.write_table(shared.options.hold).await?;
+        let _ = shared.table.set(table);
+        Ok::<(), Error>(())
     };
     tokio::select! {
         result = read => if let Err(e) = result {
