@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use napi::bindgen_prelude::{FromNapiValue, ToNapiValue};
 use napi::{sys, Status};
-use sentinel_recovery::host::Handle;
+use sentinel_recovery::host::{Handle, Started};
 use sentinel_recovery::Error as SrError;
 
 use crate::args::{deadline, Args};
@@ -60,9 +60,9 @@ impl Executor {
             // same connection (see `own_replies`).
             let reading = own_replies::take_due(&self.deliverer);
             let joining = reading.is_some();
-            let (operation, own) = args.with_slices(|args| {
+            let Started { operation, own } = args.with_slices(|args| {
                 self.handle
-                    .execute_watched(args, timeout, start.done(|v| v), reading)
+                    .execute_here(args, timeout, start.done(|v| v), reading)
             });
             if joining {
                 own_replies::put_back(&self.deliverer, own);

@@ -1,7 +1,7 @@
 //! Replies read on the JavaScript thread.
 //!
 //! A command the JavaScript thread wrote itself to an idle connection offers its reply to that
-//! thread ([`OwnReply`], see `Handle::execute_watched`). Its socket is then watched by the
+//! thread ([`OwnReply`], see `Handle::execute_here`). Its socket is then watched by the
 //! thread's libuv loop, as ioredis watches its own, and the reply read there when the socket is
 //! readable: the reply wakes the JavaScript thread alone, instead of a core thread that reads it
 //! and then wakes the JavaScript thread. The read never waits (the socket is readable, and a
@@ -337,7 +337,7 @@ fn new_handle(env: sys::napi_env, fd: RawFd, deliverer: &Rc<Deliverer>) -> Optio
 }
 
 /// The `OwnReply` whose replies are still due here, taken out for the next command to join
-/// (`Handle::execute_watched`), which gives it back to [`read_here`]; the socket stays watched
+/// (`Handle::execute_here`), which gives it back to [`read_here`]; the socket stays watched
 /// meanwhile. `None` when no reply is due here.
 pub(crate) fn take_due(deliverer: &Deliverer) -> Option<OwnReply> {
     if !deliverer.due.get() {

@@ -197,7 +197,7 @@ impl NativeClient {
         // `bytes` are immutable (everything else was copied by `convert::args`).
         let slices = args.slices();
         let handle = &self.handle;
-        let value = wait(py, |done| handle.execute(&slices, timeout, done))?;
+        let value = wait(py, |done| handle.execute_here(&slices, timeout, done, None))?;
         drop(args);
         Ok(convert::value(py, value, self.decode)?.unbind())
     }

@@ -79,9 +79,9 @@ impl Operation {
 /// Runs an operation's callback form and waits for it with the GIL released; when a signal
 /// handler raises (Ctrl-C: `KeyboardInterrupt`) the operation is cancelled and the exception
 /// propagates. Refused by the core on one of its own threads.
-pub(crate) fn wait<T: Send + 'static>(
+pub(crate) fn wait<T: Send + 'static, S: Into<sentinel_recovery::host::Started>>(
     py: Python<'_>,
-    start: impl FnOnce(Done<T>) -> sentinel_recovery::host::Operation + Send,
+    start: impl FnOnce(Done<T>) -> S + Send,
 ) -> PyResult<T> {
     let mut raised: Option<PyErr> = None;
     let got = py.detach(|| {

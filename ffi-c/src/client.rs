@@ -362,7 +362,7 @@ pub unsafe extern "C" fn sr_client_execute_blocking_with(
         let timeout = deadline(options);
         let h = acquire(client)?;
         let args = arguments(argc, argv, argv_len)?;
-        let value = waiter.wait(|done| h.handle.execute(&args, timeout, done))?;
+        let value = waiter.wait(|done| h.handle.execute_here(&args, timeout, done, None))?;
         *reply = into_owned_reply(value);
         Ok(())
     })

@@ -19,7 +19,7 @@ use std::marker::PhantomData;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use sr::host::{Done, Handle, Operation};
+use sr::host::{Done, Handle, Started};
 
 use crate::codes::SR_ERR_INTERNAL;
 
@@ -239,10 +239,11 @@ pub(crate) unsafe fn blocking<E: ErrorObject>(
 pub(crate) struct Waiter(PhantomData<*const ()>);
 
 impl Waiter {
-    /// Starts an operation with `begin` and waits for its completion.
-    pub(crate) fn wait<T: Send + 'static>(
+    /// Starts an operation with `begin` and waits for its completion (reading the reply on this
+    /// thread when `begin` hands it one, see [`Started`]).
+    pub(crate) fn wait<T: Send + 'static, S: Into<Started>>(
         &self,
-        begin: impl FnOnce(Done<T>) -> Operation,
+        begin: impl FnOnce(Done<T>) -> S,
     ) -> sr::Result<T> {
         Handle::block(begin)
     }

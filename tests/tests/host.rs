@@ -8,7 +8,7 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::Duration;
 
 use sentinel_recovery::host::{EventHandler, Handle};
-use sentinel_recovery::{Address, ErrorCode, Event, EventKind};
+use sentinel_recovery::{Address, ErrorCode, Event, EventKind, Value};
 use sentinel_recovery_testkit::{Topology, TopologySpec};
 
 #[test]
@@ -204,4 +204,71 @@ fn events_from_start_begin_with_the_first_discovery_also_on_a_shared_monitor() {
     assert_eq!(next_primary_change(&from_start), after);
     second.close_blocking();
     first.close_blocking();
+}
+
+/// The reply a calling thread may read itself is handed over in the signature, never by a
+/// thread-local: `execute_here` returns it when this thread wrote the command to an idle
+/// connection, and then the completion runs on this thread as the reply is read; `execute`
+/// never returns one (its reply is read by the connection's task); an `OwnReply` dropped unread
+/// hands the reply back, and the command still completes exactly once.
+#[test]
+fn the_reply_to_read_here_is_returned_by_execute_here_only() {
+    use sentinel_recovery::host::Started;
+    let topo = Topology::start(TopologySpec::default()).unwrap();
+    let handle = Handle::open_url(&topo.url(), &[("command_timeout_ms", "5000")]).unwrap();
+    Handle::block(|done| handle.ready(done)).unwrap();
+    // The shared connection to the primary is opened by a first command.
+    Handle::block(|done| handle.execute(&["SET", "host:own", "1"], None, done)).unwrap();
+
+    let here = std::thread::current().id();
+    let (tx, rx) = mpsc::channel();
+    let Started { own, .. } = handle.execute_here(
+        &["GET", "host:own"],
+        None,
+        Box::new(move |r| tx.send((r, std::thread::current().id())).unwrap()),
+        None,
+    );
+    let own = own.expect("an idle connection: this thread wrote the command and reads its reply");
+    assert!(own.read(std::time::Instant::now() + Duration::from_secs(5), None));
+    let (reply, completed_on) = rx.try_recv().expect("completed while this thread read");
+    assert_eq!(reply.unwrap(), Value::Bulk("1".into()));
+    assert_eq!(
+        completed_on, here,
+        "the reply was read and completed on this thread"
+    );
+
+    // `execute` leaves the reply to the connection's task.
+    let (tx, rx) = mpsc::channel();
+    let _operation = handle.execute(
+        &["GET", "host:own"],
+        None,
+        Box::new(move |r| {
+            tx.send(std::thread::current().id())
+                .map(|_| drop(r))
+                .unwrap()
+        }),
+    );
+    assert_ne!(rx.recv_timeout(Duration::from_secs(5)).unwrap(), here);
+
+    // Dropped unread: the task reads it, once.
+    let count = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel();
+    let seen = count.clone();
+    let Started { own, .. } = handle.execute_here(
+        &["GET", "host:own"],
+        None,
+        Box::new(move |r| {
+            seen.fetch_add(1, Ordering::SeqCst);
+            tx.send(r).unwrap();
+        }),
+        None,
+    );
+    drop(own.expect("idle again"));
+    assert_eq!(
+        rx.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        Value::Bulk("1".into())
+    );
+    assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+    assert_eq!(count.load(Ordering::SeqCst), 1);
+    drop(topo);
 }

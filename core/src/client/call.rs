@@ -1,11 +1,10 @@
-//! One command handed over without a task: when the client already holds an open connection to
-//! the node the command goes to, the calling thread routes it, queues it and (the writer being
-//! idle) writes it itself; the connection's task completes it when the reply comes. Only what
-//! needs waiting — no usable node yet, a connection to open, a retry — runs as a task, the same
-//! one [`Client::execute`] always ran.
-//!
-//! The result is the same either way: the same routing ([`pick`]), the same fencing of late
-//! writes, the same retries (only when the command provably did not run), the same deadline.
+//! One command and its first driver: when the client already holds an open connection to the
+//! node the command goes to, the calling thread routes it, queues it and (the writer being idle)
+//! writes it itself; the connection's task, or the calling thread when it reads its own reply
+//! ([`Reading`]), completes it when the reply comes. Only what needs waiting (no usable node yet,
+//! a connection to open, a retry) runs as a task, the second driver (`execute::run_shared`).
+//! Both step through the same [`Attempt`]: the same routing, the same fencing of late writes,
+//! the same retries (only when the command provably did not run), the same deadline.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -14,30 +13,17 @@ use futures_util::FutureExt;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::attempt::{Attempt, Judged};
 use super::command::{self, Deadline, Encoded, Kind};
-use super::execute::{judge, pick, run_dedicated, run_shared, timed_out, Judged};
+use super::execute::{run_dedicated, run_shared};
 use super::handle::{Client, Inner};
-use crate::config::Address;
 use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::Monitor;
-use crate::node::Expect;
-use crate::resp::{Reply, Value};
+use crate::resp::{OwnReply, Reading, Reply, Value};
 
-/// Called once with a command's result, on a core thread.
+/// Called once with a command's result, on a core thread (or on the thread that reads its own
+/// reply).
 pub type Done = Box<dyn FnOnce(Result<Value>) + Send + 'static>;
-
-/// A command on its way, with everything a retry needs.
-struct Pending {
-    inner: Arc<Inner>,
-    monitor: Arc<Monitor>,
-    kind: Kind,
-    encoded: Encoded,
-    deadline: Instant,
-    /// The deadline is the call's own ([`Deadline::Call`]): it also bounds a blocking reply.
-    call_deadline: bool,
-    cancel: CancellationToken,
-    done: Done,
-}
 
 /// One command, checked, encoded and given its deadline (counted from its making), not started.
 pub(crate) struct Command {
@@ -46,7 +32,15 @@ pub(crate) struct Command {
     kind: Kind,
     encoded: Encoded,
     deadline: Instant,
+    /// The deadline is the call's own ([`Deadline::Call`]): it also bounds a blocking reply.
     call_deadline: bool,
+}
+
+/// A started command: what it is, what stops it before it is sent, and who gets its result.
+struct Call {
+    command: Command,
+    cancel: CancellationToken,
+    done: Done,
 }
 
 impl Client {
@@ -69,100 +63,103 @@ impl Client {
 }
 
 impl Command {
-    /// Starts the command as [`Client::execute`] runs it and hands the result to `done`, once,
-    /// on a core thread. Never waits. When the client already has an open connection to the
-    /// node the command goes to, the calling thread sends it right away; otherwise it runs as a
-    /// task. Cancelling `cancel` stops a command not sent yet (`done` then gets
-    /// [`Error::cancelled`]); one already sent completes as usual.
-    pub(crate) fn start(self, cancel: CancellationToken, done: Done) {
-        let Command {
-            inner,
-            monitor,
-            kind,
-            encoded,
-            deadline,
-            call_deadline,
-        } = self;
-        Pending {
-            inner,
-            monitor,
-            kind,
-            encoded,
-            deadline,
-            call_deadline,
+    /// Starts the command as [`Client::execute`] runs it and hands the result to `done`, once.
+    /// Never waits. When the client already has an open connection to the node the command goes
+    /// to, the calling thread sends it right away; otherwise it runs as a task. Cancelling
+    /// `cancel` stops a command not sent yet (`done` then gets [`Error::cancelled`]); one
+    /// already sent completes as usual.
+    ///
+    /// `reading` says who reads the reply of a command this thread sends: with
+    /// [`Reading::Offer`], a thread that wrote the whole command to an idle connection gets the
+    /// [`OwnReply`] back, and must read it (or drop it, which hands it to the connection's task);
+    /// with [`Reading::Extend`] a command for that connection joins the replies the held one
+    /// reads. Returns `None` otherwise.
+    pub(crate) fn start(
+        self,
+        reading: Reading<'_>,
+        cancel: CancellationToken,
+        done: Done,
+    ) -> Option<OwnReply> {
+        Call {
+            command: self,
             cancel,
             done,
         }
-        .start();
+        .start(reading)
     }
 }
 
-impl Pending {
-    fn start(self) {
-        let Some(target) = self.route() else {
-            return self.run_as_task(0, None);
+impl Call {
+    fn start(self, reading: Reading<'_>) -> Option<OwnReply> {
+        let Some(attempt) = self.route() else {
+            self.run_as_task(0, None);
+            return None;
         };
-        let Some(conn) = self.inner.nodes.ready(&target.address, target.expect) else {
+        let Some(conn) = self
+            .command
+            .inner
+            .nodes
+            .ready(&attempt.address, attempt.expect)
+        else {
             // The node is picked (a replica read advanced the round robin): the task connects
             // to it rather than picking again.
-            return self.run_as_task(0, Some(target));
+            self.run_as_task(0, Some(attempt));
+            return None;
         };
-        let bytes = self.encoded.bytes.clone();
-        let deadline = self.deadline;
-        let reply = Finish {
-            pending: self,
-            target,
-        };
-        let mut ended = None;
-        let offered = super::rendezvous::reading(|reading| {
-            let encode = |out: &mut bytes::BytesMut| out.extend_from_slice(&bytes);
-            match conn.call(encode, deadline, reply, reading) {
-                Ok(offered) => offered,
-                Err(reply) => {
-                    ended = Some(reply);
-                    None
-                }
+        let bytes = self.command.encoded.bytes.clone();
+        let deadline = self.command.deadline;
+        let encode = |out: &mut bytes::BytesMut| out.extend_from_slice(&bytes);
+        match conn.call(
+            encode,
+            deadline,
+            Finish {
+                call: self,
+                attempt,
+            },
+            reading,
+        ) {
+            Ok(own) => own,
+            // The connection ended before anything was queued: nothing ran.
+            Err(finish) => {
+                finish.call.run_as_task(0, None);
+                None
             }
-        });
-        if let Some(own) = offered {
-            super::rendezvous::offer(own);
-        }
-        // The connection ended before anything was queued: nothing ran.
-        if let Some(reply) = ended {
-            reply.pending.run_as_task(0, None);
         }
     }
 
     /// The node to send to now, when there is one and the command may go without waiting.
-    fn route(&self) -> Option<Target> {
+    fn route(&self) -> Option<Attempt> {
+        let Command {
+            inner,
+            monitor,
+            kind,
+            ..
+        } = &self.command;
         // A durable write needs the server's command table and a WAIT after it: the task does
         // both (what WAIT costs dwarfs what the direct send saves).
-        if matches!(self.kind, Kind::Blocking(_))
-            || (self.kind == Kind::Write && self.inner.durability.is_some())
+        if matches!(kind, Kind::Blocking(_))
+            || (*kind == Kind::Write && inner.durability.is_some())
             || self.cancel.is_cancelled()
-            || self.inner.closed.is_cancelled()
+            || inner.closed.is_cancelled()
         {
             return None;
         }
-        self.monitor.with_status(|status| {
-            pick(&self.inner, status, self.kind).map(|(address, expect)| Target {
-                address,
-                expect,
-                round: status.rounds,
-            })
-        })
+        monitor.with_status(|status| Attempt::route(inner, status, *kind))
     }
 
     /// Runs the command as a task from round `min_round` on (waiting for a node, connecting,
     /// retrying), as [`Client::execute`] does; its first attempt goes to `first` when given.
-    fn run_as_task(self, min_round: u64, first: Option<Target>) {
-        let Pending {
-            inner,
-            monitor,
-            kind,
-            encoded,
-            deadline,
-            call_deadline,
+    fn run_as_task(self, min_round: u64, first: Option<Attempt>) {
+        let Call {
+            command:
+                Command {
+                    inner,
+                    monitor,
+                    kind,
+                    encoded,
+                    deadline,
+                    call_deadline,
+                },
             cancel,
             done,
         } = self;
@@ -176,21 +173,13 @@ impl Pending {
                     };
                     run_dedicated(&inner, &monitor, &encoded, deadline, reply_by).await
                 }
-                kind => run_shared(
-                    &inner,
-                    &monitor,
-                    &encoded,
-                    kind,
-                    deadline,
-                    min_round,
-                    first.map(|t| (t.address, t.expect, t.round)),
-                )
-                .await
-                .and_then(|mut results| {
-                    results
-                        .pop()
-                        .unwrap_or_else(|| Err(Error::protocol("no reply")))
-                }),
+                kind => run_shared(&inner, &monitor, &encoded, kind, deadline, min_round, first)
+                    .await
+                    .and_then(|mut results| {
+                        results
+                            .pop()
+                            .unwrap_or_else(|| Err(Error::protocol("no reply")))
+                    }),
             }
         };
         let task = async move {
@@ -212,44 +201,29 @@ impl Pending {
     }
 }
 
-/// Where a command was sent.
-struct Target {
-    address: Address,
-    expect: Expect,
-    /// The discovery round the node was picked in.
-    round: u64,
-}
-
-/// Handles the reply of a command sent without a task, as `run_shared` handles one.
+/// Handles the reply of a command sent without a task: the calling thread's driver of
+/// [`Attempt`], judging as `run_shared` does.
 struct Finish {
-    pending: Pending,
-    target: Target,
+    call: Call,
+    attempt: Attempt,
 }
 
 impl Reply for Finish {
     fn reply(self, result: Result<Value>) {
-        let Finish { pending, target } = self;
-        let Target {
-            address,
-            expect,
-            round,
-        } = target;
+        let Finish { call, attempt } = self;
+        let Command {
+            inner,
+            monitor,
+            kind,
+            ..
+        } = &call.command;
         if matches!(&result, Err(e) if e.code() == ErrorCode::Timeout) {
             // The connection's deadline for this call passed.
-            return (pending.done)(Err(timed_out(&pending.monitor, &address, round)));
+            return (call.done)(Err(attempt.timed_out(monitor)));
         }
-        let judged = judge(
-            &pending.inner,
-            &pending.monitor,
-            &address,
-            expect,
-            pending.kind,
-            round,
-            vec![result],
-        );
-        match judged {
-            Judged::Retry { min_round } => pending.run_as_task(min_round, None),
-            Judged::Done(mut results) => (pending.done)(
+        match attempt.judge(inner, monitor, *kind, vec![result]) {
+            Judged::Retry { min_round } => call.run_as_task(min_round, None),
+            Judged::Done(mut results) => (call.done)(
                 results
                     .pop()
                     .unwrap_or_else(|| Err(Error::protocol("no reply"))),

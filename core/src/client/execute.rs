@@ -10,21 +10,16 @@ use tokio::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
+use super::attempt::RE_RESOLVE;
+use super::attempt::{distrust_late_writes, is_permanent_handshake_error, Attempt, Judged};
 use super::command::{self, Deadline, Encoded, Kind};
 use super::durable;
 use super::handle::{Client, Inner};
-use crate::config::{Address, ReadFrom};
+use crate::config::ReadFrom;
 use crate::error::{Error, ErrorCode, Result};
-use crate::monitor::{Monitor, Status};
-use crate::node::Expect;
-use crate::resp::Value;
+use crate::monitor::Monitor;
+use crate::resp::{Reading, Value};
 use crate::runtime::on_core;
-
-/// Server errors that mean "not executed here, and this node is not (or not yet) the one to use".
-const RE_RESOLVE: &[&str] = &["READONLY", "LOADING", "MASTERDOWN"];
-
-/// Server errors during a connection's handshake that another attempt may not get.
-const HANDSHAKE_TRANSIENT: &[&str] = &["LOADING", "MASTERDOWN", "BUSY", "TRYAGAIN"];
 
 impl Client {
     /// Runs one command on the primary (or on a replica for reads, per `read_from`) and returns
@@ -68,6 +63,7 @@ impl Client {
         // its dedicated connection instead of staying blocked on the server.
         let _stop = cancel.clone().drop_guard();
         self.command(args, deadline)?.start(
+            Reading::Task,
             cancel,
             Box::new(move |result| {
                 let _ = tx.send(result);
@@ -129,47 +125,6 @@ impl Client {
             run_shared(&inner, &monitor, &encoded, kind, deadline, 0, None).await
         })
     }
-
-    /// [`Client::execute`] for hosts without an async runtime: blocks the calling thread (only
-    /// it) until the reply or the command's deadline. Refused on the core's own threads, where
-    /// waiting could starve the very work it waits for. When the command goes out on an idle
-    /// connection, this thread reads its reply from the socket itself.
-    pub fn execute_blocking<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Value> {
-        let timeout = self.inner.config.command_timeout();
-        self.execute_blocking_under(args, Deadline::Default(timeout))
-    }
-
-    /// [`Client::execute_blocking`] with a deadline of its own, which ends the whole call as in
-    /// [`Client::execute_timeout`].
-    pub fn execute_blocking_timeout<A: AsRef<[u8]>>(
-        &self,
-        args: &[A],
-        timeout: Duration,
-    ) -> Result<Value> {
-        let deadline = Deadline::of_call(Some(timeout), Duration::ZERO)?;
-        self.execute_blocking_under(args, deadline)
-    }
-
-    fn execute_blocking_under<A: AsRef<[u8]>>(
-        &self,
-        args: &[A],
-        deadline: Deadline,
-    ) -> Result<Value> {
-        if crate::runtime::on_core_thread() {
-            return Err(Error::config(
-                "a blocking call was made on a core runtime thread; use the async API there",
-            ));
-        }
-        let rendezvous = super::rendezvous::Rendezvous::new();
-        let command = self.command(args, deadline)?;
-        let ((), own) = super::rendezvous::starting(|| {
-            command.start(CancellationToken::new(), Box::new(rendezvous.completer()))
-        });
-        // The command's own deadline ends the wait; nothing else interrupts it.
-        rendezvous
-            .wait(own, Duration::from_secs(3600), || false)
-            .unwrap_or_else(|| Err(Error::closed()))
-    }
 }
 
 /// A place in the bounded queue of commands waiting for a node; given back on drop.
@@ -198,131 +153,22 @@ impl Drop for QueueSlot<'_> {
     }
 }
 
-/// Picks the node for `kind` from a status, or `None` when the command has to wait.
-///
-/// Writes wait while the primary is fenced (a failover is demoting it); reads may go on. Nodes
-/// that just failed are passed over while others are usable: replica reads go to the other
-/// replicas, then (for `prefer-replica`) to the primary.
-pub(super) fn pick(inner: &Inner, status: &Status, kind: Kind) -> Option<(Address, Expect)> {
-    let t = &status.topology;
-    // Sentinels that actively report the primary down (or no longer know the service) mean wait;
-    // sentinels that are merely unreachable do not stop traffic to a primary that works.
-    let primary_usable = match &status.last_error {
-        Some(e) if !t.healthy => e.code() == ErrorCode::SentinelsUnreachable,
-        _ => true,
-    };
-    let primary = t
-        .primary
-        .clone()
-        .filter(|_| primary_usable)
-        .filter(|a| kind == Kind::Read || status.fenced_since(a).is_none())
-        // Cut off from the sentinel majority, the primary may already be replaced: writes wait.
-        .filter(|_| kind == Kind::Read || !status.majority_lost)
-        .map(|a| (a, Expect::Primary));
-    let rotate = |candidates: Vec<&Address>| {
-        (!candidates.is_empty()).then(|| {
-            let i = inner.next_replica.fetch_add(1, Ordering::Relaxed) % candidates.len();
-            (candidates[i].clone(), Expect::Replica)
-        })
-    };
-    let fresh = || {
-        rotate(
-            t.replicas
-                .iter()
-                .filter(|a| !inner.nodes.avoided(a))
-                .collect(),
-        )
-    };
-    match (kind, inner.config.read_from) {
-        (Kind::Read, ReadFrom::Replica) => fresh().or_else(|| rotate(t.replicas.iter().collect())),
-        (Kind::Read, ReadFrom::PreferReplica) => fresh().or(primary),
-        _ => primary,
-    }
-}
-
-/// The round to wait for before the next attempt after `failed` failed in round `round`: none
-/// when another node can take the command now, else the next one.
-fn next_attempt(inner: &Inner, monitor: &Monitor, kind: Kind, failed: &Address, round: u64) -> u64 {
-    let status = monitor.status();
-    match pick(inner, &status, kind) {
-        Some((other, _)) if other != *failed && status.rounds >= round => round,
-        _ => round + 1,
-    }
-}
-
-/// A handshake error that reconnecting cannot fix (a `SELECT` out of range, a refused
-/// `CLIENT SETNAME`, credentials or TLS the node refuses): the command fails with it at once.
-fn is_permanent_handshake_error(e: &Error) -> bool {
-    match e.code() {
-        ErrorCode::Auth | ErrorCode::Tls | ErrorCode::Config => true,
-        ErrorCode::Server => !e
-            .server_code()
-            .is_some_and(|c| HANDSHAKE_TRANSIENT.contains(&c) || RE_RESOLVE.contains(&c)),
-        _ => false,
-    }
-}
-
-/// Write replies from a primary whose demotion has begun become `connection_lost` errors: the
-/// write ran there, and the failover may discard it.
-///
-/// No grace: a reply that comes after the monitor learnt of the promotion is from a write the
-/// primary may have run after the replica stopped following it (a primary paused past
-/// down-after runs the writes queued in its socket the moment it wakes, while the replica is
-/// already being promoted). Calling such a write a success would promise what the failover
-/// throws away; calling it `connection_lost` ("may be discarded") is the truth whichever way it
-/// went. What this costs is an error, instead of a success, for a write in flight at the
-/// moment of fencing that the new primary did get.
-pub(super) fn distrust_late_writes(
-    monitor: &Monitor,
-    address: &Address,
-    kind: Kind,
-    results: Vec<Result<Value>>,
-) -> Vec<Result<Value>> {
-    results
-        .into_iter()
-        .map(|r| distrust_late_write(monitor, address, kind, r))
-        .collect()
-}
-
-/// [`distrust_late_writes`] for one reply.
-fn distrust_late_write(
-    monitor: &Monitor,
-    address: &Address,
-    kind: Kind,
-    result: Result<Value>,
-) -> Result<Value> {
-    if kind == Kind::Read || result.is_err() {
-        return result;
-    }
-    let Some(since) = monitor.fenced_since(address) else {
-        return result;
-    };
-    let late = Instant::now().saturating_duration_since(since);
-    Err(Error::new(
-        ErrorCode::ConnectionLost,
-        format!(
-            "{address} answered {} ms after a failover began demoting it; the write may be \
-             discarded with its data set",
-            late.as_millis()
-        ),
-    ))
-}
-
-/// Waits until [`pick`] finds a node in a status from round `min_round` or later.
+/// Waits until a command of `kind` can go to a node ([`Attempt::route`]) in a status from round
+/// `min_round` or later.
 pub(super) async fn wait_for_node(
     inner: &Inner,
     monitor: &Monitor,
     kind: Kind,
     min_round: u64,
     deadline: Instant,
-) -> Result<(Address, Expect, u64)> {
+) -> Result<Attempt> {
     let mut status = monitor.watch_status();
     let mut slot = None;
     loop {
         let current = status.borrow_and_update().clone();
         if current.rounds >= min_round {
-            if let Some((address, expect)) = pick(inner, &current, kind) {
-                return Ok((address, expect, current.rounds));
+            if let Some(attempt) = Attempt::route(inner, &current, kind) {
+                return Ok(attempt);
             }
             // Refused credentials or failed TLS verification don't fix themselves by waiting.
             if let Some(e) = current
@@ -352,8 +198,8 @@ pub(super) async fn wait_for_node(
 }
 
 /// Sends the `commands` back to back on the shared connection of the right node, from discovery
-/// round `min_round` on, retrying while nothing has run. The first attempt goes to `first`
-/// (node, role, round) when the caller already picked one.
+/// round `min_round` on, retrying while nothing has run: the task's driver of [`Attempt`]. The
+/// first attempt goes to `first` when the caller already picked the node.
 pub(super) async fn run_shared(
     inner: &Arc<Inner>,
     monitor: &Monitor,
@@ -361,30 +207,21 @@ pub(super) async fn run_shared(
     kind: Kind,
     deadline: Instant,
     mut min_round: u64,
-    mut first: Option<(Address, Expect, u64)>,
+    mut first: Option<Attempt>,
 ) -> Result<Vec<Result<Value>>> {
     loop {
-        let (address, expect, round) = match first.take() {
+        let attempt = match first.take() {
             Some(picked) => picked,
             None => wait_for_node(inner, monitor, kind, min_round, deadline).await?,
         };
-        let retry_after = |reason: &'static str| {
-            monitor.report(reason, round);
-            round + 1
-        };
-        let conn = match inner.nodes.get(&address, expect, deadline).await {
+        let conn = match inner
+            .nodes
+            .get(&attempt.address, attempt.expect, deadline)
+            .await
+        {
             Ok(conn) => conn,
-            Err(e) if e.code() == ErrorCode::Timeout && Instant::now() >= deadline => {
-                return Err(e)
-            }
-            Err(e) if is_permanent_handshake_error(&e) => {
-                return Err(e.context(format!("connecting to {address}")));
-            }
             Err(e) => {
-                tracing::debug!(node = %address, error = %e, "node unusable; re-resolving");
-                inner.nodes.mark_failed(&address);
-                monitor.report("data connection failed", round);
-                min_round = next_attempt(inner, monitor, kind, &address, round);
+                min_round = attempt.unreachable(inner, monitor, kind, e, deadline)?;
                 continue;
             }
         };
@@ -405,10 +242,10 @@ pub(super) async fn run_shared(
         let sent =
             tokio::time::timeout_at(reply_by, conn.pipeline_encoded(&send.bytes, send.count)).await;
         let results = match sent {
-            Err(_) => return Err(timed_out(monitor, &address, round)),
+            Err(_) => return Err(attempt.timed_out(monitor)),
             // The connection had ended before anything was handed to it: nothing ran.
             Ok(Err(_)) => {
-                min_round = retry_after("data connection lost");
+                min_round = attempt.ended_before_sending(monitor);
                 continue;
             }
             Ok(Ok(results)) => match &durable {
@@ -416,82 +253,11 @@ pub(super) async fn run_shared(
                 None => results,
             },
         };
-        match judge(inner, monitor, &address, expect, kind, round, results) {
+        match attempt.judge(inner, monitor, kind, results) {
             Judged::Retry { min_round: next } => min_round = next,
             Judged::Done(results) => return Ok(results),
         }
     }
-}
-
-/// What the replies of one attempt on one node mean.
-pub(super) enum Judged {
-    /// Every command was refused before running: try again from this discovery round on.
-    Retry { min_round: u64 },
-    /// The results to hand back.
-    Done(Vec<Result<Value>>),
-}
-
-/// Judges the replies `address` (picked as `expect` in round `round`) gave, the same way for
-/// every path a command takes: all refused with READONLY, LOADING or MASTERDOWN (nothing ran)
-/// means mark the node, re-resolve and retry; otherwise the node answered, late writes of a
-/// demoted primary become `connection_lost`, and a lost connection is reported and said to
-/// maybe have run the command.
-pub(super) fn judge(
-    inner: &Inner,
-    monitor: &Monitor,
-    address: &Address,
-    expect: Expect,
-    kind: Kind,
-    round: u64,
-    results: Vec<Result<Value>>,
-) -> Judged {
-    let refused_here = results
-        .iter()
-        .all(|r| matches!(r, Err(e) if e.server_code().is_some_and(|c| RE_RESOLVE.contains(&c))));
-    if refused_here {
-        // READONLY: demoted behind the sentinels' back; LOADING; MASTERDOWN.
-        tracing::info!(node = %address, "node refused the command; re-resolving");
-        inner.nodes.mark_failed(address);
-        monitor.report("node refused command (READONLY/LOADING/MASTERDOWN)", round);
-        return Judged::Retry {
-            min_round: next_attempt(inner, monitor, kind, address, round),
-        };
-    }
-    inner.nodes.mark_ok(address);
-    let results = if expect == Expect::Primary {
-        distrust_late_writes(monitor, address, kind, results)
-    } else {
-        results
-    };
-    if results
-        .iter()
-        .any(|r| matches!(r, Err(e) if e.code() == ErrorCode::ConnectionLost))
-    {
-        monitor.report("data connection lost", round);
-    }
-    Judged::Done(
-        results
-            .into_iter()
-            .map(|r| {
-                r.map_err(|e| {
-                    if e.code() == ErrorCode::ConnectionLost {
-                        e.context("the command may or may not have run")
-                    } else {
-                        e
-                    }
-                })
-            })
-            .collect(),
-    )
-}
-
-/// The error of a command `address` did not answer within its deadline (reported, so the
-/// monitor checks the node).
-pub(super) fn timed_out(monitor: &Monitor, address: &Address, round: u64) -> Error {
-    monitor.report("command timed out", round);
-    Error::timeout(format!(
-        "no reply from {address} within the command deadline"
-    ))
 }
 
 /// A blocking command on a connection of its own, closed afterwards.
@@ -505,8 +271,11 @@ pub(super) async fn run_dedicated(
     let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
     let mut min_round = 0;
     loop {
-        let (address, expect, round) =
-            wait_for_node(inner, monitor, Kind::Write, min_round, connect_by).await?;
+        let Attempt {
+            address,
+            expect,
+            round,
+        } = wait_for_node(inner, monitor, Kind::Write, min_round, connect_by).await?;
         let conn = match inner.nodes.dedicated(&address, expect, connect_by).await {
             Ok(conn) => conn,
             Err(e) if Instant::now() >= connect_by => return Err(e),

@@ -8,6 +8,7 @@
 //! connection, a retry) runs as a task on the core runtime. The async methods only wait for the
 //! completion, so they can be awaited from any executor.
 
+mod attempt;
 mod call;
 pub(crate) use command::Deadline;
 mod command;
@@ -15,7 +16,6 @@ mod durable;
 mod execute;
 mod handle;
 mod nodes;
-pub(crate) mod rendezvous;
 mod route;
 mod subscriber;
 mod transaction;

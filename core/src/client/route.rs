@@ -48,9 +48,8 @@ impl Client {
     pub async fn route(&self, route: Route, timeout: Duration) -> Result<Address> {
         let monitor = self.monitor()?;
         let deadline = Instant::now() + timeout;
-        let (address, _, _) =
-            wait_for_node(&self.inner, &monitor, route.kind(), 1, deadline).await?;
-        Ok(address)
+        let attempt = wait_for_node(&self.inner, &monitor, route.kind(), 1, deadline).await?;
+        Ok(attempt.address)
     }
 
     /// Whether a connection to `address` may still carry `route` now: for [`Route::Primary`],
@@ -64,7 +63,7 @@ impl Client {
         };
         monitor.with_status(|status| match route {
             Route::Primary => {
-                super::execute::pick(&self.inner, status, Kind::Write).map(|(a, _)| a)
+                super::attempt::pick(&self.inner, status, Kind::Write).map(|(a, _)| a)
                     == Some(address.clone())
             }
             Route::Read => {

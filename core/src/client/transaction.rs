@@ -79,10 +79,12 @@ impl Client {
         let monitor = self.monitor()?;
         let (conn, primary) = on_core(async move {
             // The same wait (bounded queue, deadline, closed) as every command's.
-            let (primary, expect, _) =
-                wait_for_node(&inner, &monitor, Kind::Write, 0, begin_by).await?;
-            let conn = inner.nodes.dedicated(&primary, expect, begin_by).await?;
-            Ok((conn, primary))
+            let primary = wait_for_node(&inner, &monitor, Kind::Write, 0, begin_by).await?;
+            let conn = inner
+                .nodes
+                .dedicated(&primary.address, primary.expect, begin_by)
+                .await?;
+            Ok((conn, primary.address))
         })
         .await?;
         Ok(Transaction {
@@ -165,7 +167,7 @@ impl Transaction {
         // The same check as every write: an EXEC a primary being demoted answers late is one the
         // promoted replica will not have.
         let exec = match self.client.monitor() {
-            Ok(monitor) => super::execute::distrust_late_writes(
+            Ok(monitor) => super::attempt::distrust_late_writes(
                 &monitor,
                 &self.primary,
                 Kind::Write,

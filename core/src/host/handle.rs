@@ -12,15 +12,14 @@ use super::doctor::config_from_url;
 use super::events::{EventHandler, EventSubscription};
 use super::guard::guarded;
 use super::hints::{self, ApiNames};
-use super::inflight::{Done, Operation, Registry};
+use super::inflight::{Done, Operation, Registry, Started};
 use super::subscriptions::Subscriber;
 use super::wait;
-use crate::client::rendezvous;
 use crate::client::{Client, Deadline, EventStream, Route, Subscription};
 use crate::config::{Address, Config};
 use crate::error::{Error, Result};
 use crate::monitor::Topology;
-use crate::resp::{OwnReply, Value};
+use crate::resp::{OwnReply, Reading, Value};
 use crate::sync::Locked;
 
 /// A client as a binding holds it. Cheap to clone; clones share one client.
@@ -123,14 +122,65 @@ impl Handle {
     /// deadline and ends the whole call, blocking commands included ([`Client::execute_timeout`]);
     /// one that breaks [`crate::deadline`]'s rule completes with `config`, as in every binding;
     /// without it `command_timeout_ms` applies and a blocking command may block as long as it
-    /// asked the server. On an open connection the calling thread sends it (one non-blocking write) and no other
-    /// thread wakes until the reply comes; otherwise it runs as a task.
+    /// asked the server. On an open connection the calling thread sends it (one non-blocking
+    /// write) and no other thread wakes until the reply comes; otherwise it runs as a task.
     pub fn execute<A: AsRef<[u8]>>(
         &self,
         args: &[A],
         timeout: Option<Duration>,
         done: Done<Value>,
     ) -> Operation {
+        self.start_command(args, timeout, done, Reading::Task).0
+    }
+
+    /// [`Handle::execute`] for a calling thread that reads the reply itself when it wrote the
+    /// command: a thread about to block for it ([`Handle::wait`] reads it), or an event loop
+    /// that can watch a socket (Node's). [`Started::own`] is the reply to read, when this thread
+    /// wrote the whole command to an idle connection. A loop watches [`OwnReply::fd`] and calls
+    /// [`OwnReply::read_ready`] each time it is readable, which reads the reply and calls `done`
+    /// on the loop's own thread, so no core thread hands the reply over. `done` still runs
+    /// exactly once, whichever thread reads the reply (a timeout, cancel or close completes it
+    /// on a core thread). Until the `OwnReply` is read or dropped the connection's task reads
+    /// nothing, so reading or watching must start at once; dropping it hands the reply back to
+    /// the task.
+    ///
+    /// `held` is the `OwnReply` a loop holds, when its replies are not all read yet: a command
+    /// sent on the same connection then joins it (written on the calling thread, its reply read
+    /// by the loop after the others), so a loop that keeps many commands in flight does all
+    /// their I/O itself and no core thread is woken for them. It comes back as [`Started::own`]
+    /// (holding the replies it now reads), whether or not the command joined it.
+    pub fn execute_here<A: AsRef<[u8]>>(
+        &self,
+        args: &[A],
+        timeout: Option<Duration>,
+        done: Done<Value>,
+        held: Option<OwnReply>,
+    ) -> Started {
+        match held {
+            Some(mut held) => {
+                let (operation, _) =
+                    self.start_command(args, timeout, done, Reading::Extend(&mut held));
+                Started {
+                    operation,
+                    own: Some(held),
+                }
+            }
+            None => {
+                let (operation, own) = self.start_command(args, timeout, done, Reading::Offer);
+                Started { operation, own }
+            }
+        }
+    }
+
+    /// Starts one command with `reading` saying who reads its reply; returns the reply this
+    /// thread is to read, if any (see [`Handle::execute_here`]).
+    fn start_command<A: AsRef<[u8]>>(
+        &self,
+        args: &[A],
+        timeout: Option<Duration>,
+        done: Done<Value>,
+        reading: Reading<'_>,
+    ) -> (Operation, Option<OwnReply>) {
         let completer = self.shared.registry.begin(self.localized(done));
         let command = guarded(|| {
             let client = self.client()?;
@@ -140,41 +190,19 @@ impl Handle {
         let command = match command {
             Ok(command) => command,
             // Completed on a core thread, as every completion.
-            Err(e) => return completer.run(async move { Err(e) }),
+            Err(e) => return (completer.run(async move { Err(e) }), None),
         };
         let cancel = CancellationToken::new();
         let operation = completer.cancelled_by(cancel.clone());
         // A panic in here drops the completion, which completes the operation as `internal`.
-        let _ = guarded(|| {
-            command.start(cancel, Box::new(move |result| completer.complete(result)));
-            Ok(())
+        let own = guarded(|| {
+            Ok(command.start(
+                reading,
+                cancel,
+                Box::new(move |result| completer.complete(result)),
+            ))
         });
-        operation
-    }
-
-    /// [`Handle::execute`] for a host thread that runs an event loop which can watch a socket
-    /// (Node's): when the calling thread wrote the command itself to an idle connection, the
-    /// reply is offered to it too. The loop then watches [`OwnReply::fd`] and calls
-    /// [`OwnReply::read_ready`] each time it is readable, which reads the reply and calls `done`
-    /// on the loop's own thread, so no core thread hands the reply over. `done` still runs
-    /// exactly once, whichever thread reads the reply (a timeout, cancel or close completes it on
-    /// a core thread). Until the `OwnReply` is read or dropped the connection's task
-    /// reads nothing, so the loop must start watching at once; dropping it hands the reply back
-    /// to the task.
-    ///
-    /// `reading` is the `OwnReply` the loop holds, when its replies are not all read yet (the
-    /// loop is reading them): a command sent on the same connection then joins it (written on
-    /// the calling thread, its reply read by the loop after the others), so a loop that keeps
-    /// many commands in flight does all their I/O itself and no core thread is woken for them.
-    /// It is returned (holding the replies it now reads), whether or not the command joined it.
-    pub fn execute_watched<A: AsRef<[u8]>>(
-        &self,
-        args: &[A],
-        timeout: Option<Duration>,
-        done: Done<Value>,
-        reading: Option<OwnReply>,
-    ) -> (Operation, Option<OwnReply>) {
-        rendezvous::starting_with(reading, || self.execute(args, timeout, done))
+        (operation, own.ok().flatten())
     }
 
     /// For the bindings' own suites: an operation whose work panics on a core thread, so each
@@ -446,11 +474,11 @@ impl Handle {
     /// returns true the operation is cancelled and `None` returned. Refused (`config`) on a core
     /// thread, where waiting could starve the very work it waits for.
     ///
-    /// A command that `start` wrote itself to an idle connection (see [`Handle::execute`]) has its
-    /// reply read from the socket by this thread, for up to `poll` at a time, and completed here:
-    /// no core thread hands it over.
-    pub fn wait<T: Send + 'static>(
-        start: impl FnOnce(Done<T>) -> Operation,
+    /// When `start` returns a reply for this thread to read ([`Handle::execute_here`]: a command
+    /// it wrote itself to an idle connection), this thread reads it from the socket, for up to
+    /// `poll` at a time, and completes it here: no core thread hands it over.
+    pub fn wait<T: Send + 'static, S: Into<Started>>(
+        start: impl FnOnce(Done<T>) -> S,
         poll: Duration,
         interrupted: impl FnMut() -> bool,
     ) -> Option<Result<T>> {
@@ -458,7 +486,9 @@ impl Handle {
     }
 
     /// [`Handle::wait`] without interruption.
-    pub fn block<T: Send + 'static>(start: impl FnOnce(Done<T>) -> Operation) -> Result<T> {
+    pub fn block<T: Send + 'static, S: Into<Started>>(
+        start: impl FnOnce(Done<T>) -> S,
+    ) -> Result<T> {
         wait::block(start)
     }
 }

@@ -13,6 +13,7 @@ use futures_util::FutureExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{Error, Result};
+use crate::resp::OwnReply;
 use crate::sync::Locked;
 
 /// A completion: called once, on a core thread, with the operation's result.
@@ -294,6 +295,31 @@ impl Operation {
                     registry.settle(id, || slot.fail(&registry, Error::cancelled()));
                 });
             }
+        }
+    }
+}
+
+/// An operation just started, with the reply its calling thread may read itself.
+///
+/// `own` is there only when the caller asked to read (see [`super::Handle::execute_here`]) and
+/// wrote the whole command itself to an idle connection: until it is read
+/// ([`OwnReply::read`], [`OwnReply::read_ready`]) or dropped, nothing else reads that
+/// connection, so the caller must read it (a blocking wait) or watch its socket (an event loop)
+/// at once. Dropping it hands the reply back to the connection's task; the operation completes
+/// exactly once either way.
+pub struct Started {
+    /// The operation, to cancel it.
+    pub operation: Operation,
+    /// The reply the calling thread reads itself, when it may.
+    pub own: Option<OwnReply>,
+}
+
+impl From<Operation> for Started {
+    /// An operation whose reply is read elsewhere.
+    fn from(operation: Operation) -> Started {
+        Started {
+            operation,
+            own: None,
         }
     }
 }

@@ -32,13 +32,14 @@ mod proxy;
 mod subscriptions;
 mod transaction;
 mod wait;
+mod waiter;
 
 pub use crate::resp::OwnReply;
 pub use doctor::{config_from_url, doctor, doctor_blocking, Diagnosis};
 pub use events::{EventHandler, EventSubscription};
 pub use handle::Handle;
 pub use hints::{ApiNames, RUST};
-pub use inflight::{Done, Operation};
+pub use inflight::{Done, Operation, Started};
 pub use mailbox::{Completion, Delivery, Mailbox, Pushed};
 pub use proxy::{HostProxy, DEFAULT_GRACE as PROXY_DEFAULT_GRACE};
 pub use subscriptions::{MessageHandler, Subscriber};

@@ -11,8 +11,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::client::attempt::pick;
 use crate::client::command::Kind;
-use crate::client::execute::pick;
 use crate::client::handle::Inner;
 use crate::config::Address;
 use crate::error::{Error, ErrorCode, Result};

@@ -149,7 +149,7 @@ impl OwnReply {
     /// [`Reply`](super::Reply) here, as the task would have. Waits for the socket until `until` or the command's
     /// deadline, whichever is first; until `spin_until` it does not sleep but keeps trying the
     /// socket (on a fast network the reply comes sooner than a sleeping thread is woken: see
-    /// `client::rendezvous`). Returns whether the reply was handed over; when not (the wait ended first,
+    /// `host::waiter`). Returns whether the reply was handed over; when not (the wait ended first,
     /// a signal interrupted it, the connection ended or sent something invalid), the task
     /// completes the command as usual.
     ///

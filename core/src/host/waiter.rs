@@ -1,4 +1,5 @@
-//! How a host thread waits for a completion that a core thread delivers.
+//! The spin-then-sleep waiter behind every blocking wait of a host thread: one result handed
+//! from the thread that completes to the thread that waits.
 //!
 //! On a fast network a reply comes back sooner than a sleeping thread takes to be woken: a
 //! futex wake-up costs the waiter several microseconds of scheduling latency, as much as the
@@ -8,19 +9,17 @@
 //! and only one thread per two cores spins at a time (the other blocked threads sleep at once).
 //!
 //! Better still, a thread that blocks for the reply of a command it wrote itself to an idle
-//! connection reads that reply from the socket itself ([`OwnReply`]), as a synchronous client
-//! does: then only the waiting thread wakes when the reply comes. The command is started inside
-//! [`starting`], which lets the command path know the thread is about to wait ([`will_wait`])
-//! and collects the [`OwnReply`] it [`offer`]s.
+//! connection reads that reply from the socket itself, as a synchronous client does: the
+//! [`OwnReply`] the command's start returned ([`super::Started`]) is handed to
+//! [`Rendezvous::wait`], and then only the waiting thread wakes when the reply comes.
 
-use std::cell::RefCell;
 use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
-use crate::resp::{OwnReply, Reading};
+use crate::resp::OwnReply;
 use crate::sync::Locked;
 
 /// The longest a waiter spins before it sleeps.
@@ -44,95 +43,8 @@ fn max_spinners() -> usize {
     })
 }
 
-/// What a command started inside [`starting`] offered this thread to read.
-enum Offer {
-    /// Not inside [`starting`]: nothing is kept.
-    Closed,
-    /// Inside [`starting`], nothing offered yet.
-    Open,
-    /// The first command's offer (a later one is not taken: this thread reads one reply).
-    One(OwnReply),
-    /// Replies this thread's loop reads already ([`starting_with`]): a command for the same
-    /// connection joins them; no other is offered.
-    Held(OwnReply),
-}
-
-thread_local! {
-    static OFFER: RefCell<Offer> = const { RefCell::new(Offer::Closed) };
-}
-
-/// Runs `start` (which starts the work whose reply this thread will then wait for, or watch for
-/// from its event loop) and returns its result with the reply a command in it offered to be read
-/// here.
-pub(crate) fn starting<T>(start: impl FnOnce() -> T) -> (T, Option<OwnReply>) {
-    starting_with(None, start)
-}
-
-/// [`starting`] for an event loop that reads `held`'s replies already (not all read yet): a
-/// command `start` sends on that connection has its reply read by the loop after them, and
-/// `held` comes back (with the replies it now reads), whether or not one joined it.
-pub(crate) fn starting_with<T>(
-    held: Option<OwnReply>,
-    start: impl FnOnce() -> T,
-) -> (T, Option<OwnReply>) {
-    /// Closes the offer however `start` ends (a panic included).
-    struct Close;
-    impl Drop for Close {
-        fn drop(&mut self) {
-            let offered = OFFER.with(|o| std::mem::replace(&mut *o.borrow_mut(), Offer::Closed));
-            drop(offered);
-        }
-    }
-    let offer = match held {
-        Some(own) => Offer::Held(own),
-        None => Offer::Open,
-    };
-    OFFER.with(|o| *o.borrow_mut() = offer);
-    let close = Close;
-    let started = start();
-    let offered = OFFER.with(|o| std::mem::replace(&mut *o.borrow_mut(), Offer::Closed));
-    drop(close);
-    match offered {
-        Offer::One(own) | Offer::Held(own) => (started, Some(own)),
-        Offer::Open | Offer::Closed => (started, None),
-    }
-}
-
-/// Runs `send` with who is to read the reply of the command it sends: this thread, when it is
-/// starting work whose reply it will read itself (blocking for it, or from its event loop) and
-/// no command in it offered its reply yet ([`Reading::Offer`]), or when its loop reads replies
-/// of that connection already ([`Reading::Extend`]); otherwise the connection's task.
-pub(crate) fn reading<T>(send: impl FnOnce(Reading<'_>) -> T) -> T {
-    let mut offer = OFFER.with(|o| std::mem::replace(&mut *o.borrow_mut(), Offer::Closed));
-    let sent = match &mut offer {
-        Offer::Open => send(Reading::Offer),
-        Offer::Held(own) => send(Reading::Extend(own)),
-        Offer::Closed | Offer::One(_) => send(Reading::Task),
-    };
-    // Put back for `starting` to return (`send` does not reenter this thread's offer).
-    OFFER.with(|o| *o.borrow_mut() = offer);
-    sent
-}
-
-/// Offers the calling thread the reply of a command it wrote; kept only when [`will_wait`]
-/// (dropped otherwise, which hands the connection's read side back).
-pub(crate) fn offer(own: OwnReply) {
-    let refused = OFFER.with(|o| {
-        let mut offer = o.borrow_mut();
-        match *offer {
-            Offer::Open => {
-                *offer = Offer::One(own);
-                None
-            }
-            Offer::Closed | Offer::One(_) | Offer::Held(_) => Some(own),
-        }
-    });
-    // Outside the thread-local's borrow: handing back takes locks.
-    drop(refused);
-}
-
 /// One result handed from the thread that completes to the thread that waits.
-pub(crate) struct Rendezvous<T> {
+pub(super) struct Rendezvous<T> {
     state: AtomicU8,
     value: Mutex<Option<Result<T>>>,
     waiter: Thread,
@@ -140,7 +52,7 @@ pub(crate) struct Rendezvous<T> {
 
 impl<T> Rendezvous<T> {
     /// A rendezvous the calling thread will wait on.
-    pub(crate) fn new() -> Arc<Rendezvous<T>> {
+    pub(super) fn new() -> Arc<Rendezvous<T>> {
         Arc::new(Rendezvous {
             state: AtomicU8::new(WAITING),
             value: Mutex::new(None),
@@ -150,7 +62,7 @@ impl<T> Rendezvous<T> {
 
     /// What completes this rendezvous: called with the result, or, dropped uncalled, with an
     /// `internal` error, so the waiter never waits for a completion that was lost.
-    pub(crate) fn completer(self: &Arc<Self>) -> impl FnOnce(Result<T>) + Send + 'static
+    pub(super) fn completer(self: &Arc<Self>) -> impl FnOnce(Result<T>) + Send + 'static
     where
         T: Send + 'static,
     {
@@ -168,7 +80,7 @@ impl<T> Rendezvous<T> {
     }
 
     /// Hands over `result`, waking the waiter if it sleeps. Only the first result counts.
-    pub(crate) fn complete(&self, result: Result<T>) {
+    pub(super) fn complete(&self, result: Result<T>) {
         {
             let mut value = self.value.locked();
             if value.is_some() || self.state.load(Ordering::Acquire) == DONE {
@@ -184,7 +96,7 @@ impl<T> Rendezvous<T> {
     /// Waits for the result: reads `own` reply for up to `poll` when given, else spins briefly
     /// (see the module); then sleeps. Every `poll` it asks `interrupted`, and gives up (`None`)
     /// when it says so.
-    pub(crate) fn wait(
+    pub(super) fn wait(
         &self,
         own: Option<OwnReply>,
         poll: Duration,
