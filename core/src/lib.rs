@@ -56,6 +56,10 @@ mod dns;
 pub mod monitor;
 #[cfg(not(feature = "internals"))]
 mod monitor;
+#[cfg(feature = "internals")]
+#[doc(hidden)]
+pub mod node;
+#[cfg(not(feature = "internals"))]
 mod node;
 #[cfg(feature = "internals")]
 #[doc(hidden)]

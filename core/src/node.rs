@@ -10,8 +10,7 @@ use std::time::Duration;
 use crate::config::{Address, Config};
 use crate::dns::Resolver;
 use crate::error::{Error, ErrorCode, Result};
-use crate::resp::{ConnectOptions, Connection};
-use crate::sentinel::replies;
+use crate::resp::{ConnectOptions, Connection, Value};
 use crate::types::{Role, Side};
 
 /// The role a node must have for a connection to it to be used.
@@ -159,7 +158,7 @@ pub async fn verify_role(
     let role = conn
         .request_timeout(&["ROLE"], timeout)
         .await
-        .and_then(replies::role);
+        .and_then(parse_role);
     match (&role, expect) {
         (Ok(Role::Master), Expect::Primary) | (Ok(Role::Replica { .. }), Expect::Replica) => {
             return Ok(())
@@ -183,10 +182,44 @@ pub async fn verify_role(
     }
 }
 
+/// Parses a `ROLE` reply (a replica's primary only when its host and port are valid).
+pub fn parse_role(value: Value) -> Result<Role> {
+    let items = value
+        .into_array()
+        .ok_or_else(|| Error::protocol("ROLE: expected an array"))?;
+    let mut items = items.into_iter();
+    let first = items
+        .next()
+        .ok_or_else(|| Error::protocol("ROLE: empty reply"))?;
+    let name = first
+        .as_str()
+        .ok_or_else(|| Error::protocol("ROLE: first element is not a string"))?
+        .to_string();
+    Ok(match name.as_str() {
+        "master" => Role::Master,
+        "slave" | "replica" => {
+            let host = items.next();
+            let port = items.next();
+            let master = match (
+                host.as_ref().and_then(Value::as_str),
+                port.as_ref().and_then(Value::as_int),
+            ) {
+                (Some(h), Some(p)) if (1..=65535).contains(&p) && !h.is_empty() => {
+                    Some(Address::new(h, p as u16))
+                }
+                _ => None,
+            };
+            Role::Replica { master }
+        }
+        _ => Role::Other(name),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::dns::DnsOptions;
+    use crate::sentinel::replies::shapes::bulk;
     use std::path::PathBuf;
 
     /// A port nothing listens on, on 127.0.0.1 (and most likely on 127.0.0.2).
@@ -309,5 +342,28 @@ mod tests {
             "connecting to both.node.test:6379 failed (127.0.0.1:6379: connection refused): \
              handshake with [::1]:6379: WRONGPASS invalid username-password pair"
         );
+    }
+
+    #[test]
+    fn role_replies() {
+        let m = Value::Array(vec![bulk("master"), Value::Int(0), Value::Array(vec![])]);
+        assert_eq!(parse_role(m).unwrap(), Role::Master);
+        let r = Value::Array(vec![
+            bulk("slave"),
+            bulk("127.0.0.1"),
+            Value::Int(6379),
+            bulk("connected"),
+            Value::Int(1),
+        ]);
+        assert_eq!(
+            parse_role(r).unwrap(),
+            Role::Replica {
+                master: Some(Address::new("127.0.0.1", 6379))
+            }
+        );
+        let s = Value::Array(vec![bulk("sentinel"), Value::Array(vec![])]);
+        assert_eq!(parse_role(s).unwrap(), Role::Other("sentinel".into()));
+        assert!(parse_role(Value::Array(vec![])).is_err());
+        assert!(parse_role(Value::Nil).is_err());
     }
 }

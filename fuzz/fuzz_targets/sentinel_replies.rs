@@ -12,7 +12,9 @@
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use sentinel_recovery::sentinel::replies::{self, InstanceInfo, Role};
+use sentinel_recovery::node::parse_role;
+use sentinel_recovery::sentinel::replies::{self, InstanceInfo};
+use sentinel_recovery::types::Role;
 use sentinel_recovery::{Address, ErrorCode, Value};
 use sentinel_recovery_fuzz::first_value;
 
@@ -72,7 +74,7 @@ fuzz_target!(|data: &[u8]| {
         Err(e) => assert_eq!(e.code(), ErrorCode::Protocol),
     }
 
-    match replies::role(value.clone()) {
+    match parse_role(value.clone()) {
         Ok(role) => {
             let name = value.clone().into_array().unwrap()[0]
                 .as_str()
@@ -101,7 +103,7 @@ fuzz_target!(|data: &[u8]| {
                     Value::Array(vec![bulk(other), Value::Array(vec![])])
                 }
             };
-            assert_eq!(replies::role(again).unwrap(), role, "ROLE round trip");
+            assert_eq!(parse_role(again).unwrap(), role, "ROLE round trip");
         }
         Err(e) => assert_eq!(e.code(), ErrorCode::Protocol),
     }

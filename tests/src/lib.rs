@@ -18,6 +18,7 @@ pub mod dns;
 mod error;
 mod fake;
 pub mod net;
+mod netns;
 mod ports;
 pub mod proxy;
 pub mod resp;

@@ -112,7 +112,7 @@ impl FaultProxy {
         target: SocketAddr,
         affects: Affects,
     ) -> Result<FaultProxy, TestkitError> {
-        let listener = crate::net::in_netns(netns, move || TcpListener::bind(listen))
+        let listener = crate::netns::in_netns(netns, move || TcpListener::bind(listen))
             .and_then(|r| r)
             .map_err(|e| {
                 TestkitError::io(format!("binding the fault proxy on {listen} in {netns}"), e)
@@ -305,7 +305,7 @@ fn serve(client: TcpStream, shared: Arc<Shared>) {
     if !alive(&shared, &conn) {
         return;
     }
-    let upstream = crate::net::dial(
+    let upstream = crate::netns::dial(
         shared.netns.as_deref(),
         shared.target,
         Duration::from_secs(2),

@@ -7,7 +7,7 @@ use std::net::{SocketAddr, TcpListener};
 use std::time::{Duration, Instant};
 
 use sentinel_recovery_testkit::net::{
-    dial, in_netns, netns_available, ns::namespaces_named, Host, Lan, NetSpec, NetTopology,
+    dial, in_netns, namespaces_named, netns_available, Host, Lan, NetSpec, NetTopology,
 };
 
 fn skip_without_netns() -> bool {

@@ -172,7 +172,7 @@ fn up_net_partitions_spawns_and_cleans_up() {
     assert!(child.wait().unwrap().success());
     assert!(!pid_alive(pid), "spawned client left running");
     assert_eq!(
-        sentinel_recovery_testkit::net::ns::namespaces_named(&prefix),
+        sentinel_recovery_testkit::net::namespaces_named(&prefix),
         Vec::<String>::new()
     );
 }

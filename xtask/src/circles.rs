@@ -56,33 +56,28 @@ pub fn run(root: &Path, args: &[String]) -> ExitCode {
             }
         };
         let graph = krate.graph();
-        let found = circles(&graph);
-        if found.is_empty() {
-            println!("{name}: no circles ({} modules)", krate.modules.len());
-            continue;
-        }
-        println!(
-            "{name}: {} circle(s){}",
-            found.len(),
-            if report_only { " (reported only)" } else { "" }
+        let modules = krate.modules.len();
+        let mut failing = report(
+            name,
+            "modules",
+            modules,
+            &graph,
+            &krate.edges,
+            &allowed,
+            report_only,
+            |m| m.to_string(),
         );
-        let mut failing = 0;
-        for circle in &found {
-            let tolerated = circle.iter().all(|m| within_any(m, &allowed));
-            failing += usize::from(!tolerated);
-            println!(
-                "  circle of {}{}: {}",
-                circle.len(),
-                if tolerated { " (allowed)" } else { "" },
-                circle.join(", ")
-            );
-            let members: BTreeSet<&String> = circle.iter().collect();
-            for (from, to, at) in &krate.edges {
-                if members.contains(from) && members.contains(to) {
-                    println!("    {from} -> {to}  ({at})");
-                }
-            }
-        }
+        let top = top_level(&graph);
+        failing += report(
+            name,
+            "top-level modules",
+            top.len(),
+            &top,
+            &krate.edges,
+            &allowed,
+            report_only,
+            |m| top_of(m).to_string(),
+        );
         failed |= !report_only && failing > 0;
     }
     if failed {
@@ -90,6 +85,76 @@ pub fn run(root: &Path, args: &[String]) -> ExitCode {
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Prints the circles of `graph` (nodes: `what`, `count` of them) with the references in `edges`
+/// that close each (`node_of` maps an edge's module to its node); returns how many circles fail.
+#[allow(clippy::too_many_arguments)]
+fn report(
+    krate: &str,
+    what: &str,
+    count: usize,
+    graph: &Graph,
+    edges: &[(String, String, String)],
+    allowed: &[&str],
+    report_only: bool,
+    node_of: impl Fn(&str) -> String,
+) -> usize {
+    let found = circles(graph);
+    if found.is_empty() {
+        println!("{krate}: no circles ({count} {what})");
+        return 0;
+    }
+    println!(
+        "{krate}: {} circle(s) between {what}{}",
+        found.len(),
+        if report_only { " (reported only)" } else { "" }
+    );
+    let mut failing = 0;
+    for circle in &found {
+        let tolerated = circle.iter().all(|m| within_any(m, allowed));
+        failing += usize::from(!tolerated);
+        println!(
+            "  circle of {}{}: {}",
+            circle.len(),
+            if tolerated { " (allowed)" } else { "" },
+            circle.join(", ")
+        );
+        let members: BTreeSet<&String> = circle.iter().collect();
+        for (from, to, at) in edges {
+            let (a, b) = (node_of(from), node_of(to));
+            if a != b && members.contains(&a) && members.contains(&b) {
+                println!("    {from} -> {to}  ({at})");
+            }
+        }
+    }
+    failing
+}
+
+/// The top-level module `module` lies in (`crate` for the root).
+fn top_of(module: &str) -> &str {
+    module.split("::").next().unwrap_or(module)
+}
+
+/// `graph` seen between top-level modules: `a::x -> b::y` becomes `a -> b`. The root is left out
+/// (it declares and re-exports every module), and so are references within one top-level module
+/// (their circles are the module-level check's). A circle here is one the module-level check
+/// cannot see, such as `a::x -> b::y` beside `b::z -> a::w`.
+pub fn top_level(graph: &Graph) -> Graph {
+    let mut top = Graph::new();
+    for (from, tos) in graph {
+        let a = top_of(from);
+        if a == "crate" {
+            continue;
+        }
+        for to in tos {
+            let b = top_of(to);
+            if b != a && b != "crate" {
+                top.entry(a.to_string()).or_default().insert(b.to_string());
+            }
+        }
+    }
+    top
 }
 
 /// Whether `module` is one of `prefixes` or lies below one of them.
@@ -732,6 +797,24 @@ mod tests {
             g.entry(a.to_string()).or_default().insert(b.to_string());
         }
         g
+    }
+
+    #[test]
+    fn a_circle_between_top_level_modules_is_seen_though_their_files_form_none() {
+        let g = graph(&[
+            ("node", "sentinel::replies"),
+            ("sentinel::discovery", "node"),
+            ("sentinel::discovery", "sentinel::replies"),
+            ("crate", "node"),
+            ("node", "crate"),
+        ]);
+        assert!(circles(&g).iter().all(|c| c.contains(&"crate".to_string())));
+        assert_eq!(circles(&top_level(&g)), vec![vec!["node", "sentinel"]]);
+        let fixed = graph(&[
+            ("sentinel::discovery", "node"),
+            ("sentinel::discovery", "sentinel::replies"),
+        ]);
+        assert!(circles(&top_level(&fixed)).is_empty());
     }
 
     #[test]

@@ -15,7 +15,8 @@ use super::probe::note;
 use super::reach::{self, Reached};
 use super::report::{Agreement, Mode, NodeKind, NodeReport, SentinelReport, Severity, Stage};
 use crate::config::Address;
-use crate::sentinel::replies::{self, Role};
+use crate::node::parse_role;
+use crate::types::Role;
 
 /// One node reached and asked.
 struct Asked {
@@ -54,7 +55,7 @@ async fn ask(ctx: &Ctx, address: &Address, with_info: bool) -> Asked {
             None
         }
     });
-    match role.and_then(replies::role) {
+    match role.and_then(parse_role) {
         Ok(role) => asked.role = Some(role),
         Err(e) => asked.notes.push(note("ROLE", &e)),
     }

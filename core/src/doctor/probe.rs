@@ -15,8 +15,10 @@ use super::report::{
 };
 use crate::config::Address;
 use crate::error::{Error, ErrorCode};
+use crate::node::parse_role;
 use crate::resp::{Connection, Value};
-use crate::sentinel::replies::{self, Role};
+use crate::sentinel::replies;
+use crate::types::Role;
 
 /// A probed sentinel, with what later steps need besides its report.
 pub(super) struct SentinelProbe {
@@ -120,7 +122,7 @@ pub(super) async fn sentinel(ctx: &Ctx, address: Address, source: Source) -> Sen
         Ok(None) => report.notes.push("INFO sentinel: not a text reply".into()),
         Err(e) => report.notes.push(note("INFO sentinel", &e)),
     }
-    match role.and_then(replies::role) {
+    match role.and_then(parse_role) {
         Ok(Role::Master) => report.role = Some("master".into()),
         Ok(Role::Replica { .. }) => report.role = Some("slave".into()),
         Ok(Role::Other(name)) => report.role = Some(name),

@@ -12,9 +12,10 @@ use tokio_util::sync::CancellationToken;
 use crate::config::Address;
 use crate::error::{Error, Result};
 use crate::node;
+use crate::node::parse_role;
 use crate::resp::Connection;
 use crate::sentinel::discovery::RoundSettings;
-use crate::sentinel::replies::{self, Role};
+use crate::types::Role;
 
 /// How often the named replica is asked for its ROLE while it is being promoted.
 const POLL: Duration = Duration::from_millis(20);
@@ -80,7 +81,7 @@ async fn until_master(settings: &RoundSettings, address: &Address) -> Result<Con
             let role = c
                 .request_timeout(&["ROLE"], options.connect_timeout)
                 .await
-                .and_then(replies::role);
+                .and_then(parse_role);
             match role {
                 Ok(Role::Master) => return Ok(c),
                 // ACLs that forbid ROLE: the sentinels' word is all there is (as in discovery).

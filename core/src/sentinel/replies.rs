@@ -6,7 +6,6 @@
 use crate::config::Address;
 use crate::error::{Error, Result};
 use crate::resp::Value;
-pub use crate::types::Role;
 
 /// The `flags` field of a SENTINEL MASTER/REPLICAS/SENTINELS entry.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -202,39 +201,6 @@ pub fn master_addr(value: Value) -> Result<Option<Address>> {
     }
 }
 
-/// Parses a `ROLE` reply.
-pub fn role(value: Value) -> Result<Role> {
-    let items = value
-        .into_array()
-        .ok_or_else(|| Error::protocol("ROLE: expected an array"))?;
-    let mut items = items.into_iter();
-    let first = items
-        .next()
-        .ok_or_else(|| Error::protocol("ROLE: empty reply"))?;
-    let name = first
-        .as_str()
-        .ok_or_else(|| Error::protocol("ROLE: first element is not a string"))?
-        .to_string();
-    Ok(match name.as_str() {
-        "master" => Role::Master,
-        "slave" | "replica" => {
-            let host = items.next();
-            let port = items.next();
-            let master = match (
-                host.as_ref().and_then(Value::as_str),
-                port.as_ref().and_then(Value::as_int),
-            ) {
-                (Some(h), Some(p)) if (1..=65535).contains(&p) && !h.is_empty() => {
-                    Some(Address::new(h, p as u16))
-                }
-                _ => None,
-            };
-            Role::Replica { master }
-        }
-        _ => Role::Other(name),
-    })
-}
-
 /// `sentinel_tilt` from an `INFO sentinel` reply: `Some(true)` in TILT, `None` when the field is
 /// missing or not 0/1.
 pub fn info_tilt(info: &str) -> Option<bool> {
@@ -278,7 +244,7 @@ pub(crate) mod shapes {
 #[cfg(test)]
 mod tests {
     use super::shapes::{bulk, flat, map};
-    use super::{info_tilt, instances, master, master_addr, role, Address, Entry, Role, Value};
+    use super::{info_tilt, instances, master, master_addr, Address, Entry, Value};
 
     #[test]
     fn info_tilt_reads_the_flag() {
@@ -377,28 +343,5 @@ mod tests {
         assert!(master_addr(Value::Array(vec![bulk("10.0.0.1"), bulk("x")])).is_err());
         assert!(master_addr(Value::Array(vec![bulk("a"), bulk("1"), bulk("2")])).is_err());
         assert!(master_addr(Value::Int(1)).is_err());
-    }
-
-    #[test]
-    fn role_replies() {
-        let m = Value::Array(vec![bulk("master"), Value::Int(0), Value::Array(vec![])]);
-        assert_eq!(role(m).unwrap(), Role::Master);
-        let r = Value::Array(vec![
-            bulk("slave"),
-            bulk("127.0.0.1"),
-            Value::Int(6379),
-            bulk("connected"),
-            Value::Int(1),
-        ]);
-        assert_eq!(
-            role(r).unwrap(),
-            Role::Replica {
-                master: Some(Address::new("127.0.0.1", 6379))
-            }
-        );
-        let s = Value::Array(vec![bulk("sentinel"), Value::Array(vec![])]);
-        assert_eq!(role(s).unwrap(), Role::Other("sentinel".into()));
-        assert!(role(Value::Array(vec![])).is_err());
-        assert!(role(Value::Nil).is_err());
     }
 }

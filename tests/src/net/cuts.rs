@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use super::lan::{Lan, HOST_IFACE};
-use super::ns::ip_in;
+use crate::netns::ip_in;
 use crate::TestkitError;
 
 /// Rule priority of the cuts: before the local-table lookup the LAN moved to 100.

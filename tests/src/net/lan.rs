@@ -8,7 +8,7 @@
 use std::net::Ipv4Addr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::ns::{ip_in, remove_stale_namespaces, Namespace, NAME_PREFIX};
+use crate::netns::{ip_in, remove_stale_namespaces, Namespace, NAME_PREFIX};
 use crate::TestkitError;
 
 /// The interface name of every host's end of its veth pair, inside the host's namespace.

@@ -11,11 +11,11 @@
 
 pub mod cuts;
 pub mod lan;
-pub mod ns;
+
 pub mod scenario;
 mod topology;
 
+pub use crate::netns::{command_in, dial, in_netns, namespaces_named, netns_available, Namespace};
 pub use cuts::Cuts;
 pub use lan::{Lan, LanHost};
-pub use ns::{command_in, dial, in_netns, netns_available, Namespace};
 pub use topology::{Host, NetSpec, NetTopology};

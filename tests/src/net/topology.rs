@@ -7,7 +7,7 @@ use std::sync::Mutex;
 
 use super::cuts::Cuts;
 use super::lan::Lan;
-use super::ns::command_in;
+use crate::netns::command_in;
 use crate::proxy::LinkFaults;
 use crate::topology::{Placement, Placements};
 use crate::{TestkitError, Topology, TopologySpec};
@@ -97,7 +97,7 @@ impl NetTopology {
     /// Creates the LAN (one host per node and client), starts the nodes on their hosts and waits
     /// as [`Topology::start`] does. Needs root: see [`super::netns_available`].
     pub fn start(spec: NetSpec) -> Result<NetTopology, TestkitError> {
-        super::ns::netns_available().map_err(TestkitError::Setup)?;
+        crate::netns::netns_available().map_err(TestkitError::Setup)?;
         let mut lan = Lan::create()?;
         let t = &spec.topology;
         let mut place = |host: Host| -> Result<Placement, TestkitError> {

@@ -186,7 +186,7 @@ impl Node {
             .try_clone()
             .map_err(|e| TestkitError::io("cloning log file", e))?;
         let mut cmd = match &self.placement.netns {
-            Some(ns) => crate::net::command_in(ns, &self.binary),
+            Some(ns) => crate::netns::command_in(ns, &self.binary),
             None => Command::new(&self.binary),
         };
         cmd.arg(&self.conf);
@@ -371,7 +371,7 @@ impl Node {
             // Inside the node's own namespace: never cut, never behind the link proxy.
             Some(ns) => {
                 let addr = std::net::SocketAddr::from(([127, 0, 0, 1], self.port()));
-                let stream = crate::net::dial(Some(ns), addr, timeout)
+                let stream = crate::netns::dial(Some(ns), addr, timeout)
                     .map_err(|e| TestkitError::io(format!("connecting to {addr} in {ns}"), e))?;
                 stream.set_nodelay(true).ok();
                 Conn::from_stream(stream, timeout)?

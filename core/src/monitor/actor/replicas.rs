@@ -6,9 +6,10 @@ use std::time::Duration;
 use super::Actor;
 use crate::config::Address;
 use crate::node;
+use crate::node::parse_role;
 use crate::sentinel::replies;
-use crate::sentinel::replies::Role;
 use crate::types::EventKind;
+use crate::types::Role;
 
 impl Actor {
     /// Re-reads the replica list from one sentinel that answered in the last round. Returns
@@ -121,7 +122,7 @@ impl Actor {
         let role = conn
             .request_timeout(&["ROLE"], self.settings.data_connect.connect_timeout)
             .await
-            .and_then(replies::role);
+            .and_then(parse_role);
         conn.close();
         matches!(role, Ok(Role::Replica { .. }))
     }
