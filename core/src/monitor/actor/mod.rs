@@ -1,16 +1,16 @@
-//! The monitor task's state and loop; what it does with events, promotions, replicas and
-//! sentinels is in the submodules.
+//! The monitor task: its loop, and the steps that take more than one of its parts. Each part
+//! owns its state and the logic on it: the sentinels, the primary and its replicas, fencing,
+//! the round schedule, and the publisher of the status and events.
 
 mod events;
-mod fence;
 mod fencing;
 mod majority;
-
-use fence::{Fence, Retired, RETIRED_FOR};
+mod primary;
+mod publisher;
 mod replicas;
+mod schedule;
 mod sentinels;
 
-use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,77 +20,43 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use super::backoff::Backoff;
 use super::command::Command;
-use super::promotion::Promoted;
+use super::promotion::{Announced, Promoted};
 use super::status::{Publishing, Status};
-use super::subscriber::{self, Received};
+use super::subscriber::Received;
 use crate::config::{Address, Config};
-use crate::error::Error;
 use crate::resp::Connection;
-use crate::sentinel::discovery::Known;
-use crate::sentinel::discovery::{self, Found, Round, RoundSettings, SentinelTarget};
-use crate::sentinel::links::Link;
-use crate::sentinel::sentinels::SentinelList;
-use crate::sync::Locked;
-use crate::types::{unix_ms, Event, EventKind, Topology};
+use crate::sentinel::discovery::{
+    self, Found, Known, Round, RoundSettings, SentinelOutcome, SentinelTarget,
+};
+use crate::types::{Event, EventKind, Topology};
+use events::{Meaning, REPLICA_EVENT};
+use fencing::{Fencing, WatchEnd};
+use primary::Primary;
+use publisher::Publisher;
+use schedule::Schedule;
+use sentinels::Sentinels;
 
-/// The reason given for events about replicas (and other sentinels' view of them).
-const REPLICA_EVENT: &str = "replica event";
-
-/// The same event published by several sentinels within this window is handled once.
-const DEDUPE_WINDOW: Duration = Duration::from_secs(2);
-
-/// The first delay between rounds that the data path asks for; doubles while reports keep coming.
-const REPORT_BASE: Duration = Duration::from_millis(100);
-
+/// One service's monitor: what it was started with, and its parts.
 pub(super) struct Actor {
+    /// The options it was started with.
     config: Config,
+    /// What rounds, watches and subscriptions connect with.
     settings: RoundSettings,
-    list: SentinelList,
-    links: HashMap<u64, Arc<Link>>,
-    observed: HashSet<u64>,
-    primary: Option<Address>,
-    primary_conn: Option<Connection>,
-    lost: Option<Address>,
-    replicas: Vec<Address>,
-    epoch: u64,
-    healthy: bool,
-    backoff: Backoff,
-    last_error: Option<Error>,
-    rounds: u64,
-    /// Rounds started, for telling whether a report was already served by a newer round.
-    started: u64,
-    status: watch::Sender<Status>,
-    events: broadcast::Sender<Event>,
-    sentinel_events_tx: mpsc::UnboundedSender<Received>,
-    sentinel_events_rx: Option<mpsc::UnboundedReceiver<Received>>,
-    subscribers: HashMap<u64, subscriber::Membership>,
-    recent: VecDeque<(String, Instant)>,
-    fence: Option<Fence>,
-    retired: Vec<Retired>,
-    /// False after switching on a verified announcement, until a round confirms the primary
-    /// with the sentinels' epoch, replicas and peers.
-    confirmed: bool,
-    promotions_tx: mpsc::UnboundedSender<Promoted>,
-    promotions_rx: Option<mpsc::UnboundedReceiver<Promoted>>,
-    /// Spacing of the rounds the data path asks for, so that no fault of a node can make the
-    /// monitor ask the sentinels faster than this schedule.
-    report_backoff: Backoff,
-    report_not_before: Instant,
-    deferred_report: Option<&'static str>,
-    /// A reason for a round that arrived while one was running.
-    deferred_trigger: Option<&'static str>,
-    /// Switches adopted on a verified announcement, to tell whether one happened meanwhile.
-    switches: u64,
-    unpublished: Vec<Event>,
-    publishing: Arc<Publishing>,
+    /// Stops the loop and, through child tokens, every watch it started.
     cancel: CancellationToken,
+    /// The monitor's tasks (this one and its promotion watches), so a close waits for them all.
     tracker: TaskTracker,
-    /// The sentinel-majority fence, with `sentinel_majority_ms`.
-    majority: Option<majority::Majority>,
-    /// When the fence next asks every sentinel.
-    heartbeat_at: Instant,
+    /// The sentinels, their connections and event subscriptions.
+    sentinels: Sentinels,
+    /// The primary, its connection and its replicas.
+    primary: Primary,
+    /// The primaries writes must not go to.
+    fencing: Fencing,
+    /// When rounds run, and how many have.
+    schedule: Schedule,
+    /// The status and events for the handles.
+    publisher: Publisher,
 }
 
 impl Actor {
@@ -103,51 +69,14 @@ impl Actor {
         cancel: CancellationToken,
         tracker: TaskTracker,
     ) -> Actor {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let (promotions_tx, promotions_rx) = mpsc::unbounded_channel();
-        let now = Instant::now();
-        let majority = (config.sentinel_majority_ms > 0).then(|| {
-            majority::Majority::new(Duration::from_millis(config.sentinel_majority_ms), now)
-        });
         Actor {
-            heartbeat_at: now + majority.as_ref().map_or(Duration::ZERO, |m| m.period()),
-            majority,
-            fence: None,
-            retired: Vec::new(),
-            confirmed: true,
-            promotions_tx,
-            promotions_rx: Some(promotions_rx),
-            report_backoff: Backoff::new(
-                REPORT_BASE.max(config.retry_base()),
-                config.retry_max().max(REPORT_BASE),
-            ),
-            report_not_before: Instant::now(),
-            deferred_report: None,
-            deferred_trigger: None,
-            switches: 0,
-            list: SentinelList::new(&config.sentinels),
-            backoff: Backoff::new(config.retry_base(), config.retry_max()),
+            sentinels: Sentinels::new(&config),
+            primary: Primary::new(),
+            fencing: Fencing::new(&config),
+            schedule: Schedule::new(&config),
+            publisher: Publisher::new(config.service.clone(), status, events, publishing),
             config,
             settings,
-            links: HashMap::new(),
-            observed: HashSet::new(),
-            primary: None,
-            primary_conn: None,
-            lost: None,
-            replicas: Vec::new(),
-            epoch: 0,
-            healthy: false,
-            last_error: None,
-            rounds: 0,
-            started: 0,
-            status,
-            events,
-            sentinel_events_tx: tx,
-            sentinel_events_rx: Some(rx),
-            subscribers: HashMap::new(),
-            recent: VecDeque::new(),
-            unpublished: Vec::new(),
-            publishing,
             cancel,
             tracker,
         }
@@ -156,9 +85,9 @@ impl Actor {
     pub(super) async fn run(mut self, mut commands: mpsc::UnboundedReceiver<Command>) {
         let span = tracing::info_span!("monitor", service = %self.config.service);
         async move {
-            let Some(mut sentinel_events) = self.sentinel_events_rx.take() else { return };
-            let Some(mut promotions) = self.promotions_rx.take() else { return };
-            self.ensure_subscribers();
+            let Some(mut sentinel_events) = self.sentinels.take_events() else { return };
+            let Some(mut promotions) = self.fencing.take_promotions() else { return };
+            self.sentinels.subscribe_all(&self.settings);
             let mut reason = "initial discovery";
             loop {
                 let cancel = self.cancel.clone();
@@ -191,46 +120,45 @@ impl Actor {
         sentinel_events: &mut mpsc::UnboundedReceiver<Received>,
         promotions: &mut mpsc::UnboundedReceiver<Promoted>,
     ) -> Option<&'static str> {
-        if let Some(reason) = self.deferred_trigger.take() {
-            let replicas_only = reason == REPLICA_EVENT && self.healthy;
+        if let Some(reason) = self.schedule.take_deferred() {
+            let replicas_only = reason == REPLICA_EVENT && self.primary.healthy;
             if !replicas_only || !self.refresh_replicas().await {
                 return Some(reason);
             }
         }
         loop {
-            let report_at = self.report_not_before;
-            let deferred = self.deferred_report;
-            let primary_conn = self.primary_conn.clone();
+            let deferred = self.schedule.deferred_report();
+            let primary_conn = self.primary.conn();
             let primary_closed = async move {
                 match primary_conn {
                     Some(conn) => conn.closed().await,
                     None => std::future::pending().await,
                 }
             };
-            let heartbeat_at = self.heartbeat_at;
+            let heartbeat_at = self.fencing.next_heartbeat();
             tokio::select! {
-                _ = sleep_until(at) => return Some(if self.healthy { "periodic check" } else { "retry" }),
-                _ = sleep_until(heartbeat_at), if self.majority.is_some() => {
+                _ = sleep_until(at) => return Some(if self.primary.healthy { "periodic check" } else { "retry" }),
+                _ = sleep_until_some(heartbeat_at) => {
                     self.heartbeat(sentinel_events, promotions).await;
-                    if let Some(reason) = self.deferred_trigger.take() {
+                    if let Some(reason) = self.schedule.take_deferred() {
                         return Some(reason);
                     }
                 }
                 cmd = commands.recv() => match cmd? {
                     Command::Refresh(reason) => return Some(reason),
                     Command::Report(reason, round) => {
-                        let served = self.started > round;
-                        if !served && self.healthy {
-                            if let Some(reason) = self.gate_report(reason) {
+                        if !self.schedule.served(round) && self.primary.healthy {
+                            let quiet = self.config.check_interval().max(Duration::from_secs(1));
+                            if let Some(reason) = self.schedule.gate_report(reason, quiet) {
                                 return Some(reason);
                             }
                         }
                     }
                 },
-                _ = sleep_until(report_at), if deferred.is_some() => {
-                    self.deferred_report = None;
-                    if self.healthy {
-                        return deferred;
+                _ = sleep_until_some(deferred.map(|(at, _)| at)) => {
+                    self.schedule.clear_deferred_report();
+                    if self.primary.healthy {
+                        return deferred.map(|(_, reason)| reason);
                     }
                 }
                 Some(promoted) = promotions.recv() => {
@@ -242,7 +170,7 @@ impl Actor {
                     match self.on_sentinel_event(received) {
                         // A replica came, went or changed: one SENTINEL REPLICAS instead of a
                         // whole round, when the primary is settled; a round if that fails.
-                        Some(REPLICA_EVENT) if self.healthy => {
+                        Some(REPLICA_EVENT) if self.primary.healthy => {
                             let refreshed = self.refresh_replicas().await;
                             if !refreshed {
                                 return Some(REPLICA_EVENT);
@@ -254,39 +182,12 @@ impl Actor {
                     }
                 }
                 _ = primary_closed => {
-                    self.on_primary_lost();
+                    if self.primary.connection_lost(&mut self.publisher) {
+                        self.publish();
+                    }
                     return Some("connection to primary lost");
                 }
             }
-        }
-    }
-
-    /// Lets a round the data path asked for start now, or defers it to the report schedule:
-    /// however fast commands fail, rounds they cause follow a backoff that resets only after a
-    /// quiet period.
-    fn gate_report(&mut self, reason: &'static str) -> Option<&'static str> {
-        let now = Instant::now();
-        let quiet = self.config.check_interval().max(Duration::from_secs(1));
-        if now > self.report_not_before + quiet {
-            self.report_backoff.reset();
-        }
-        if now >= self.report_not_before {
-            self.report_not_before = now + self.report_backoff.next_delay();
-            self.deferred_report = None;
-            Some(reason)
-        } else {
-            self.deferred_report = Some(reason);
-            None
-        }
-    }
-
-    fn on_primary_lost(&mut self) {
-        self.primary_conn = None;
-        if let Some(address) = self.primary.clone() {
-            tracing::warn!(primary = %address, "connection to primary lost");
-            self.lost = Some(address.clone());
-            self.emit(EventKind::ConnectionLost { address });
-            self.publish();
         }
     }
 
@@ -307,37 +208,20 @@ impl Actor {
                 out = &mut work => return Some(out),
                 Some(received) = sentinel_events.recv() => {
                     if let Some(reason) = self.on_sentinel_event(received) {
-                        self.deferred_trigger.get_or_insert(reason);
+                        self.schedule.defer(reason);
                     }
                 }
                 Some(promoted) = promotions.recv() => {
-                    let switches = self.switches;
+                    let switches = self.primary.switches;
                     if let Some(reason) = self.on_promoted(promoted) {
-                        self.deferred_trigger.get_or_insert(reason);
+                        self.schedule.defer(reason);
                     }
-                    if self.switches != switches {
+                    if self.primary.switches != switches {
                         return None;
                     }
                 }
             }
         }
-    }
-
-    /// Every known sentinel in asking order, with its open connection if any.
-    fn targets(&self) -> Vec<SentinelTarget> {
-        self.list
-            .ask_order()
-            .into_iter()
-            .filter_map(|id| {
-                let entry = self.list.get(id)?;
-                Some(SentinelTarget {
-                    id,
-                    address: entry.address.clone(),
-                    conn: self.links.get(&id).cloned(),
-                    reported_down: entry.reported_down,
-                })
-            })
-            .collect()
     }
 
     /// Runs one round and applies it; returns when the next scheduled round is due.
@@ -347,21 +231,14 @@ impl Actor {
         sentinel_events: &mut mpsc::UnboundedReceiver<Received>,
         promotions: &mut mpsc::UnboundedReceiver<Promoted>,
     ) -> Instant {
-        let targets = self.targets();
-        let now = Instant::now();
-        self.retired
-            .retain(|r| now.duration_since(r.since) < RETIRED_FOR);
+        let targets = self.sentinels.targets();
         let known = Known {
-            current: self.primary.clone().zip(self.primary_conn.clone()),
-            epoch: self.epoch,
-            retired: self
-                .retired
-                .iter()
-                .map(|r| (r.address.clone(), r.epoch))
-                .collect(),
+            current: self.primary.address.clone().zip(self.primary.conn()),
+            epoch: self.primary.epoch,
+            retired: self.fencing.retired_for_round(),
         };
         let started = Instant::now();
-        self.started += 1;
+        self.schedule.round_started();
         let settings = self.settings.clone();
         let round = discovery::run(&settings, targets, known);
         let Some(Round {
@@ -373,7 +250,7 @@ impl Actor {
             tracing::debug!(reason, "round dropped: a verified switch came first");
             return Instant::now() + self.config.check_interval();
         };
-        self.rounds += 1;
+        self.schedule.round_finished();
         // Most of the others answered while the winner was verified; record them before the
         // snapshot is published so it shows them up.
         outcomes.extend(stragglers.take_finished());
@@ -394,7 +271,7 @@ impl Actor {
         tracing::debug!(
             reason,
             elapsed_ms = started.elapsed().as_millis() as u64,
-            healthy = self.healthy,
+            healthy = self.primary.healthy,
             "round finished"
         );
         next
@@ -408,11 +285,9 @@ impl Actor {
                 Instant::now() + self.config.check_interval()
             }
             Err(error) => {
-                self.healthy = false;
-                let delay = self.backoff.next_delay();
-                tracing::warn!(error = %error, retry_in_ms = delay.as_millis() as u64, "discovery failed");
-                self.last_error = Some(error.clone());
-                self.emit(EventKind::DiscoveryFailed { error });
+                self.primary.not_found();
+                let delay = self.schedule.failed(error.clone());
+                self.publisher.emit(EventKind::DiscoveryFailed { error });
                 self.publish();
                 Instant::now() + delay
             }
@@ -428,81 +303,79 @@ impl Actor {
             ..
         } = found;
         let new = primary.address.clone();
-        if self.primary.as_ref() != Some(&new) {
-            let old = self.primary.replace(new.clone());
-            if let Some(conn) = self.primary_conn.take() {
-                conn.close();
-            }
-            self.lift_fence();
-            if let Some(old) = &old {
-                self.retire(old.clone(), Instant::now());
-            }
-            self.retired.retain(|r| r.address != new);
+        if !self.primary.is(&new) {
+            let old = self.primary.replace(new.clone(), None);
+            self.fencing
+                .replaced(old.as_ref(), &new, self.primary.epoch, Instant::now());
             tracing::info!(old = ?old.as_ref().map(|a| a.to_string()), new = %new, "primary changed");
-            self.emit(EventKind::PrimaryChanged {
+            self.publisher.emit(EventKind::PrimaryChanged {
                 old,
                 new: new.clone(),
             });
         }
-        self.primary_conn = Some(primary_conn);
-        if self.lost.take().is_some() {
-            self.emit(EventKind::ConnectionRestored {
-                address: new.clone(),
-            });
-        }
         // A round that kept the current primary because every sentinel still named the one it
         // replaced has confirmed nothing.
-        self.confirmed = replicas.is_some() || sentinels.is_some();
-        self.epoch = primary.config_epoch;
-        self.healthy = true;
-        self.backoff.reset();
-        self.last_error = None;
+        let confirmed = replicas.is_some() || sentinels.is_some();
+        self.primary.found(
+            primary_conn,
+            primary.config_epoch,
+            confirmed,
+            &mut self.publisher,
+        );
+        self.schedule.succeeded();
 
         if let Some(reported) = replicas {
-            let next = self.merge_replicas(&new, reported).await;
-            if next != self.replicas {
-                self.replicas = next;
-                tracing::info!(replicas = ?self.replicas.iter().map(|a| a.to_string()).collect::<Vec<_>>(), "replicas changed");
-                self.emit(EventKind::ReplicasChanged {
-                    replicas: self.replicas.clone(),
-                });
-            }
-        } else if self.replicas.contains(&new) {
-            self.replicas.retain(|a| *a != new);
-            self.emit(EventKind::ReplicasChanged {
-                replicas: self.replicas.clone(),
-            });
+            let next =
+                replicas::merge(&self.settings, &self.primary.replicas, &new, reported).await;
+            self.primary.set_replicas(next, &mut self.publisher);
+        } else {
+            self.primary.drop_primary_from_replicas(&mut self.publisher);
         }
 
         if let Some(peers) = sentinels {
-            let mut learned = false;
-            for peer in peers {
-                learned |= self
-                    .list
-                    .learn(peer.address, peer.run_id, peer.flags.is_unhealthy());
-            }
-            if learned {
+            if self.sentinels.learn_peers(peers) {
                 self.sentinels_changed();
             }
         }
     }
 
+    /// Re-reads the replica list from one sentinel that answered in the last round. Returns
+    /// false when no sentinel could be asked, so the caller falls back to a full round.
+    async fn refresh_replicas(&mut self) -> bool {
+        let Some(primary) = self.primary.address.clone() else {
+            return false;
+        };
+        let Some(link) = self.sentinels.open_link() else {
+            return false;
+        };
+        let Ok(reported) = replicas::ask(&link, &self.settings).await else {
+            return false;
+        };
+        let next =
+            replicas::merge(&self.settings, &self.primary.replicas, &primary, reported).await;
+        if self.primary.set_replicas(next, &mut self.publisher) {
+            self.publish();
+        }
+        true
+    }
+
     /// Asks every known sentinel for the service's master entry (the sentinel-majority fence's
     /// heartbeat), records who answered, and publishes when the fence changes. Sentinel events
-    /// and promotions are handled while it waits; a reason for a round they give is kept in
-    /// `deferred_trigger`.
+    /// and promotions are handled while it waits; a reason for a round they give is deferred.
     async fn heartbeat(
         &mut self,
         sentinel_events: &mut mpsc::UnboundedReceiver<Received>,
         promotions: &mut mpsc::UnboundedReceiver<Promoted>,
     ) {
-        let Some(majority) = self.majority.as_ref() else {
+        let Some(deadline) = self
+            .fencing
+            .heartbeat_deadline(self.config.sentinel_timeout())
+        else {
             return;
         };
-        let period = majority.period();
-        let deadline = majority.deadline(self.config.sentinel_timeout());
         // Every sentinel at once: a heartbeat does not stagger those reported down.
         let targets: Vec<SentinelTarget> = self
+            .sentinels
             .targets()
             .into_iter()
             .map(|t| SentinelTarget {
@@ -517,88 +390,183 @@ impl Actor {
         {
             self.record_sentinels(outcomes, timed_out);
         }
-        self.heartbeat_at = Instant::now() + period;
+        self.fencing.heartbeat_done();
         if self.check_majority() {
             self.publish();
         }
     }
 
-    /// Judges the sentinel-majority fence now; true (and the event queued) when it changed.
-    fn check_majority(&mut self) -> bool {
-        let known = self.list.ask_order();
-        let primary = self.primary.clone();
-        let Some(majority) = self.majority.as_mut() else {
-            return false;
-        };
-        match majority.evaluate(&known, primary.as_ref(), Instant::now()) {
-            Some(majority::Change::Lost { heard, known }) => {
-                tracing::warn!(
-                    heard,
-                    known,
-                    "fewer than a majority of the sentinels answered in time: writes wait"
-                );
-                self.emit(EventKind::SentinelMajorityLost { heard, known });
-                true
+    /// Applies what a sentinel event says at once where that is safe, and tells whether it
+    /// calls for a round. Duplicates (the same fact from several sentinels) are dropped.
+    fn on_sentinel_event(&mut self, received: Received) -> Option<&'static str> {
+        // The subscription is shared with the monitors of other services on these sentinels.
+        if received
+            .event
+            .service()
+            .is_some_and(|s| s != self.config.service)
+        {
+            return None;
+        }
+        if self.sentinels.heard_before(&received) {
+            return None;
+        }
+        let Received { from, raw, event } = received;
+        tracing::debug!(event = %raw, "sentinel event");
+        match events::meaning(event, &self.primary) {
+            Meaning::Nothing => None,
+            Meaning::Round(reason) => Some(reason),
+            Meaning::Switch(new) => {
+                // The announced address is verified with ROLE and adopted as soon as it answers
+                // master (a round now could still hear the old primary from sentinels that have
+                // not switched yet); meanwhile no write goes to the old one.
+                match self.primary.address.clone() {
+                    Some(primary) if primary != new => {
+                        self.start_fence(new, Some(primary), Announced::Switch)
+                    }
+                    _ => self.fencing.watch(
+                        &self.tracker,
+                        &self.settings,
+                        new,
+                        Announced::Switch,
+                        self.cancel.child_token(),
+                    ),
+                }
+                None
             }
-            Some(majority::Change::Regained { confirmed, known }) => {
-                let Some(primary) = primary else { return false };
-                tracing::info!(confirmed, known, primary = %primary, "a majority of the sentinels name the primary again: writes resume");
-                self.emit(EventKind::SentinelMajorityRegained {
-                    primary,
-                    confirmed,
-                    known,
-                });
-                true
+            Meaning::Promotion { promoting, old } => {
+                self.start_fence(promoting, old, Announced::Promotion);
+                None
             }
-            None => false,
+            Meaning::Aborted { primary, event } => {
+                let ours = self.fencing.is_demoting(&primary);
+                if ours {
+                    tracing::warn!(primary = %primary, event = %event, "failover aborted; writes resume");
+                    self.fencing.lift();
+                    self.publish();
+                }
+                ours.then_some("failover aborted")
+            }
+            Meaning::Sentinel { address, run_id } => {
+                if self.sentinels.learn(address.clone(), Some(run_id), false) {
+                    tracing::info!(sentinel = %address, "sentinel learned from +sentinel");
+                    self.sentinels_changed();
+                }
+                None
+            }
+            Meaning::Tilt(on) => {
+                if self.sentinels.tilt_event(&from, on, &mut self.publisher) {
+                    self.publish();
+                }
+                None
+            }
         }
     }
 
+    /// A failover replaces `old` by `promoting` (the leader started promoting it, or a sentinel
+    /// announced the switch): writes to the old primary stop (they wait within their deadlines)
+    /// until `promoting` answers ROLE master, the failover aborts, or the watch gives up.
+    fn start_fence(&mut self, promoting: Address, old: Option<Address>, announced: Announced) {
+        let Some(primary) = self.primary.address.clone() else {
+            return;
+        };
+        let Some(cancel) =
+            self.fencing
+                .raise(&primary, old.as_ref(), &promoting, announced, &self.cancel)
+        else {
+            return;
+        };
+        if announced == Announced::Promotion {
+            self.publisher.emit(EventKind::FailoverStarted {
+                primary,
+                promoting: promoting.clone(),
+            });
+        }
+        self.publish();
+        self.fencing
+            .watch(&self.tracker, &self.settings, promoting, announced, cancel);
+    }
+
+    /// The end of a promotion watch: switch to the node if it answered master; otherwise lift
+    /// the fence (the failover did not happen in time) or fall back to a round.
+    fn on_promoted(&mut self, promoted: Promoted) -> Option<&'static str> {
+        match self
+            .fencing
+            .watch_ended(promoted, self.primary.address.as_ref())
+        {
+            WatchEnd::Adopt(address, conn) => {
+                self.adopt(address, conn);
+                None
+            }
+            WatchEnd::Settled { lifted, round } => {
+                if lifted {
+                    self.publish();
+                }
+                round
+            }
+        }
+    }
+
+    /// Switches to a ROLE-verified primary that the sentinels announced (or are promoting).
+    fn adopt(&mut self, new: Address, conn: Connection) {
+        let old = self.primary.replace(new.clone(), Some(conn));
+        let since = self.fencing.demoted_since(old.as_ref());
+        self.fencing
+            .replaced(old.as_ref(), &new, self.primary.epoch, since);
+        tracing::info!(old = ?old.as_ref().map(|a| a.to_string()), new = %new, "primary changed (verified announcement)");
+        self.publisher.emit(EventKind::PrimaryChanged { old, new });
+        self.primary.switched(&mut self.publisher);
+        self.schedule.switched();
+        self.publish();
+    }
+
+    fn record_sentinels(&mut self, outcomes: Vec<SentinelOutcome>, timed_out: Vec<u64>) {
+        self.fencing.heard(&outcomes, Instant::now());
+        self.sentinels
+            .record(outcomes, timed_out, &mut self.publisher);
+    }
+
+    fn sentinels_changed(&mut self) {
+        self.sentinels.changed(&self.settings, &mut self.publisher);
+        self.publish();
+    }
+
+    /// Judges the sentinel-majority fence now; true (and the event queued) when it changed.
+    fn check_majority(&mut self) -> bool {
+        let known = self.sentinels.ask_order();
+        self.fencing
+            .judge_majority(&known, self.primary.address.as_ref(), &mut self.publisher)
+    }
+
+    /// Sends the status as the parts show it now, then the events queued before it.
     fn publish(&mut self) {
         let topology = Topology {
             service: self.config.service.clone(),
-            primary: self.primary.clone(),
-            replicas: self.replicas.clone(),
-            sentinels: self.list.infos(),
-            epoch: self.epoch,
-            healthy: self.healthy,
+            primary: self.primary.address.clone(),
+            replicas: self.primary.replicas.clone(),
+            sentinels: self.sentinels.infos(),
+            epoch: self.primary.epoch,
+            healthy: self.primary.healthy,
         };
-        // Snapshot and events go out under the lock that new subscribers take, so a subscriber
-        // either gets these events or a snapshot that already contains them, never neither.
-        let _guard = self.publishing.lock.locked();
-        self.status.send_replace(Status {
+        self.publisher.publish(Status {
             topology: Arc::new(topology),
-            last_error: self.last_error.clone(),
-            majority_lost: self.majority.as_ref().is_some_and(|m| m.is_lost()),
-            rounds: self.rounds,
-            fenced: Arc::new(self.fenced()),
-        });
-        // After the status: whoever sees the new count reads the new status.
-        self.publishing
-            .epoch
-            .fetch_add(1, std::sync::atomic::Ordering::Release);
-        for event in self.unpublished.drain(..) {
-            let _ = self.events.send(event);
-        }
-    }
-
-    /// Queues an event; [`Actor::publish`] sends it once the snapshot shows the change, so a
-    /// host that reads the topology on an event never sees the state from before it.
-    fn emit(&mut self, kind: EventKind) {
-        self.unpublished.push(Event {
-            kind,
-            service: self.config.service.clone(),
-            at: unix_ms(),
+            last_error: self.schedule.last_error().cloned(),
+            majority_lost: self.fencing.majority_lost(),
+            rounds: self.schedule.rounds(),
+            fenced: Arc::new(self.fencing.fenced()),
         });
     }
 
     fn stop(&mut self) {
-        self.lift_fence();
-        self.subscribers.clear();
-        // Shared with other monitors: dropped, not closed (the last holder closes it).
-        self.links.clear();
-        if let Some(conn) = self.primary_conn.take() {
-            conn.close();
-        }
+        self.fencing.lift();
+        self.sentinels.stop();
+        self.primary.close();
+    }
+}
+
+/// Sleeps until `at`; forever when there is none.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }

@@ -1,23 +1,130 @@
-//! Bookkeeping of the sentinels: who answered, their TILT and service state, the list's merges,
-//! and one event subscription per sentinel.
+//! The sentinels: who they are, who answered, their TILT and service state, their shared
+//! connections, and one event subscription per sentinel whose duplicates are dropped here.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
 
-use super::Actor;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::publisher::Publisher;
+use crate::config::{Address, Config};
 use crate::monitor::backoff::Backoff;
-use crate::monitor::subscriber;
-use crate::sentinel::discovery::{Answer, SentinelOutcome};
-use crate::types::EventKind;
+use crate::monitor::subscriber::{self, Received};
+use crate::sentinel::discovery::{Answer, RoundSettings, SentinelOutcome, SentinelTarget};
+use crate::sentinel::events::SentinelEvent;
+use crate::sentinel::links::Link;
+use crate::sentinel::replies::InstanceInfo;
+use crate::sentinel::sentinels::SentinelList;
+use crate::types::{EventKind, SentinelInfo};
 
-impl Actor {
+/// The same event published by several sentinels within this window is handled once.
+const DEDUPE_WINDOW: Duration = Duration::from_secs(2);
+
+/// The monitor's sentinels and what it hears from them.
+pub(super) struct Sentinels {
+    /// The service, named in warnings about sentinels that do not know it.
+    service: String,
+    /// Every sentinel known (configured, learned from peers and `+sentinel`), in asking order.
+    list: SentinelList,
+    /// Open connections by sentinel id, shared with other monitors, reused by the next round.
+    links: HashMap<u64, Arc<Link>>,
+    /// Sentinels whose state was recorded once: the first answer of one that is up is not news,
+    /// the first failure of one is.
+    observed: HashSet<u64>,
+    /// Whether to subscribe to sentinel events at all (`sentinel_events`).
+    subscribe: bool,
+    /// The retry schedule each new subscription starts with.
+    subscription_retry: Backoff,
+    /// This monitor's place on each sentinel's shared event subscription.
+    subscriptions: HashMap<u64, subscriber::Membership>,
+    /// Where the subscriptions deliver events.
+    events_tx: mpsc::UnboundedSender<Received>,
+    /// The receiving end, taken by the monitor's loop when it starts.
+    events_rx: Option<mpsc::UnboundedReceiver<Received>>,
+    /// Events handled within the last [`DEDUPE_WINDOW`], oldest first, by their dedupe key.
+    recent: VecDeque<(String, Instant)>,
+}
+
+impl Sentinels {
+    pub(super) fn new(config: &Config) -> Sentinels {
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        Sentinels {
+            service: config.service.clone(),
+            list: SentinelList::new(&config.sentinels),
+            links: HashMap::new(),
+            observed: HashSet::new(),
+            subscribe: config.sentinel_events,
+            subscription_retry: Backoff::new(config.retry_base(), config.retry_max()),
+            subscriptions: HashMap::new(),
+            events_tx,
+            events_rx: Some(events_rx),
+            recent: VecDeque::new(),
+        }
+    }
+
+    /// The events of every subscription, once.
+    pub(super) fn take_events(&mut self) -> Option<mpsc::UnboundedReceiver<Received>> {
+        self.events_rx.take()
+    }
+
+    /// Ids of the known sentinels in asking order.
+    pub(super) fn ask_order(&self) -> Vec<u64> {
+        self.list.ask_order()
+    }
+
+    pub(super) fn infos(&self) -> Vec<SentinelInfo> {
+        self.list.infos()
+    }
+
+    /// Every known sentinel in asking order, with its open connection if any.
+    pub(super) fn targets(&self) -> Vec<SentinelTarget> {
+        self.list
+            .ask_order()
+            .into_iter()
+            .filter_map(|id| {
+                let entry = self.list.get(id)?;
+                Some(SentinelTarget {
+                    id,
+                    address: entry.address.clone(),
+                    conn: self.links.get(&id).cloned(),
+                    reported_down: entry.reported_down,
+                })
+            })
+            .collect()
+    }
+
+    /// A connection to some sentinel that is still open.
+    pub(super) fn open_link(&self) -> Option<Arc<Link>> {
+        self.links.values().find(|c| !c.is_closed()).cloned()
+    }
+
+    /// Adds a sentinel; true when the list changed (see [`Sentinels::changed`]).
+    pub(super) fn learn(&mut self, address: Address, run_id: Option<String>, down: bool) -> bool {
+        self.list.learn(address, run_id, down)
+    }
+
+    /// Adds the peers a sentinel reported; true when the list changed.
+    pub(super) fn learn_peers(&mut self, peers: Vec<InstanceInfo>) -> bool {
+        let mut learned = false;
+        for peer in peers {
+            learned |= self
+                .list
+                .learn(peer.address, peer.run_id, peer.flags.is_unhealthy());
+        }
+        learned
+    }
+
     /// Bookkeeping of who answered: connections kept for the next round, resolutions and run ids
-    /// recorded, up/down transitions published.
-    pub(super) fn record_sentinels(&mut self, outcomes: Vec<SentinelOutcome>, timed_out: Vec<u64>) {
-        let now = tokio::time::Instant::now();
+    /// recorded, up/down transitions queued as events.
+    pub(super) fn record(
+        &mut self,
+        outcomes: Vec<SentinelOutcome>,
+        timed_out: Vec<u64>,
+        publisher: &mut Publisher,
+    ) {
         for outcome in outcomes {
-            if let Some(majority) = self.majority.as_mut() {
-                majority.record(&outcome, now);
-            }
             if let Some(resolved) = outcome.resolved {
                 self.list.set_resolved(outcome.id, resolved);
             }
@@ -35,13 +142,13 @@ impl Actor {
                     }
                 }
             }
-            self.sentinel_state(outcome.id, outcome.answer.is_ok());
+            self.set_up(outcome.id, outcome.answer.is_ok(), publisher);
             if let Some((tilt, asked)) = outcome.tilt {
-                self.sentinel_tilt(outcome.id, tilt, asked.into_std(), false);
+                self.set_tilt(outcome.id, tilt, asked.into_std(), false, publisher);
             }
             match &outcome.answer {
-                Ok(Answer::Unknown) => self.sentinel_knows_service(outcome.id, false),
-                Ok(Answer::Master(_)) => self.sentinel_knows_service(outcome.id, true),
+                Ok(Answer::Unknown) => self.set_knows_service(outcome.id, false, publisher),
+                Ok(Answer::Master(_)) => self.set_knows_service(outcome.id, true, publisher),
                 Err(_) => {}
             }
         }
@@ -49,12 +156,12 @@ impl Actor {
             if let Some(conn) = self.links.remove(&id) {
                 conn.close();
             }
-            self.sentinel_state(id, false);
+            self.set_up(id, false, publisher);
         }
         self.forget_merged();
     }
 
-    pub(super) fn sentinel_state(&mut self, id: u64, up: bool) {
+    fn set_up(&mut self, id: u64, up: bool, publisher: &mut Publisher) {
         let Some(address) = self.list.get(id).map(|e| e.address.clone()) else {
             return;
         };
@@ -62,77 +169,132 @@ impl Actor {
         let first = self.observed.insert(id);
         if up && changed && !first {
             tracing::info!(sentinel = %address, "sentinel up");
-            self.emit(EventKind::SentinelUp { sentinel: address });
+            publisher.emit(EventKind::SentinelUp { sentinel: address });
         } else if !up && (changed || first) {
             tracing::warn!(sentinel = %address, "sentinel down");
-            self.emit(EventKind::SentinelDown { sentinel: address });
+            publisher.emit(EventKind::SentinelDown { sentinel: address });
         }
     }
 
-    pub(super) fn sentinel_tilt(
+    fn set_tilt(
         &mut self,
         id: u64,
         on: bool,
         asked: std::time::Instant,
         from_event: bool,
+        publisher: &mut Publisher,
     ) {
         let Some(address) = self.list.get(id).map(|e| e.address.clone()) else {
             return;
         };
         if self.list.set_tilt(id, on, asked, from_event).is_some() {
             tracing::warn!(sentinel = %address, on, "sentinel TILT");
-            self.emit(EventKind::SentinelTilt {
+            publisher.emit(EventKind::SentinelTilt {
                 sentinel: address,
                 on,
             });
         }
     }
 
-    pub(super) fn sentinel_knows_service(&mut self, id: u64, knows: bool) {
+    /// A `+tilt`/`-tilt` event from `from`; true when `from` is a known sentinel.
+    pub(super) fn tilt_event(
+        &mut self,
+        from: &Address,
+        on: bool,
+        publisher: &mut Publisher,
+    ) -> bool {
+        let Some(id) = self.list.find(from) else {
+            return false;
+        };
+        self.set_tilt(id, on, Instant::now().into_std(), true, publisher);
+        true
+    }
+
+    fn set_knows_service(&mut self, id: u64, knows: bool, publisher: &mut Publisher) {
         let Some(address) = self.list.get(id).map(|e| e.address.clone()) else {
             return;
         };
         if self.list.set_knows_service(id, knows) == Some(false) {
-            tracing::warn!(sentinel = %address, service = %self.config.service, "sentinel does not know the service");
-            self.emit(EventKind::SentinelServiceUnknown { sentinel: address });
+            tracing::warn!(sentinel = %address, service = %self.service, "sentinel does not know the service");
+            publisher.emit(EventKind::SentinelServiceUnknown { sentinel: address });
         }
     }
 
     /// Drops connections and subscriptions of entries merged into others.
-    pub(super) fn forget_merged(&mut self) {
+    fn forget_merged(&mut self) {
         let live: HashSet<u64> = self.list.entries().iter().map(|e| e.id).collect();
         // Shared with other monitors: dropped, not closed (the last holder closes it).
         self.links.retain(|id, _| live.contains(id));
-        self.subscribers.retain(|id, _| live.contains(id));
+        self.subscriptions.retain(|id, _| live.contains(id));
         self.observed.retain(|id| live.contains(id));
     }
 
-    pub(super) fn sentinels_changed(&mut self) {
+    /// After the list changed: forgets merged entries, subscribes to new ones and queues the
+    /// event.
+    pub(super) fn changed(&mut self, settings: &RoundSettings, publisher: &mut Publisher) {
         self.forget_merged();
-        self.ensure_subscribers();
-        self.emit(EventKind::SentinelsChanged {
+        self.subscribe_all(settings);
+        publisher.emit(EventKind::SentinelsChanged {
             sentinels: self.list.infos(),
         });
-        self.publish();
     }
 
     /// One event subscription per known sentinel (none when `sentinel_events` is off).
-    pub(super) fn ensure_subscribers(&mut self) {
-        if !self.config.sentinel_events {
+    pub(super) fn subscribe_all(&mut self, settings: &RoundSettings) {
+        if !self.subscribe {
             return;
         }
         for entry in self.list.entries() {
-            if self.subscribers.contains_key(&entry.id) {
+            if self.subscriptions.contains_key(&entry.id) {
                 continue;
             }
             let membership = subscriber::join(
-                (entry.address.clone(), self.settings.sentinel_side.clone()),
-                self.settings.clone(),
-                self.settings.sentinel_connect.clone(),
-                Backoff::new(self.config.retry_base(), self.config.retry_max()),
-                self.sentinel_events_tx.clone(),
+                (entry.address.clone(), settings.sentinel_side.clone()),
+                settings.clone(),
+                settings.sentinel_connect.clone(),
+                self.subscription_retry.clone(),
+                self.events_tx.clone(),
             );
-            self.subscribers.insert(entry.id, membership);
+            self.subscriptions.insert(entry.id, membership);
         }
+    }
+
+    /// Whether the same fact was handled within the dedupe window (then it is dropped); a new
+    /// one is remembered.
+    pub(super) fn heard_before(&mut self, received: &Received) -> bool {
+        let Received { from, raw, event } = received;
+        // Several sentinels publish the same fact, sometimes with different trailing text
+        // (`#quorum 2/2` and `#quorum 3/2`): the key leaves that text out.
+        let key = match event {
+            SentinelEvent::Instance { event, instance } => {
+                format!(
+                    "{event} {:?} {} {}",
+                    instance.kind, instance.name, instance.address
+                )
+            }
+            // About the sentinel itself: the same text from two sentinels is two facts.
+            SentinelEvent::Tilt { .. } => format!("{from} {raw}"),
+            _ => raw.clone(),
+        };
+        let now = Instant::now();
+        while self
+            .recent
+            .front()
+            .is_some_and(|(_, t)| now.duration_since(*t) > DEDUPE_WINDOW)
+        {
+            self.recent.pop_front();
+        }
+        if self.recent.iter().any(|(r, _)| *r == key) {
+            return true;
+        }
+        self.recent.push_back((key, now));
+        false
+    }
+
+    /// Leaves the subscriptions and drops the connections; the monitor is stopping.
+    pub(super) fn stop(&mut self) {
+        self.subscriptions.clear();
+        // Shared with other monitors: dropped, not closed (the last holder closes it).
+        self.links.clear();
     }
 }
