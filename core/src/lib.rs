@@ -15,6 +15,36 @@
 //! }
 //! # Ok(()) }
 //! ```
+//!
+//! # Glossary
+//!
+//! One word per concept, in the code of every crate of the project:
+//!
+//! - **primary**, **replica**, **sentinel**: the roles of the nodes (the server's `master` and
+//!   `slave` appear only where a reply spells them so).
+//! - **monitor**: the task that follows one service through its sentinels and publishes its
+//!   [`Topology`] and [`Event`]s; clients of one service in a process share it.
+//! - **round**: one discovery pass over the sentinels; every status carries the round it came
+//!   from, and retries wait for a later one.
+//! - **fence**: writes held back from a primary a failover is demoting (or has replaced), or one
+//!   cut off from the sentinel majority.
+//! - **command**: one request and its reply. An **attempt** is one try of it on one node; a
+//!   command is retried (a new attempt) only when it provably did not run.
+//! - **operation**: anything a binding starts (a command, a pipeline, a close...), cancellable.
+//! - **completion** ([`host::Done`]): the callback an operation's result goes to, exactly once.
+//! - **own reply** ([`host::OwnReply`]): the reply of a command the calling thread wrote itself and
+//!   reads itself, returned explicitly ([`host::Started`]).
+//! - **mailbox** ([`host::Mailbox`]): where completions and callbacks wait for the host's own
+//!   thread to take them; a **delivery** is one item taken out.
+//! - **subscription** ([`Subscription`], C `sr_subscription_t`): pub/sub on channels and
+//!   patterns; [`host::Subscriber`] is its host-layer handle. A connection in pub/sub mode is a
+//!   **subscribed connection**.
+//! - **event handler**: a callback for topology [`Event`]s ([`host::EventHandler`]).
+//! - **sentinel feed**: the monitor's pub/sub connections to the sentinels' event channels.
+//! - **proxy**: the fencing proxy ([`Proxy`]): unchanged Redis clients connect to it, and it
+//!   forwards to the primary the monitor follows, fencing writes as the client does.
+//! - **state** (`…State`): what the parts of one thing share behind an `Arc` (a handle and its
+//!   tasks, a connection and its task, a proxy and its sessions).
 
 #![warn(missing_docs)]
 

@@ -7,10 +7,11 @@
 use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use crate::config::{Address, Config};
+use crate::config::Config;
 use crate::dns::Resolver;
 use crate::error::{Error, ErrorCode, Result};
 use crate::resp::{ConnectOptions, Connection, Value};
+use crate::types::Address;
 use crate::types::{Role, Side};
 
 /// The role a node must have for a connection to it to be used.

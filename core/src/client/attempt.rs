@@ -10,11 +10,12 @@ use tokio::time::Instant;
 
 use super::command::Kind;
 use super::handle::Inner;
-use crate::config::{Address, ReadFrom};
+use crate::config::ReadFrom;
 use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::{Monitor, Status};
 use crate::node::Expect;
 use crate::resp::Value;
+use crate::types::Address;
 
 /// Server errors that mean "not executed here, and this node is not (or not yet) the one to use".
 pub(super) const RE_RESOLVE: &[&str] = &["READONLY", "LOADING", "MASTERDOWN"];
@@ -36,7 +37,7 @@ pub(super) enum Judged {
     /// Every command was refused before running: try again from this discovery round on.
     Retry { min_round: u64 },
     /// The results to hand back.
-    Done(Vec<Result<Value>>),
+    Finished(Vec<Result<Value>>),
 }
 
 impl Attempt {
@@ -88,7 +89,7 @@ impl Attempt {
         {
             monitor.report("data connection lost", self.round);
         }
-        Judged::Done(
+        Judged::Finished(
             results
                 .into_iter()
                 .map(|r| {

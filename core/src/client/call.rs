@@ -21,9 +21,9 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::Monitor;
 use crate::resp::{OwnReply, Reading, Reply, Value};
 
-/// Called once with a command's result, on a core thread (or on the thread that reads its own
-/// reply).
-pub type Done = Box<dyn FnOnce(Result<Value>) + Send + 'static>;
+/// A completion: called once with an operation's result, on a core thread (or, for a command,
+/// on the thread that reads its own reply). The one callback type of every operation.
+pub type Done<T> = Box<dyn FnOnce(Result<T>) + Send + 'static>;
 
 /// One command, checked, encoded and given its deadline (counted from its making), not started.
 pub(crate) struct Command {
@@ -40,7 +40,7 @@ pub(crate) struct Command {
 struct Call {
     command: Command,
     cancel: CancellationToken,
-    done: Done,
+    done: Done<Value>,
 }
 
 impl Client {
@@ -78,7 +78,7 @@ impl Command {
         self,
         reading: Reading<'_>,
         cancel: CancellationToken,
-        done: Done,
+        done: Done<Value>,
     ) -> Option<OwnReply> {
         Call {
             command: self,
@@ -223,7 +223,7 @@ impl Reply for Finish {
         }
         match attempt.judge(inner, monitor, *kind, vec![result]) {
             Judged::Retry { min_round } => call.run_as_task(min_round, None),
-            Judged::Done(mut results) => (call.done)(
+            Judged::Finished(mut results) => (call.done)(
                 results
                     .pop()
                     .unwrap_or_else(|| Err(Error::protocol("no reply"))),

@@ -255,7 +255,7 @@ pub(super) async fn run_shared(
         };
         match attempt.judge(inner, monitor, kind, results) {
             Judged::Retry { min_round: next } => min_round = next,
-            Judged::Done(results) => return Ok(results),
+            Judged::Finished(results) => return Ok(results),
         }
     }
 }

@@ -20,6 +20,7 @@ mod route;
 mod subscriber;
 mod transaction;
 
+pub use call::Done;
 #[cfg(test)]
 pub(crate) use command::classify as classify_for_tests;
 pub(crate) use durable::WriteTable;

@@ -7,12 +7,12 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::config::Address;
 use crate::dns::Resolver;
 use crate::error::{Error, Result};
 use crate::node::{self, Expect};
 use crate::resp::{ConnectOptions, Connection};
 use crate::sync::Locked;
+use crate::types::Address;
 
 type Slot = Arc<tokio::sync::Mutex<Option<Connection>>>;
 

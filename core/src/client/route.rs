@@ -15,8 +15,9 @@ use tokio::time::Instant;
 use super::command::Kind;
 use super::execute::wait_for_node;
 use super::handle::Client;
-use crate::config::{Address, ReadFrom};
+use crate::config::ReadFrom;
 use crate::error::Result;
+use crate::types::Address;
 
 /// What a connection opened by another library will carry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -20,10 +20,10 @@ use super::command::{self, Deadline, Encoded, Kind};
 use super::durable;
 use super::execute::wait_for_node;
 use super::handle::Client;
-use crate::config::Address;
 use crate::error::{Error, ErrorCode, Result};
 use crate::resp::{Connection, Value};
 use crate::runtime::on_core;
+use crate::types::Address;
 
 /// A transaction begun with [`Client::transaction`]: `watch`, immediate `execute`s, `queue`d
 /// commands, then `exec` or `discard`.

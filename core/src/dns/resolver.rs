@@ -256,7 +256,7 @@ enum Answer {
     /// Not asked (AAAA while IPv6 is not in use).
     Skipped,
     Pending,
-    Done(std::result::Result<Vec<IpAddr>, NetError>),
+    Got(std::result::Result<Vec<IpAddr>, NetError>),
 }
 
 impl Answer {
@@ -266,14 +266,14 @@ impl Answer {
 
     fn addrs(&self) -> &[IpAddr] {
         match self {
-            Answer::Done(Ok(addrs)) => addrs,
+            Answer::Got(Ok(addrs)) => addrs,
             _ => &[],
         }
     }
 
     fn error(&self) -> Option<&NetError> {
         match self {
-            Answer::Done(Err(e)) => Some(e),
+            Answer::Got(Err(e)) => Some(e),
             _ => None,
         }
     }
@@ -315,8 +315,8 @@ impl Inner {
         };
         while v4.waiting() || v6.waiting() {
             tokio::select! {
-                r = &mut v4_query, if v4.waiting() => v4 = Answer::Done(r),
-                r = &mut v6_query, if v6.waiting() => v6 = Answer::Done(r),
+                r = &mut v4_query, if v4.waiting() => v4 = Answer::Got(r),
+                r = &mut v6_query, if v6.waiting() => v6 = Answer::Got(r),
                 _ = tokio::time::sleep_until(until) => break,
             }
             if [&v4, &v6]

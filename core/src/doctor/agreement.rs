@@ -225,7 +225,7 @@ mod tests {
     use super::super::fixtures::sentinel;
     use super::super::report::PeerView;
     use super::*;
-    use crate::config::Address;
+    use crate::types::Address;
 
     #[test]
     fn agreeing_sentinels() {

@@ -14,8 +14,8 @@ use super::options::Ctx;
 use super::probe::note;
 use super::reach::{self, Reached};
 use super::report::{Agreement, Mode, NodeKind, NodeReport, SentinelReport, Severity, Stage};
-use crate::config::Address;
 use crate::node::parse_role;
+use crate::types::Address;
 use crate::types::Role;
 
 /// One node reached and asked.

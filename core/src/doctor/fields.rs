@@ -123,10 +123,10 @@ pub(super) fn config_flag(value: Value, name: &str) -> Option<bool> {
 #[cfg(test)]
 mod tests {
     use super::{ckquorum, config_flag, info_field, info_num, master, peers, replicas};
-    use crate::config::Address;
     use crate::error::Error;
     use crate::resp::Value;
     use crate::sentinel::replies::shapes::{bulk, flat};
+    use crate::types::Address;
 
     #[test]
     fn master_fields() {

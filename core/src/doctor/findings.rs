@@ -1,7 +1,7 @@
 //! The findings a diagnosis collects, which every rule adds to, and the hints they carry.
 
 use super::report::{Finding, Mode, Severity};
-use crate::config::Address;
+use crate::types::Address;
 
 /// The findings of one diagnosis, in the order the rules found them.
 pub(super) struct Findings(pub(super) Vec<Finding>);

@@ -1,7 +1,7 @@
 //! Reports built by hand, for the unit tests of the pure steps.
 
 use super::report::{Auth, MasterView, PeerView, Reach, SentinelReport, Source};
-use crate::config::Address;
+use crate::types::Address;
 
 /// A healthy sentinel on 127.0.0.1:`port` naming 127.0.0.1:`primary` with `epoch`, knowing the
 /// sentinels with run ids `peers` (its own run id is `id<port>`).

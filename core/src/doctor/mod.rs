@@ -60,8 +60,9 @@ pub use options::{Options, MAX_PINGS, MAX_WATCH_SECONDS};
 pub use report::{Finding, Mode, Report, Severity, Status};
 pub use setup::Setup;
 
-use crate::config::{Address, Config};
+use crate::config::Config;
 use crate::error::{Error, ErrorCode, Result};
+use crate::types::Address;
 use options::Ctx;
 use probe::SentinelProbe;
 use report::{Source, SCHEMA_VERSION};

@@ -124,7 +124,7 @@ pub(super) fn judge(f: &mut Findings, report: &Report, slow: Duration) {
 mod tests {
     use super::super::fixtures::sentinel;
     use super::*;
-    use crate::config::Address;
+    use crate::types::Address;
 
     #[test]
     fn names_are_grouped_and_ip_literals_left_out() {

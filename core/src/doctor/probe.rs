@@ -13,11 +13,11 @@ use super::reach::{self, Reached};
 use super::report::{
     ms, Auth, MasterView, Mode, PingStats, SentinelReport, Severity, Source, Stage,
 };
-use crate::config::Address;
 use crate::error::{Error, ErrorCode};
 use crate::node::parse_role;
 use crate::resp::{Connection, Value};
 use crate::sentinel::replies;
+use crate::types::Address;
 use crate::types::Role;
 
 /// A probed sentinel, with what later steps need besides its report.

@@ -14,7 +14,7 @@
 
 use super::findings::Findings;
 use super::report::{Auth, Mode, Quorum, Report, SentinelReport, Severity, Stage};
-use crate::config::Address;
+use crate::types::Address;
 
 /// Counts the sentinels that can act for `primary` (the consensus primary; every sentinel that
 /// knows the service when `None`) and compares them to the quorum and the majority. `CKQUORUM`

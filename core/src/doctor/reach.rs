@@ -9,11 +9,11 @@ use tokio::net::TcpStream;
 
 use super::report::{ms, Problem, Reach, Stage};
 use super::tls_expiry;
-use crate::config::Address;
 use crate::dns::Resolver;
 use crate::error::{duration_text, Error};
 use crate::node;
 use crate::resp::{ConnectOptions, Connection};
+use crate::types::Address;
 
 /// An endpoint reached (or not).
 pub(super) struct Reached {

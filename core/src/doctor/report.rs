@@ -100,8 +100,8 @@
 
 use serde::Serialize;
 
-use crate::config::Address;
 use crate::error::Error;
+use crate::types::Address;
 
 /// The version of the JSON schema above.
 pub const SCHEMA_VERSION: u32 = 1;

@@ -84,7 +84,7 @@ mod tests {
     use super::super::fixtures::{node, report, sentinel};
     use super::super::report::{NodeKind, NodeReport, Problem, SentinelReport, Source, Stage};
     use super::*;
-    use crate::config::Address;
+    use crate::types::Address;
 
     fn three() -> Vec<SentinelReport> {
         vec![

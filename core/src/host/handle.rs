@@ -16,19 +16,20 @@ use super::inflight::{Done, Operation, Registry, Started};
 use super::subscriptions::Subscriber;
 use super::wait;
 use crate::client::{Client, Deadline, EventStream, Route, Subscription};
-use crate::config::{Address, Config};
+use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::monitor::Topology;
 use crate::resp::{OwnReply, Reading, Value};
 use crate::sync::Locked;
+use crate::types::Address;
 
 /// A client as a binding holds it. Cheap to clone; clones share one client.
 #[derive(Clone)]
 pub struct Handle {
-    shared: Arc<Shared>,
+    shared: Arc<HandleState>,
 }
 
-struct Shared {
+struct HandleState {
     /// `None` once closed.
     client: Mutex<Option<Client>>,
     registry: Arc<Registry>,
@@ -45,7 +46,7 @@ impl Handle {
         guarded(|| {
             let client = Client::open(config)?;
             Ok(Handle {
-                shared: Arc::new(Shared {
+                shared: Arc::new(HandleState {
                     client: Mutex::new(Some(client)),
                     registry: Arc::default(),
                     subscriptions: Mutex::new(Vec::new()),
@@ -503,7 +504,7 @@ impl Handle {
     }
 }
 
-impl Shared {
+impl HandleState {
     fn remove_subscriptions(&self) {
         let subscriptions: Vec<EventSubscription> = self.subscriptions.locked().drain(..).collect();
         for s in subscriptions {
@@ -524,7 +525,7 @@ impl Shared {
 
 /// Wraps the new subscription for the host and ties it to the handle's close.
 async fn subscribed(
-    shared: Arc<Shared>,
+    shared: Arc<HandleState>,
     work: impl Future<Output = Result<Subscription>>,
 ) -> Result<Subscriber> {
     let subscriber = Subscriber::new(shared.registry.clone(), work.await?);

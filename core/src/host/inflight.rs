@@ -16,8 +16,7 @@ use crate::error::{Error, Result};
 use crate::resp::OwnReply;
 use crate::sync::Locked;
 
-/// A completion: called once, on a core thread, with the operation's result.
-pub type Done<T> = Box<dyn FnOnce(Result<T>) + Send + 'static>;
+pub use crate::client::Done;
 
 thread_local! {
     /// The registries (by address) whose completions or event callbacks this thread is running,
@@ -29,11 +28,11 @@ thread_local! {
 struct Slot<T>(Mutex<Option<Done<T>>>);
 
 /// A pending completion seen without its type, so `close` can fail it.
-trait Pending: Send + Sync {
+trait Unfinished: Send + Sync {
     fn fail(&self, registry: &Registry, error: Error);
 }
 
-impl<T: Send + 'static> Pending for Slot<T> {
+impl<T: Send + 'static> Unfinished for Slot<T> {
     fn fail(&self, registry: &Registry, error: Error) {
         if let Some(done) = self.0.locked().take() {
             registry.call(move || done(Err(error)));
@@ -70,7 +69,7 @@ type Ids = std::hash::BuildHasherDefault<IdHasher>;
 #[derive(Default)]
 pub(crate) struct Registry {
     next: AtomicU64,
-    pending: Mutex<HashMap<u64, Arc<dyn Pending>, Ids>>,
+    pending: Mutex<HashMap<u64, Arc<dyn Unfinished>, Ids>>,
     /// Completions and event callbacks running right now.
     running: AtomicUsize,
     idle: tokio::sync::Notify,
@@ -118,7 +117,7 @@ impl Registry {
 
     /// Fails every pending completion with `error`, on this thread.
     pub(crate) fn fail_all(&self, error: &Error) {
-        let pending: Vec<Arc<dyn Pending>> =
+        let pending: Vec<Arc<dyn Unfinished>> =
             self.pending.locked().drain().map(|(_, p)| p).collect();
         for p in pending {
             p.fail(self, error.clone());
@@ -261,7 +260,7 @@ enum Cancel {
     /// Work without a task of its own: told through `token`, and completed here.
     Token {
         token: CancellationToken,
-        slot: Arc<dyn Pending>,
+        slot: Arc<dyn Unfinished>,
         registry: Weak<Registry>,
         id: u64,
     },

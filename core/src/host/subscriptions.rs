@@ -28,10 +28,10 @@ type MessageGate = Gate<dyn FnMut(&Message) + Send + 'static>;
 /// A pub/sub subscription as a binding holds it. Cheap to clone; clones share one subscription.
 #[derive(Clone)]
 pub struct Subscriber {
-    shared: Arc<Shared>,
+    shared: Arc<SubscriberState>,
 }
 
-struct Shared {
+struct SubscriberState {
     control: SubscriptionControl,
     messages: tokio::sync::Mutex<Subscription>,
     registry: Arc<Registry>,
@@ -42,7 +42,7 @@ struct Shared {
 impl Subscriber {
     pub(super) fn new(registry: Arc<Registry>, subscription: Subscription) -> Subscriber {
         Subscriber {
-            shared: Arc::new(Shared {
+            shared: Arc::new(SubscriberState {
                 control: subscription.control().clone(),
                 messages: tokio::sync::Mutex::new(subscription),
                 registry,
@@ -228,7 +228,7 @@ impl std::fmt::Debug for Subscriber {
     }
 }
 
-impl Shared {
+impl SubscriberState {
     /// Returns once no handler call that started before is still running (a core task may
     /// briefly wait here for a host callback that only copies a message).
     fn handler_idle(&self) {

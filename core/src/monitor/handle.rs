@@ -11,9 +11,10 @@ use tokio_util::task::TaskTracker;
 use super::actor;
 use super::command::Command;
 use super::status::{Publishing, Status};
-use crate::config::{Address, Config};
+use crate::config::Config;
 use crate::error::Result;
 use crate::sync::Locked;
+use crate::types::Address;
 use crate::types::{Event, Side};
 use crate::Topology;
 

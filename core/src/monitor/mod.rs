@@ -12,8 +12,8 @@ mod command;
 mod handle;
 mod promotion;
 pub(crate) mod registry;
+mod sentinel_feed;
 mod status;
-mod subscriber;
 
 #[cfg(feature = "internals")]
 pub use crate::types::SentinelInfo;

@@ -9,12 +9,12 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::Address;
 use crate::error::{Error, Result};
 use crate::node;
 use crate::node::parse_role;
 use crate::resp::Connection;
 use crate::sentinel::discovery::RoundSettings;
+use crate::types::Address;
 use crate::types::Role;
 
 /// How often the named replica is asked for its ROLE while it is being promoted.

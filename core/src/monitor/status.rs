@@ -4,8 +4,8 @@
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
-use crate::config::Address;
 use crate::error::Error;
+use crate::types::Address;
 use crate::types::Topology;
 
 /// What the monitor task publishes after every round.

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::options::{ListenAddress, ProxyOptions};
-use super::shared::Shared;
+use super::shared::ProxyState;
 use super::stats::Counters;
 use super::upstream::Stream;
 use super::{replies, session};
@@ -73,7 +73,7 @@ pub(super) fn bind(options: &ProxyOptions) -> Result<(Bound, ListenAddress)> {
 /// Accepts until the proxy closes; each connection becomes a session on its own task.
 pub(super) async fn accept(
     bound: Bound,
-    shared: Arc<Shared>,
+    shared: Arc<ProxyState>,
     tracker: TaskTracker,
     kill: CancellationToken,
 ) {

@@ -49,7 +49,7 @@ use tokio_util::task::TaskTracker;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::types::EventKind;
-use shared::{Limits, Shared};
+use shared::{Limits, ProxyState};
 
 pub use options::{ListenAddress, ProxyOptions, PROXY_KEYS};
 pub use stats::ProxyStats;
@@ -57,7 +57,7 @@ pub use stats::ProxyStats;
 /// A running proxy. Dropping it without [`Proxy::close`] closes it too, without waiting for
 /// replies in flight.
 pub struct Proxy {
-    shared: Arc<Shared>,
+    shared: Arc<ProxyState>,
     address: ListenAddress,
     tracker: TaskTracker,
     /// Ends every task at once (after the grace of [`Proxy::close`], or at drop).
@@ -138,7 +138,7 @@ impl Proxy {
                 Duration::from_millis(config.wait_timeout_ms),
             )
         });
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ProxyState {
             epoch: client.routing_epoch()?,
             client,
             options: limits,
@@ -263,7 +263,7 @@ fn check(options: &ProxyOptions) -> Result<()> {
 }
 
 /// Bumps the sessions' change signal at every event of the client, and counts primary changes.
-async fn follow_events(shared: Arc<Shared>, kill: CancellationToken) {
+async fn follow_events(shared: Arc<ProxyState>, kill: CancellationToken) {
     let Ok(mut events) = shared.client.events() else {
         return;
     };
@@ -282,7 +282,7 @@ async fn follow_events(shared: Arc<Shared>, kill: CancellationToken) {
 }
 
 /// Reads the server's command table once, through the client (see `Client::write_table`).
-async fn read_write_table(shared: Arc<Shared>, kill: CancellationToken) {
+async fn read_write_table(shared: Arc<ProxyState>, kill: CancellationToken) {
     let read = async {
         let table = shared.client.write_table(shared.options.hold).await?;
         let _ = shared.table.set(table);

@@ -17,13 +17,13 @@ use tokio::time::Instant;
 use super::command::{self, Family, Kind, PushKind};
 use super::replies;
 use super::request::{self, Request};
-use super::shared::Shared;
+use super::shared::ProxyState;
 use super::state::State;
 use super::stats::Counters;
 use super::upstream::{self, Stream};
 use crate::client::Route;
-use crate::config::Address;
 use crate::resp::Value;
+use crate::types::Address;
 use crate::types::Protocol;
 
 /// Most requests a session keeps in flight to its upstream before it stops reading its client.
@@ -88,7 +88,7 @@ enum End {
 
 /// The decisions of one session: no I/O.
 struct Session {
-    shared: Arc<Shared>,
+    shared: Arc<ProxyState>,
     state: State,
     /// The node the upstream goes to, while there is one.
     node: Option<Address>,
@@ -126,7 +126,7 @@ struct Session {
 
 /// Runs one client's session until it ends. Never panics on input; every error is the
 /// client's connection closed (after an error reply where Redis would give one).
-pub(super) async fn run(shared: Arc<Shared>, client: Box<dyn Stream>) {
+pub(super) async fn run(shared: Arc<ProxyState>, client: Box<dyn Stream>) {
     let _open = Open::count(shared.counters.clone());
     let mut driver = Driver::new(shared, client);
     let end = driver.run().await;
@@ -170,7 +170,7 @@ struct Driver {
 }
 
 impl Driver {
-    fn new(shared: Arc<Shared>, client: Box<dyn Stream>) -> Driver {
+    fn new(shared: Arc<ProxyState>, client: Box<dyn Stream>) -> Driver {
         let (client_r, client_w) = tokio::io::split(client);
         let changes = shared.changes.subscribe();
         let max_request = shared.options.max_request_bytes;

@@ -14,7 +14,7 @@ use crate::tls::TlsOptions;
 use crate::types::Credentials;
 
 /// What every session of one proxy shares.
-pub(super) struct Shared {
+pub(super) struct ProxyState {
     pub(super) client: Client,
     pub(super) options: Limits,
     pub(super) counters: Arc<Counters>,
@@ -43,7 +43,7 @@ pub(super) struct Limits {
     pub(super) route: Route,
 }
 
-impl Shared {
+impl ProxyState {
     /// The server's command table, or until it is read the hand list of reads (anything else
     /// counts as a write: a needless `UNCERTAIN` costs less than a lost write).
     pub(super) fn write_table(&self) -> Arc<WriteTable> {

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
 
-use crate::config::Address;
 use crate::dns::Resolver;
 use crate::error::{Error, Result};
 use crate::tls::TlsOptions;
+use crate::types::Address;
 
 /// A byte stream the proxy reads and writes: a client's (TCP or Unix) or an upstream (TCP or
 /// TLS).

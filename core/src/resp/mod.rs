@@ -22,6 +22,6 @@ pub(crate) mod test_server;
 pub(crate) use codec::{decode, encode_command, FrameScanner};
 pub(crate) use connection::tcp;
 #[cfg(feature = "internals")]
-pub use connection::Subscription;
+pub use connection::SubscribedConnection;
 pub use connection::{ConnectOptions, Connection, Frame, OwnReply, Reading, Reply};
 pub use value::Value;

@@ -21,11 +21,12 @@ use tokio::time::{timeout_at, Instant};
 
 use super::links::{self, Learned, Link};
 use super::replies::{self, InstanceInfo};
-use crate::config::{Address, AddressMap, Config};
+use crate::config::{AddressMap, Config};
 use crate::dns::Resolver;
 use crate::error::{Error, ErrorCode, Result};
 use crate::node::{self, Expect};
 use crate::resp::{ConnectOptions, Connection};
+use crate::types::Address;
 
 /// What a round needs to know about one sentinel.
 #[derive(Clone)]

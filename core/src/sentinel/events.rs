@@ -7,8 +7,8 @@
 //! client refresh a service literally called "sentinel"). `+switch-master` carries
 //! `<master-name> <old-ip> <old-port> <new-ip> <new-port>`; `+tilt`/`-tilt` carry no instance.
 
-use crate::config::Address;
 use crate::error::{Error, Result};
+use crate::types::Address;
 
 /// The channels the monitor subscribes to: the events that can change the view of a service.
 /// The last four announce and abort promotions, for fencing writes; a sentinel whose ACL does

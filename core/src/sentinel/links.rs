@@ -19,10 +19,11 @@ use std::sync::{Arc, Weak};
 
 use tokio::time::Instant;
 
-use crate::config::{Address, Config};
+use crate::config::Config;
 use crate::error::Result;
 use crate::resp::Connection;
 use crate::sync::PerProcess;
+use crate::types::Address;
 
 /// Which monitors may share a sentinel's connection: the sentinel's address and the
 /// sentinel-side part of their configuration (see [`sentinel_side`]).

@@ -3,9 +3,9 @@
 //! A reply that lacks a field we need, or carries a port outside 1..65535 or an empty host, is a
 //! protocol error: the sentinel that sent it is skipped for this round rather than trusted in part.
 
-use crate::config::Address;
 use crate::error::{Error, Result};
 use crate::resp::Value;
+use crate::types::Address;
 
 /// The `flags` field of a SENTINEL MASTER/REPLICAS/SENTINELS entry.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use crate::config::Address;
+use crate::types::Address;
 use crate::types::SentinelInfo;
 
 /// One known sentinel.

@@ -10,7 +10,7 @@
 //! Delivery never blocks the task: messages go into a bounded buffer per subscription; when it is
 //! full the newest message is dropped and counted ([`Subscription::dropped`]).
 
-mod handles;
+mod subscription;
 mod task;
 
-pub use handles::{Subscription, SubscriptionControl, DEFAULT_BUFFER};
+pub use subscription::{Subscription, SubscriptionControl, DEFAULT_BUFFER};

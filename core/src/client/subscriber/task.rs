@@ -14,12 +14,12 @@ use tokio_util::sync::CancellationToken;
 use crate::client::attempt::pick;
 use crate::client::command::Kind;
 use crate::client::handle::Inner;
-use crate::config::Address;
 use crate::error::{Error, ErrorCode, Result};
 use crate::monitor::{Event, EventKind, Monitor, Status};
 use crate::node::Expect;
 use crate::resp::{Connection, Frame};
 use crate::sync::Locked;
+use crate::types::Address;
 use crate::types::{unix_ms, Message};
 
 /// The channels and patterns a subscription wants now.

@@ -2,8 +2,8 @@
 //! monitor acts on the meaning.
 
 use super::primary::Primary;
-use crate::config::Address;
 use crate::sentinel::events::{InstanceKind, SentinelEvent};
+use crate::types::Address;
 
 /// The reason given for events about replicas (and other sentinels' view of them).
 pub(super) const REPLICA_EVENT: &str = "replica event";

@@ -12,11 +12,12 @@ use tokio_util::task::TaskTracker;
 
 use super::majority::{Change, Majority};
 use super::publisher::Publisher;
-use crate::config::{Address, Config};
+use crate::config::Config;
 use crate::monitor::promotion::{self, Announced, Promoted};
 use crate::monitor::status::Fenced;
 use crate::resp::Connection;
 use crate::sentinel::discovery::{RoundSettings, SentinelOutcome};
+use crate::types::Address;
 use crate::types::EventKind;
 
 /// How long writes stay fenced while the replica the leader promotes has not answered ROLE

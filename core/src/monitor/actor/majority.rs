@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::config::Address;
 use crate::sentinel::discovery::{self, Answer, SentinelOutcome};
+use crate::types::Address;
 
 /// The fence's view of the sentinels.
 pub(super) struct Majority {

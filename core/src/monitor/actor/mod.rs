@@ -22,13 +22,14 @@ use tracing::Instrument;
 
 use super::command::Command;
 use super::promotion::{Announced, Promoted};
+use super::sentinel_feed::Received;
 use super::status::{Publishing, Status};
-use super::subscriber::Received;
-use crate::config::{Address, Config};
+use crate::config::Config;
 use crate::resp::Connection;
 use crate::sentinel::discovery::{
     self, Found, Known, Round, RoundSettings, SentinelOutcome, SentinelTarget,
 };
+use crate::types::Address;
 use crate::types::{Event, EventKind, Topology};
 use events::{Meaning, REPLICA_EVENT};
 use fencing::{Fencing, WatchEnd};

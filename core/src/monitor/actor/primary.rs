@@ -1,8 +1,8 @@
 //! The primary the monitor follows, its connection and its replicas, and the events their changes
 //! give.
 
-use crate::config::Address;
 use crate::resp::Connection;
+use crate::types::Address;
 use crate::types::EventKind;
 
 use super::publisher::Publisher;

@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::config::Address;
 use crate::error::Result;
 use crate::node;
 use crate::sentinel::discovery::RoundSettings;
 use crate::sentinel::links::Link;
 use crate::sentinel::replies;
+use crate::types::Address;
 use crate::types::Role;
 
 /// The service's replicas as the sentinel on `link` reports them.

@@ -9,14 +9,15 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::publisher::Publisher;
-use crate::config::{Address, Config};
+use crate::config::Config;
 use crate::monitor::backoff::Backoff;
-use crate::monitor::subscriber::{self, Received};
+use crate::monitor::sentinel_feed::{self, Received};
 use crate::sentinel::discovery::{Answer, RoundSettings, SentinelOutcome, SentinelTarget};
 use crate::sentinel::events::SentinelEvent;
 use crate::sentinel::links::Link;
 use crate::sentinel::replies::InstanceInfo;
 use crate::sentinel::sentinels::SentinelList;
+use crate::types::Address;
 use crate::types::{EventKind, SentinelInfo};
 
 /// The same event published by several sentinels within this window is handled once.
@@ -38,7 +39,7 @@ pub(super) struct Sentinels {
     /// The retry schedule each new subscription starts with.
     subscription_retry: Backoff,
     /// This monitor's place on each sentinel's shared event subscription.
-    subscriptions: HashMap<u64, subscriber::Membership>,
+    subscriptions: HashMap<u64, sentinel_feed::Membership>,
     /// Where the subscriptions deliver events.
     events_tx: mpsc::UnboundedSender<Received>,
     /// The receiving end, taken by the monitor's loop when it starts.
@@ -248,7 +249,7 @@ impl Sentinels {
             if self.subscriptions.contains_key(&entry.id) {
                 continue;
             }
-            let membership = subscriber::join(
+            let membership = sentinel_feed::join(
                 (entry.address.clone(), settings.sentinel_side.clone()),
                 settings.clone(),
                 settings.sentinel_connect.clone(),

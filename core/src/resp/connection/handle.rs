@@ -17,7 +17,7 @@ use super::outbox::{Callback, Outbox, Reply, Waiter};
 use super::read;
 use super::read::OwnReply;
 use super::read_side::{ReadSide, ReadState};
-use super::shared::{encode_protocol, Handles, Shared};
+use super::shared::{encode_protocol, ConnectionState, Handles};
 use super::task::{run, Transport};
 use crate::error::{Error, Result};
 use crate::resp::{codec, Value};
@@ -31,7 +31,7 @@ use crate::types::Protocol;
 /// peer or the network ends it, a reply cannot be decoded, or the last clone is dropped.
 #[derive(Clone)]
 pub struct Connection {
-    pub(super) shared: Arc<Shared>,
+    pub(super) shared: Arc<ConnectionState>,
     /// Dropped with the last handle, which ends the task.
     pub(super) _handles: Arc<Handles>,
 }
@@ -61,7 +61,7 @@ pub(super) enum Own<'a> {
 impl Connection {
     /// Starts the task that owns `stream`; no handshake.
     pub(super) fn spawn(stream: Transport, peer: SocketAddr) -> Connection {
-        let shared = Arc::new(Shared {
+        let shared = Arc::new(ConnectionState {
             peer,
             protocol: AtomicU8::new(encode_protocol(Protocol::Resp2)),
             done: CancellationToken::new(),

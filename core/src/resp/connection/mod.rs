@@ -34,5 +34,5 @@ pub use options::ConnectOptions;
 pub use outbox::Reply;
 pub use pubsub::Frame;
 #[cfg(feature = "internals")]
-pub use pubsub::Subscription;
+pub use pubsub::SubscribedConnection;
 pub use read::OwnReply;

@@ -15,14 +15,14 @@ use crate::resp::Value;
 /// A connection in pub/sub mode, yielding the messages of the channels it subscribed to.
 ///
 /// Dropping it closes the connection (unless other [`Connection`] clones are still alive).
-pub struct Subscription {
+pub struct SubscribedConnection {
     pub(super) conn: Connection,
     pub(super) rx: mpsc::UnboundedReceiver<Value>,
     /// Messages that arrived while `subscribe` was still waiting for confirmations.
     pub(super) early: VecDeque<(Bytes, Bytes)>,
 }
 
-impl Subscription {
+impl SubscribedConnection {
     /// The next message as `(channel, payload)`, from `message` and `pmessage` (pattern
     /// subscriptions) frames alike; confirmations and other frames are skipped.
     ///
@@ -41,9 +41,9 @@ impl Subscription {
     }
 }
 
-impl fmt::Debug for Subscription {
+impl fmt::Debug for SubscribedConnection {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Subscription")
+        f.debug_struct("SubscribedConnection")
             .field("connection", &self.conn)
             .finish_non_exhaustive()
     }
@@ -131,7 +131,11 @@ impl Connection {
     /// Works on RESP2 (every frame after SUBSCRIBE is a pub/sub array) and RESP3 (messages are
     /// push frames). Errors: the server's refusal, timeout, or connection loss; on any error the
     /// connection is closed. Use one subscription per connection.
-    pub async fn subscribe(self, channels: &[&str], timeout: Duration) -> Result<Subscription> {
+    pub async fn subscribe(
+        self,
+        channels: &[&str],
+        timeout: Duration,
+    ) -> Result<SubscribedConnection> {
         if channels.is_empty() {
             return Err(Error::config("SUBSCRIBE needs at least one channel"));
         }
@@ -140,7 +144,7 @@ impl Connection {
         let (push, rx) = mpsc::unbounded_channel();
         self.queue_pubsub(&args, &push)?;
 
-        let mut sub = Subscription {
+        let mut sub = SubscribedConnection {
             conn: self,
             rx,
             early: VecDeque::new(),

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 
 use super::outbox::dispatch;
 use super::read_side::{Broken, ReadSide, ReadState};
-use super::shared::Shared;
+use super::shared::ConnectionState;
 use super::socket::Socket;
 use crate::sync::Locked;
 
@@ -32,7 +32,7 @@ use crate::sync::Locked;
 /// ([`Reading::Extend`](super::Reading::Extend)). Dropped unread, it hands the read side back to
 /// the task.
 pub struct OwnReply {
-    shared: Arc<Shared>,
+    shared: Arc<ConnectionState>,
     stream: Arc<Socket>,
     /// The command's place among the replies the connection matches (`Outbox::answered`).
     seq: u64,
@@ -61,7 +61,7 @@ const FLUSH_EVERY: u32 = 16;
 
 impl OwnReply {
     pub(super) fn new(
-        shared: Arc<Shared>,
+        shared: Arc<ConnectionState>,
         stream: Arc<Socket>,
         seq: u64,
         deadline: Instant,
@@ -242,7 +242,7 @@ impl OwnReply {
     /// Whether a command sent now on `shared`'s connection can have its reply read here too
     /// ([`Connection::call`](super::Connection::call) with [`Reading::Extend`](super::Reading)):
     /// the read side is still lent here, for that connection.
-    pub(super) fn reads_for(&self, shared: &Arc<Shared>) -> bool {
+    pub(super) fn reads_for(&self, shared: &Arc<ConnectionState>) -> bool {
         self.side.is_some() && Arc::ptr_eq(&self.shared, shared)
     }
 
@@ -284,7 +284,7 @@ impl Drop for OwnReply {
 /// the task for the bytes that caller reads (see the `socket` module): under the lock, so that
 /// pausing and resuming keep the order of lending and handing back. `None` while it is lent
 /// already. Every side lent goes back through [`give_back`] (or `hand_back`).
-pub(super) fn lend(shared: &Shared, socket: &Socket) -> Option<ReadSide> {
+pub(super) fn lend(shared: &ConnectionState, socket: &Socket) -> Option<ReadSide> {
     let mut state = shared.read.locked();
     let side = state.side.take()?;
     // Out of the runtime's watch already when a loop kept watching it since its last reply.
@@ -297,7 +297,7 @@ pub(super) fn lend(shared: &Shared, socket: &Socket) -> Option<ReadSide> {
 /// Gives the read side back to the task, waking it when there is something for it: bytes left
 /// in the buffer, or (when it found the side lent, and so forgot the socket's readiness) bytes
 /// already waiting in the socket. `stream` is `None` once the connection ended.
-pub(super) fn give_back(shared: &Shared, stream: Option<&Socket>, side: ReadSide) {
+pub(super) fn give_back(shared: &ConnectionState, stream: Option<&Socket>, side: ReadSide) {
     hand_back(shared, stream, side, None);
 }
 
@@ -305,7 +305,7 @@ pub(super) fn give_back(shared: &Shared, stream: Option<&Socket>, side: ReadSide
 /// ([`OwnReply::keep_watching`]): the socket stays out of the runtime's watch. When the task has
 /// something to do already (bytes after the reply, readiness it forgot), it is an ordinary hand
 /// back.
-fn leave_watched(shared: &Shared, stream: &Socket, side: ReadSide) {
+fn leave_watched(shared: &ConnectionState, stream: &Socket, side: ReadSide) {
     {
         let mut state = shared.read.locked();
         // Nothing else to read or write (lock order: `read`, then `outbox`): replies to other
@@ -326,7 +326,7 @@ fn leave_watched(shared: &Shared, stream: &Socket, side: ReadSide) {
 /// The loop that watched the socket since its last reply lets go, or a command is sent that the
 /// task must read the reply of: the runtime watches the socket again, and the task reads
 /// whatever is waiting. Nothing to do when the runtime watches it already.
-pub(super) fn stop_watching_elsewhere(shared: &Shared, stream: &Socket) {
+pub(super) fn stop_watching_elsewhere(shared: &ConnectionState, stream: &Socket) {
     let wake = {
         let mut state = shared.read.locked();
         match take_back_from_loop(&mut state, stream) {
@@ -359,7 +359,7 @@ pub(super) fn take_back_from_loop(state: &mut ReadState, stream: &Socket) -> io:
 /// [`give_back`], with a failure the lender's read ran into, which the task ends the
 /// connection with.
 pub(super) fn hand_back(
-    shared: &Shared,
+    shared: &ConnectionState,
     stream: Option<&Socket>,
     side: ReadSide,
     broken: Option<Broken>,

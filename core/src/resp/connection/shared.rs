@@ -13,7 +13,7 @@ use super::read_side::ReadState;
 use crate::types::Protocol;
 
 /// State visible to both the handles and the task.
-pub(super) struct Shared {
+pub(super) struct ConnectionState {
     pub(super) peer: SocketAddr,
     pub(super) protocol: AtomicU8,
     /// Cancelled by `close()` (asking the task to stop) and by the task when it ends.
@@ -30,7 +30,7 @@ pub(super) struct Shared {
 }
 
 /// Marks the last handle's drop, so the task can end.
-pub(super) struct Handles(pub(super) Arc<Shared>);
+pub(super) struct Handles(pub(super) Arc<ConnectionState>);
 
 impl Drop for Handles {
     fn drop(&mut self) {
@@ -39,7 +39,7 @@ impl Drop for Handles {
     }
 }
 
-impl Shared {
+impl ConnectionState {
     pub(super) fn protocol(&self) -> Protocol {
         decode_protocol(self.protocol.load(Ordering::SeqCst))
     }

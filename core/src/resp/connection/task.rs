@@ -16,7 +16,7 @@ use tokio::time::Instant;
 use super::outbox::{dispatch, Delivery, Waiter};
 use super::read::take_back_from_loop;
 use super::read_side::{Broken, ReadSide, ReadState, KEEP_CAPACITY};
-use super::shared::Shared;
+use super::shared::ConnectionState;
 use super::socket::Socket;
 use crate::error::Error;
 use crate::resp::Value;
@@ -53,7 +53,7 @@ pub(super) enum Event {
 
 /// Ends the connection however the task ends, panics included: `closed()` never hangs and no
 /// waiter is left without an answer.
-struct DoneGuard(Arc<Shared>);
+struct DoneGuard(Arc<ConnectionState>);
 
 impl Drop for DoneGuard {
     fn drop(&mut self) {
@@ -68,7 +68,7 @@ impl Drop for DoneGuard {
 
 /// Closes the outbox and fails every waiter still in it with `error` (once: later calls find
 /// it empty).
-fn end_outbox(shared: &Shared, error: &Error) {
+fn end_outbox(shared: &ConnectionState, error: &Error) {
     let waiters = {
         let mut out = shared.outbox.locked();
         out.closed = true;
@@ -145,18 +145,18 @@ impl AsyncWrite for SharedTcp {
 
 /// Where the task reads from.
 enum Reader<R> {
-    /// Plain TCP: the read side is in `Shared::read`, lent at times to a caller that reads its
+    /// Plain TCP: the read side is in `ConnectionState::read`, lent at times to a caller that reads its
     /// own reply (see the `read` module).
-    Shared(Arc<Socket>),
+    Lendable(Arc<Socket>),
     /// TLS: only the task reads, into its own read side.
     Own(R, ReadSide),
 }
 
 impl<R: AsyncRead + Unpin> Reader<R> {
     /// Waits for the next bytes (or the end) and reads them into the read side.
-    async fn read(&mut self, shared: &Shared) -> Event {
+    async fn read(&mut self, shared: &ConnectionState) -> Event {
         match self {
-            Reader::Shared(stream) => task_read(stream, shared).await,
+            Reader::Lendable(stream) => task_read(stream, shared).await,
             Reader::Own(rd, side) => {
                 side.make_room();
                 match rd.read_buf(&mut side.rbuf).await {
@@ -171,9 +171,13 @@ impl<R: AsyncRead + Unpin> Reader<R> {
     /// Runs `f` on the read side; `None` while a caller holds it (the caller decodes what it
     /// reads, and hands back the rest). For plain TCP `f` runs under the read lock: replies are
     /// decoded and matched before the side can be lent.
-    fn with_side<T>(&mut self, shared: &Shared, f: impl FnOnce(&mut ReadSide) -> T) -> Option<T> {
+    fn with_side<T>(
+        &mut self,
+        shared: &ConnectionState,
+        f: impl FnOnce(&mut ReadSide) -> T,
+    ) -> Option<T> {
         match self {
-            Reader::Shared(_) => shared.read.locked().side.as_mut().map(f),
+            Reader::Lendable(_) => shared.read.locked().side.as_mut().map(f),
             Reader::Own(_, side) => Some(f(side)),
         }
     }
@@ -187,7 +191,7 @@ struct Task {
     deliveries: Vec<Delivery>,
 }
 
-pub(super) async fn run(stream: Transport, shared: Arc<Shared>) {
+pub(super) async fn run(stream: Transport, shared: Arc<ConnectionState>) {
     let _done = DoneGuard(shared.clone());
     let mut task = Task {
         wbuf: BytesMut::new(),
@@ -196,7 +200,7 @@ pub(super) async fn run(stream: Transport, shared: Arc<Shared>) {
     };
     let end = match stream {
         Transport::Plain(stream) => {
-            let mut rd: Reader<tokio::io::Empty> = Reader::Shared(stream.clone());
+            let mut rd: Reader<tokio::io::Empty> = Reader::Lendable(stream.clone());
             let mut wr = SharedTcp(stream.clone());
             let end = task.drive(&mut rd, &mut wr, false, &shared).await;
             // A caller may be waiting on the socket for its reply, holding the stream open:
@@ -264,7 +268,7 @@ impl Task {
         rd: &mut Reader<R>,
         wr: &mut W,
         needs_flush: bool,
-        shared: &Shared,
+        shared: &ConnectionState,
     ) -> End
     where
         R: AsyncRead + Unpin,
@@ -344,7 +348,7 @@ impl Task {
 
     /// Completes every call whose deadline passed with a timeout (their replies, when they come,
     /// are discarded) and notes the next deadline.
-    fn expire(&mut self, shared: &Shared) {
+    fn expire(&mut self, shared: &ConnectionState) {
         let now = Instant::now();
         let peer = shared.peer;
         {
@@ -381,7 +385,7 @@ impl Task {
     fn process<R: AsyncRead + Unpin>(
         &mut self,
         rd: &mut Reader<R>,
-        shared: &Shared,
+        shared: &ConnectionState,
     ) -> std::result::Result<(), String> {
         let frames = &mut self.frames;
         let deliveries = &mut self.deliveries;
@@ -426,11 +430,11 @@ fn shutdown(stream: &Socket) {
 
 /// The task's read of a plain TCP connection: waits for bytes and reads them into the shared
 /// read side, unless a caller holds it.
-pub(super) async fn task_read(stream: &Socket, shared: &Shared) -> Event {
+pub(super) async fn task_read(stream: &Socket, shared: &ConnectionState) -> Event {
     poll_fn(|cx| poll_task_read(stream, shared, cx)).await
 }
 
-fn poll_task_read(stream: &Socket, shared: &Shared, cx: &mut Context<'_>) -> Poll<Event> {
+fn poll_task_read(stream: &Socket, shared: &ConnectionState, cx: &mut Context<'_>) -> Poll<Event> {
     let mut state = shared.read.locked();
     match state.broken.take() {
         Some(Broken::Io(e)) => return Poll::Ready(Event::ReadFailed(e)),

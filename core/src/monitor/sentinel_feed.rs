@@ -1,4 +1,4 @@
-//! Event subscriptions: one task per sentinel keeps a pub/sub connection open and forwards
+//! The sentinel event feed: one task per sentinel keeps a pub/sub connection open and forwards
 //! parsed events to every monitor that listens to that sentinel.
 //!
 //! Listening on every sentinel (not one) means a failover is seen even when the sentinel we
@@ -20,13 +20,13 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::backoff::Backoff;
-use crate::config::Address;
 use crate::node;
 use crate::resp::ConnectOptions;
 use crate::sentinel::discovery::RoundSettings;
 use crate::sentinel::events::{self, SentinelEvent, BASE_CHANNELS, CHANNELS};
 use crate::sentinel::links::LinkKey;
 use crate::sync::{Locked, PerProcess};
+use crate::types::Address;
 
 /// Where a monitor receives the events of a sentinel.
 pub type Sink = mpsc::UnboundedSender<Received>;
