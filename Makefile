@@ -30,6 +30,8 @@ lint:
 	cargo run -q -p xtask -- tables --check
 	@# No import circles between modules (xtask/src/circles.rs says what counts), in any crate.
 	cargo run -q -p xtask -- circles core ffi-c bindings-python bindings-uniffi bindings-node cli fuzz tests
+	@# The .NET wrapper's P/Invoke signatures and struct layouts match the committed C header.
+	cargo run -q -p xtask -- pinvoke
 
 # One cargo invocation, so every crate is built once with one feature set.
 test-rust: deps

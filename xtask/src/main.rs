@@ -5,8 +5,12 @@
 //!
 //! `cargo run -p xtask -- circles [--report-only] CRATE_DIR...`: prints the import circles
 //! between the modules of each crate and fails on any (see [`circles`] for what it counts).
+//!
+//! `cargo run -p xtask -- pinvoke`: checks the .NET wrapper's P/Invoke declarations and struct
+//! layouts against the committed C header (see [`pinvoke`]).
 
 mod circles;
+mod pinvoke;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -22,9 +26,10 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("tables") => tables(check),
         Some("circles") => circles::run(&root(), &args[1..]),
+        Some("pinvoke") => pinvoke::run(&root()),
         _ => {
             eprintln!(
-                "usage: cargo run -p xtask -- tables [--check] | circles [--report-only] CRATE_DIR..."
+                "usage: cargo run -p xtask -- tables [--check] | circles [--report-only] CRATE_DIR... | pinvoke"
             );
             ExitCode::from(2)
         }
