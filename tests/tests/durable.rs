@@ -135,3 +135,82 @@ fn replicas_that_stop_answering_turn_writes_into_not_replicated_until_they_are_b
         client.close().await;
     });
 }
+
+/// Group commit: writes in flight together on one connection share one WAIT sent after the last
+/// of them, so 64 at once need far fewer than 64; each is acknowledged only once its replicas
+/// have it (both replicas hold every acknowledged write).
+#[test]
+fn writes_in_flight_together_share_a_wait_and_each_is_confirmed() {
+    let topo = Topology::start(TopologySpec::default()).unwrap();
+    topo.wait_replication(std::time::Duration::from_secs(10))
+        .unwrap();
+    rt().block_on(async {
+        let url = url_with(&topo.url(), "wait_replicas=2&wait_timeout_ms=5000");
+        let client = Client::connect(&url).await.unwrap();
+        // The command table is read on the first write.
+        assert!(ok(&client.execute(&["SET", "g:first", "1"]).await.unwrap()));
+        let before = waits(&topo);
+        let writes: Vec<_> = (0..64)
+            .map(|i| {
+                let client = client.clone();
+                tokio::spawn(async move { client.execute(&["SET", &format!("g:{i}"), "v"]).await })
+            })
+            .collect();
+        let mut results = Vec::new();
+        for write in writes {
+            results.push(write.await.unwrap());
+        }
+        for (i, r) in results.iter().enumerate() {
+            assert!(ok(r.as_ref().unwrap()), "write {i}: {r:?}");
+        }
+        let used = waits(&topo) - before;
+        assert!(
+            (1..64).contains(&used),
+            "{used} WAITs for 64 writes in flight together"
+        );
+        for replica in topo.replicas() {
+            for i in 0..64 {
+                let got = replica.cmd(&["GET", &format!("g:{i}")]).unwrap();
+                assert_eq!(
+                    got.as_str().as_deref(),
+                    Some("v"),
+                    "{} g:{i}",
+                    replica.addr()
+                );
+            }
+        }
+        client.close().await;
+    });
+}
+
+/// A WAIT that counts fewer replicas than asked fails every write it covered as
+/// `not_replicated`, never a success, and each of them ran (nothing is sent twice).
+#[test]
+fn a_short_wait_fails_every_write_it_covered() {
+    let topo = Topology::start(TopologySpec::default()).unwrap();
+    rt().block_on(async {
+        // Two replicas exist; three are asked for.
+        let url = url_with(&topo.url(), "wait_replicas=3&wait_timeout_ms=200");
+        let client = Client::connect(&url).await.unwrap();
+        let _ = client.execute(&["SET", "s:first", "1"]).await;
+        let writes: Vec<_> = (0..64)
+            .map(|i| {
+                let client = client.clone();
+                tokio::spawn(async move { client.execute(&["INCR", &format!("s:{i}")]).await })
+            })
+            .collect();
+        for (i, write) in writes.into_iter().enumerate() {
+            let r = write.await.unwrap();
+            let err = r.expect_err("a write its WAIT did not confirm succeeded");
+            assert_eq!(err.code(), ErrorCode::NotReplicated, "write {i}: {err}");
+        }
+        for i in 0..64 {
+            assert_eq!(
+                client.execute(&["GET", &format!("s:{i}")]).await.unwrap(),
+                Value::Bulk("1".into()),
+                "s:{i} ran exactly once"
+            );
+        }
+        client.close().await;
+    });
+}

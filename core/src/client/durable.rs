@@ -19,7 +19,7 @@ use bytes::{Bytes, BytesMut};
 use super::command::{Encoded, Name};
 use crate::config::Config;
 use crate::error::{Error, ErrorCode, Result};
-use crate::resp::{Connection, Value};
+use crate::resp::{Connection, GroupReply, Value};
 
 /// What the client does after each write, from its configuration.
 #[derive(Clone, Copy, Debug)]
@@ -339,6 +339,35 @@ pub(crate) fn fold(
             }
         })
         .collect()
+}
+
+/// Sends one write in its connection's group (see [`Connection::call_in_group`]): the writes in
+/// flight together share one WAIT, sent after the last of them, and each gets its reply judged
+/// with that WAIT's. `Err` when nothing was sent (the connection had ended): the caller may retry.
+pub(crate) async fn grouped(
+    durability: &Durability,
+    conn: &Connection,
+    write: &Encoded,
+) -> Result<Vec<Result<Value>>> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    conn.call_in_group(
+        write.bytes.clone(),
+        durability.wait_command(),
+        move |reply| {
+            // The caller may have stopped waiting (its deadline passed).
+            let _ = tx.send(reply);
+        },
+    );
+    match rx.await {
+        Ok(GroupReply::Replied { reply, trailer }) => {
+            Ok(vec![judge_wait(durability, reply, trailer)])
+        }
+        Ok(GroupReply::NotSent) => Err(Error::connection_lost("the connection had ended")),
+        // Dropped unanswered: the connection ended with the command in flight.
+        Err(_) => Ok(vec![Err(Error::connection_lost(
+            "the connection ended before the write's reply",
+        ))]),
+    }
 }
 
 /// One write's result from its own reply and its WAIT's.

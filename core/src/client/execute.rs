@@ -239,8 +239,21 @@ pub(super) async fn run_shared(
             }
             _ => (commands, deadline),
         };
-        let sent =
-            tokio::time::timeout_at(reply_by, conn.pipeline_encoded(&send.bytes, send.count)).await;
+        // One write shares its WAIT with the writes in flight with it (group commit).
+        let grouped = durable
+            .as_ref()
+            .filter(|(_, planned)| planned.waits() && commands.count == 1)
+            .map(|(durability, _)| *durability);
+        let sent = match grouped {
+            Some(durability) => {
+                tokio::time::timeout_at(reply_by, durable::grouped(durability, &conn, commands))
+                    .await
+            }
+            None => {
+                tokio::time::timeout_at(reply_by, conn.pipeline_encoded(&send.bytes, send.count))
+                    .await
+            }
+        };
         let results = match sent {
             Err(_) => return Err(attempt.timed_out(monitor)),
             // The connection had ended before anything was handed to it: nothing ran.
@@ -249,8 +262,10 @@ pub(super) async fn run_shared(
                 continue;
             }
             Ok(Ok(results)) => match &durable {
-                Some((durability, planned)) => durable::fold(durability, planned, results),
-                None => results,
+                Some((durability, planned)) if grouped.is_none() => {
+                    durable::fold(durability, planned, results)
+                }
+                _ => results,
             },
         };
         match attempt.judge(inner, monitor, kind, results) {

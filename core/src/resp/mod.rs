@@ -23,5 +23,5 @@ pub(crate) use codec::{decode, encode_command, FrameScanner};
 pub(crate) use connection::tcp;
 #[cfg(feature = "internals")]
 pub use connection::SubscribedConnection;
-pub use connection::{ConnectOptions, Connection, Frame, OwnReply, Reading, Reply};
+pub use connection::{ConnectOptions, Connection, Frame, GroupReply, OwnReply, Reading, Reply};
 pub use value::Value;

@@ -18,6 +18,8 @@ pub(crate) enum Action {
     Silent,
     /// Writes these bytes, then closes the connection.
     Close(Vec<u8>),
+    /// Writes what came before, then these bytes once they are sent (a reply held back).
+    Held(tokio::sync::oneshot::Receiver<Vec<u8>>),
 }
 
 impl Action {
@@ -72,14 +74,20 @@ where
     let mut log = Log::default();
     let (mut sock, _) = listener.accept().await.unwrap();
     let mut buf = BytesMut::new();
+    // Commands that arrived behind a held reply are served before reading more.
+    let mut read_more = true;
     loop {
-        match sock.read_buf(&mut buf).await {
-            Ok(0) | Err(_) => return log,
-            Ok(_) => {}
+        if read_more {
+            match sock.read_buf(&mut buf).await {
+                Ok(0) | Err(_) => return log,
+                Ok(_) => {}
+            }
         }
+        read_more = true;
         let mut out = Vec::new();
         let mut in_this_read = 0;
         let mut close = false;
+        let mut held = None;
         while let Some((frame, _, _)) = decode_bytes_mut(&mut buf).unwrap() {
             let BytesFrame::Array(parts) = frame else {
                 panic!("client sent a non-array frame")
@@ -99,15 +107,23 @@ where
                     out.extend_from_slice(&bytes);
                     close = true;
                 }
+                Action::Held(rx) => held = Some(rx),
             }
             log.commands.push(cmd);
-            if close {
+            if close || held.is_some() {
                 break;
             }
         }
         log.max_per_read = log.max_per_read.max(in_this_read);
         if !out.is_empty() && sock.write_all(&out).await.is_err() {
             return log;
+        }
+        if let Some(rx) = held {
+            let Ok(bytes) = rx.await else { return log };
+            if sock.write_all(&bytes).await.is_err() {
+                return log;
+            }
+            read_more = buf.is_empty();
         }
         if close {
             let _ = sock.shutdown().await;

@@ -81,6 +81,7 @@ impl Connection {
             )),
             wake: Notify::new(),
             handles_gone: AtomicBool::new(false),
+            group: Mutex::default(),
         });
         tokio::spawn(run(stream, shared.clone()));
         Connection {

@@ -15,6 +15,7 @@
 
 mod connect;
 mod frames;
+mod group;
 mod handle;
 mod options;
 mod outbox;
@@ -36,3 +37,4 @@ pub use pubsub::Frame;
 #[cfg(feature = "internals")]
 pub use pubsub::SubscribedConnection;
 pub use read::OwnReply;
+pub use shared::GroupReply;

@@ -8,8 +8,12 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use bytes::Bytes;
+
 use super::outbox::Outbox;
 use super::read_side::ReadState;
+use crate::error::Result;
+use crate::resp::Value;
 use crate::types::Protocol;
 
 /// State visible to both the handles and the task.
@@ -27,6 +31,41 @@ pub(super) struct ConnectionState {
     /// Wakes the task: bytes it must write, an earlier deadline to watch, or no handle left.
     pub(super) wake: Notify,
     pub(super) handles_gone: AtomicBool,
+    /// Commands that share a trailer (see `group`). Lock order: `group`, then `outbox`.
+    pub(super) group: Mutex<Group>,
+}
+
+/// The commands of [`Connection::call_in_group`](super::Connection::call_in_group).
+#[derive(Default)]
+pub(super) struct Group {
+    /// A trailer is written and not answered yet: commands wait in `queued` for the next.
+    pub(super) outstanding: bool,
+    /// Commands that arrived while a trailer was outstanding, in order.
+    pub(super) queued: Vec<Member>,
+}
+
+/// Who gets a grouped command's reply with the trailer's, once.
+pub(super) type GroupDone = Box<dyn FnOnce(GroupReply) + Send + 'static>;
+
+/// One command of a group and who gets its reply with the trailer's.
+pub(super) struct Member {
+    pub(super) command: Bytes,
+    pub(super) done: GroupDone,
+}
+
+/// What a command sent in a group gets, once.
+#[derive(Debug)]
+pub enum GroupReply {
+    /// Its reply, and the reply of the trailer written after it (the first after it: a trailer
+    /// never answers for a command queued after it was written).
+    Replied {
+        /// The command's own reply.
+        reply: Result<Value>,
+        /// The trailer's reply.
+        trailer: Result<Value>,
+    },
+    /// The connection had ended before the command was handed to it: nothing was sent.
+    NotSent,
 }
 
 /// Marks the last handle's drop, so the task can end.

@@ -1438,3 +1438,94 @@ async fn deferred_writes_go_out_when_their_holder_is_dropped_without_a_flush() {
         .expect("a deferred command was never sent");
     assert_eq!(text(&b.unwrap()), "b");
 }
+
+/// Group commit: commands sent while a trailer is outstanding are not answered by it; they go
+/// out together once it is answered, followed by one trailer of their own, and every command
+/// gets its own reply with the trailer written after it, in order.
+#[tokio::test]
+async fn commands_sent_while_a_trailer_is_outstanding_share_the_next_trailer() {
+    let (release, held) = tokio::sync::oneshot::channel();
+    let mut held = Some(held);
+    let mut waits = 0;
+    let server = MockServer::start(move |cmd| {
+        if cmd[0] == b"WAIT" {
+            waits += 1;
+            if waits == 1 {
+                return Action::Held(held.take().unwrap());
+            }
+            return Action::reply(":2\r\n");
+        }
+        Action::Reply(bulk(&String::from_utf8_lossy(&cmd[1])).into_bytes())
+    })
+    .await;
+    let conn = Connection::connect(server.addr, &resp2()).await.unwrap();
+    let encode = |args: &[&str]| {
+        let mut out = BytesMut::new();
+        crate::resp::encode_command(args, &mut out);
+        out.freeze()
+    };
+    let trailer = encode(&["WAIT", "1", "100"]);
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let send = |name: &'static str| {
+        let tx = tx.clone();
+        conn.call_in_group(encode(&["ECHO", name]), trailer.clone(), move |reply| {
+            tx.send((name, reply)).unwrap()
+        });
+    };
+    send("a");
+    // The first trailer is held by the server: these wait for the next one.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    send("b");
+    send("c");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        rx.try_recv().is_err(),
+        "nothing is answered before its trailer"
+    );
+    release.send(b":1\r\n".to_vec()).unwrap();
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        let (name, reply) = tokio::time::timeout(Duration::from_secs(5), rx.recv())
+            .await
+            .unwrap()
+            .unwrap();
+        let GroupReply::Replied { reply, trailer } = reply else {
+            panic!("{name} was not sent");
+        };
+        got.push((name, text(&reply.unwrap()).to_string(), trailer.unwrap()));
+    }
+    assert_eq!(
+        got,
+        vec![
+            ("a", "a".to_string(), Value::Int(1)),
+            ("b", "b".to_string(), Value::Int(2)),
+            ("c", "c".to_string(), Value::Int(2)),
+        ],
+        "a's trailer answered a alone; b and c shared the next"
+    );
+    drop(conn);
+    let names: Vec<String> = server
+        .commands()
+        .await
+        .iter()
+        .map(|c| String::from_utf8_lossy(&c[0]).into_owned())
+        .collect();
+    assert_eq!(names, ["ECHO", "WAIT", "ECHO", "ECHO", "WAIT"]);
+}
+
+/// A command sent in a group on a connection that has ended is not sent, and says so.
+#[tokio::test]
+async fn a_command_in_a_group_on_an_ended_connection_is_not_sent() {
+    let server = MockServer::start(|_| Action::reply("+OK\r\n")).await;
+    let conn = Connection::connect(server.addr, &resp2()).await.unwrap();
+    conn.close();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let mut out = BytesMut::new();
+    crate::resp::encode_command(&["SET", "k", "v"], &mut out);
+    conn.call_in_group(
+        out.freeze(),
+        bytes::Bytes::from_static(b"*1\r\n$4\r\nPING\r\n"),
+        move |r| tx.send(r).unwrap(),
+    );
+    assert!(matches!(rx.await.unwrap(), GroupReply::NotSent));
+}
