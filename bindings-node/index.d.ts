@@ -6,47 +6,14 @@
  */
 import { EventEmitter } from 'node:events'
 
-import type { ErrorCode, EventKindName } from './tables'
+import type { EventKindName } from './tables'
+import type { SentinelRecoveryError } from './errors'
 
 /** The stable error codes shared by every language (generated from the core's table). */
 export type { ErrorCode } from './tables'
 
-/** Base class of every error of this package. */
-export declare class SentinelRecoveryError extends Error {
-  constructor(message: string, code: ErrorCode, serverCode?: string | null)
-  /** The stable code. */
-  readonly code: ErrorCode
-  /** For server errors (and server-refused auth): the first word of the reply (`ERR`, `READONLY`, ...). */
-  readonly serverCode: string | null
-}
-/** The URL or an option is invalid; the message names the offending part. */
-export declare class ConfigError extends SentinelRecoveryError {}
-/** No configured or learned sentinel could be reached. */
-export declare class SentinelsUnreachableError extends SentinelRecoveryError {}
-/** Every sentinel that answered does not monitor the service. */
-export declare class ServiceUnknownError extends SentinelRecoveryError {}
-/** Sentinels know the service but report no healthy, verified primary. */
-export declare class NoHealthyPrimaryError extends SentinelRecoveryError {}
-/** An operation did not finish before its deadline. */
-export declare class TimeoutError extends SentinelRecoveryError {}
-/** The connection broke while the request was in flight. */
-export declare class ConnectionLostError extends SentinelRecoveryError {}
-/** The server answered with an error reply. */
-export declare class ServerError extends SentinelRecoveryError {}
-/** The peer sent something that is not valid RESP or not the expected shape. */
-export declare class ProtocolError extends SentinelRecoveryError {}
-/** TLS setup or handshake failed. */
-export declare class TlsError extends SentinelRecoveryError {}
-/** The server refused the credentials. */
-export declare class AuthError extends SentinelRecoveryError {}
-/** The client was closed. */
-export declare class ClosedError extends SentinelRecoveryError {}
-/** The bounded queue of commands waiting for a primary is full. */
-export declare class QueueFullError extends SentinelRecoveryError {}
-/** A bug in sentinel-recovery, caught (a panic in the native code): the operation failed, the process goes on. */
-export declare class InternalError extends SentinelRecoveryError {}
-/** With `waitReplicas`: the write ran on the primary, but too few replicas confirmed it in time; a failover may lose it. */
-export declare class NotReplicatedError extends SentinelRecoveryError {}
+// The error classes (one per code, generated from the core's table) and ERROR_CLASSES.
+export * from './errors'
 
 /**
  * Rejection of a command whose AbortSignal fired, as Node's own APIs reject. The command may have
@@ -59,9 +26,6 @@ export declare class AbortError extends Error {
   /** The signal's `reason`. */
   readonly cause: unknown
 }
-
-/** Error class by stable code. */
-export declare const ERROR_CLASSES: Readonly<Record<ErrorCode, typeof SentinelRecoveryError>>
 
 /**
  * A node address: where the client connects. `announced` is set only when `addressMap` mapped

@@ -11,93 +11,10 @@
 const { EventEmitter } = require('node:events')
 const native = require('./native.js')
 const tables = require('./tables.js')
+// The class of each error code and ERROR_CLASSES, generated from the core's table.
+const errors = require('./errors.js')
+const { SentinelRecoveryError, ERROR_CLASSES } = errors
 const pubsub = require('./pubsub.js')
-
-/** Base class of every error of this package; `code` is the stable code shared by all languages. */
-class SentinelRecoveryError extends Error {
-  /**
-   * @param {string} message
-   * @param {string} code
-   * @param {string|null} [serverCode]
-   */
-  constructor(message, code, serverCode = null) {
-    super(message)
-    this.name = new.target.name
-    /** The stable code (`config`, `timeout`, ...). */
-    this.code = code
-    /** For server errors: the first word of the server's reply (`ERR`, `READONLY`, ...). */
-    this.serverCode = serverCode
-  }
-}
-
-/** The URL or an option is invalid. */
-class ConfigError extends SentinelRecoveryError {}
-/** No configured or learned sentinel could be reached. */
-class SentinelsUnreachableError extends SentinelRecoveryError {}
-/** Every sentinel that answered does not monitor the service. */
-class ServiceUnknownError extends SentinelRecoveryError {}
-/** Sentinels know the service but report no healthy, verified primary. */
-class NoHealthyPrimaryError extends SentinelRecoveryError {}
-/** An operation did not finish before its deadline. */
-class TimeoutError extends SentinelRecoveryError {}
-/** The connection broke while the request was in flight. */
-class ConnectionLostError extends SentinelRecoveryError {}
-/** The server answered with an error reply (`serverCode` holds its first word). */
-class ServerError extends SentinelRecoveryError {}
-/** The peer sent something that is not valid RESP or not the expected shape. */
-class ProtocolError extends SentinelRecoveryError {}
-/** TLS setup or handshake failed. */
-class TlsError extends SentinelRecoveryError {}
-/** The server refused the credentials. */
-class AuthError extends SentinelRecoveryError {}
-/** The client was closed. */
-class ClosedError extends SentinelRecoveryError {}
-/** The bounded queue of commands waiting for a primary is full. */
-class QueueFullError extends SentinelRecoveryError {}
-/** A bug in sentinel-recovery, caught (a panic in the native code): the operation failed, the process goes on. */
-class InternalError extends SentinelRecoveryError {}
-/**
- * With `waitReplicas` (`wait_replicas`): the write ran on the primary, but fewer replicas than
- * asked confirmed it within `waitTimeoutMs`, so a failover may lose it. Never retried: it ran.
- */
-class NotReplicatedError extends SentinelRecoveryError {}
-
-/** The classes above by name; a code is served by the class named after it (`queue_full` -> QueueFullError). */
-const DECLARED = {
-  ConfigError,
-  SentinelsUnreachableError,
-  ServiceUnknownError,
-  NoHealthyPrimaryError,
-  TimeoutError,
-  ConnectionLostError,
-  ServerError,
-  ProtocolError,
-  TlsError,
-  AuthError,
-  ClosedError,
-  QueueFullError,
-  InternalError,
-  NotReplicatedError,
-}
-
-/** `queue_full` -> `QueueFullError`. */
-function className(code) {
-  return code.replace(/(^|_)([a-z])/g, (_, __, c) => c.toUpperCase()) + 'Error'
-}
-
-/**
- * Error class by stable code, for every code of the generated table (tables.js). A code newer
- * than this file still gets a class of its own, named after it.
- */
-const ERROR_CLASSES = Object.freeze(
-  Object.fromEntries(
-    Object.keys(tables.ERROR_CODES).map((code) => {
-      const name = className(code)
-      const Class = DECLARED[name] || { [name]: class extends SentinelRecoveryError {} }[name]
-      return [code, Class]
-    }),
-  ),
-)
 
 /** The event kinds (from the generated table), each also emitted under its own name. */
 const EVENT_KINDS = Object.freeze(Object.keys(tables.EVENT_KINDS))
@@ -1036,13 +953,11 @@ module.exports = {
   doctor,
   startProxy,
   Proxy,
-  SentinelRecoveryError,
-  ...Object.fromEntries(Object.values(ERROR_CLASSES).map((Class) => [Class.name, Class])),
+  ...errors,
   AbortError,
   Subscription: pubsub.Subscription,
   Transaction,
   setLogger,
   LOG_LEVELS,
-  ERROR_CLASSES,
   EVENT_KINDS,
 }

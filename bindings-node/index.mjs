@@ -1,32 +1,19 @@
-// ESM entry point: the CommonJS module re-exported.
+// ESM entry point: the CommonJS module re-exported (the error classes through errors.mjs,
+// generated from the core's table).
 import cjs from './index.js'
+
+export * from './errors.mjs'
 
 export const {
   Client,
   doctor,
   startProxy,
   Proxy,
-  SentinelRecoveryError,
-  ConfigError,
-  SentinelsUnreachableError,
-  ServiceUnknownError,
-  NoHealthyPrimaryError,
-  TimeoutError,
-  ConnectionLostError,
-  ServerError,
-  ProtocolError,
-  TlsError,
-  AuthError,
-  ClosedError,
-  QueueFullError,
-  InternalError,
-  NotReplicatedError,
   AbortError,
   Subscription,
   Transaction,
   setLogger,
   LOG_LEVELS,
-  ERROR_CLASSES,
   EVENT_KINDS,
 } = cjs
 export default cjs

@@ -6,122 +6,138 @@
 
 use std::fmt;
 
-/// The stable error codes of DESIGN.md, in the order of their C integer values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum ErrorCode {
+pub mod hint;
+
+use hint::{ApiNames, Hint};
+
+/// Declares the error codes once, in the style of rustls-ffi's `u32_enum_builder!`: each code with
+/// its doc, its explicit C value, its snake_case name and its one-line description. From that
+/// one list come the enum (the value is its discriminant), [`ErrorCode::ALL`], the name and
+/// description lookups, [`ErrorCode::as_i32`] and [`ErrorCode::from_i32`], and through
+/// `cargo run -p xtask -- tables` the C constants and every binding's table and error classes.
+///
+/// A value is a C ABI contract: never change one, never give a removed code's value to another
+/// (list it in [`ErrorCode::RETIRED`]); the test `the_table_is_the_c_abi` holds them.
+macro_rules! error_codes {
+    (
+        $(
+            $(#[doc = $doc:literal])+
+            $variant:ident = $value:literal => $name:literal, $description:literal;
+        )+
+    ) => {
+        /// The stable error codes of DESIGN.md, each with its explicit C value.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+        #[non_exhaustive]
+        #[repr(i32)]
+        pub enum ErrorCode {
+            $(
+                $(#[doc = $doc])+
+                #[serde(rename = $name)]
+                $variant = $value,
+            )+
+        }
+
+        impl ErrorCode {
+            /// Every code, in the order of the table (ascending [`ErrorCode::as_i32`]).
+            pub const ALL: [ErrorCode; [$($value),+].len()] = [$(ErrorCode::$variant),+];
+
+            /// The snake_case name shared by all bindings (`"no_healthy_primary"`, ...).
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $name,)+
+                }
+            }
+
+            /// One line for users: what the code means (the generated binding tables carry it).
+            pub fn description(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => $description,)+
+                }
+            }
+
+            /// The code's documentation as declared (one `///` line per line, each with its
+            /// leading space): the generated error classes of the bindings carry it.
+            pub fn doc(self) -> &'static str {
+                match self {
+                    $(ErrorCode::$variant => concat!($($doc, "\n"),+),)+
+                }
+            }
+
+            /// The integer used across the C ABI (0 is success, never a code).
+            pub fn as_i32(self) -> i32 {
+                self as i32
+            }
+
+            /// Inverse of [`ErrorCode::as_i32`].
+            pub fn from_i32(value: i32) -> Option<ErrorCode> {
+                match value {
+                    $($value => Some(ErrorCode::$variant),)+
+                    _ => None,
+                }
+            }
+
+            /// Inverse of [`ErrorCode::as_str`].
+            pub fn from_name(name: &str) -> Option<ErrorCode> {
+                match name {
+                    $($name => Some(ErrorCode::$variant),)+
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+error_codes! {
     /// The URL or an option is invalid; the message names the offending part.
-    Config,
+    Config = 1 => "config", "the URL or an option is invalid";
     /// No configured or learned sentinel could be reached within the deadline.
-    SentinelsUnreachable,
+    SentinelsUnreachable = 2 => "sentinels_unreachable", "no sentinel could be reached within the deadline";
     /// Every sentinel that answered said it does not monitor the service.
-    ServiceUnknown,
+    ServiceUnknown = 3 => "service_unknown", "every sentinel that answered does not monitor the service";
     /// Sentinels know the service but none reported a primary that is up and verified.
-    NoHealthyPrimary,
+    NoHealthyPrimary = 4 => "no_healthy_primary", "no sentinel reported a primary that is up and verified";
     /// An operation did not finish before its deadline.
-    Timeout,
-    /// The connection broke while a request was in flight.
-    ConnectionLost,
-    /// The server answered with an error reply; see [`Error::server_code`].
-    Server,
+    Timeout = 5 => "timeout", "the operation did not finish before its deadline";
+    /// The connection broke while a request was in flight; the command may or may not have run.
+    ConnectionLost = 6 => "connection_lost", "the connection broke while a request was in flight (it may or may not have run)";
+    /// The server answered with an error reply; its first word is the error's server code.
+    Server = 7 => "server", "the server answered with an error reply";
     /// The peer sent something that is not valid RESP or not the expected shape.
-    Protocol,
+    Protocol = 8 => "protocol", "the peer sent an invalid or unexpected reply";
     /// TLS setup or handshake failed.
-    Tls,
+    Tls = 9 => "tls", "TLS setup or handshake failed";
     /// The server refused the credentials.
-    Auth,
-    /// The client or monitor was closed.
-    Closed,
-    /// The bounded queue of waiting commands is full.
-    QueueFull,
-    /// A bug in this library (a caught panic): the operation failed, the process goes on.
-    Internal,
+    Auth = 10 => "auth", "the server refused the credentials";
+    /// The client was closed.
+    Closed = 11 => "closed", "the client is closed";
+    /// The bounded queue of commands waiting for a primary is full (option `queue_size`).
+    QueueFull = 12 => "queue_full", "too many commands are waiting for a primary";
+    /// A bug in sentinel-recovery, caught (a panic in the core): the operation failed, the
+    /// process goes on. Please report it.
+    Internal = 13 => "internal", "internal error (a bug in sentinel-recovery, caught)";
     /// With `wait_replicas`: the write ran on the primary, but fewer replicas than asked
-    /// confirmed it within `wait_timeout_ms`, so a failover may lose it. Never retried.
-    NotReplicated,
+    /// confirmed it within `wait_timeout_ms`, so a failover may lose it. Never retried: it ran.
+    NotReplicated = 14 => "not_replicated", "the write ran on the primary but too few replicas confirmed it; a failover may lose it";
 }
 
 impl ErrorCode {
-    /// Every code, in the order of [`ErrorCode::as_i32`].
-    pub const ALL: [ErrorCode; 14] = [
-        ErrorCode::Config,
-        ErrorCode::SentinelsUnreachable,
-        ErrorCode::ServiceUnknown,
-        ErrorCode::NoHealthyPrimary,
-        ErrorCode::Timeout,
-        ErrorCode::ConnectionLost,
-        ErrorCode::Server,
-        ErrorCode::Protocol,
-        ErrorCode::Tls,
-        ErrorCode::Auth,
-        ErrorCode::Closed,
-        ErrorCode::QueueFull,
-        ErrorCode::Internal,
-        ErrorCode::NotReplicated,
+    /// Values of codes that were removed: never given to a code again (none so far).
+    pub const RETIRED: [i32; 0] = [];
+
+    /// The C ABI's own codes (value, name, description), which no [`ErrorCode`] may take: the
+    /// C header gets them with the others (`SR_ERR_INVALID_ARGUMENT`, ...).
+    pub const C_ABI_ONLY: [(i32, &'static str, &'static str); 2] = [
+        (
+            100,
+            "invalid_argument",
+            "C ABI only: a NULL pointer where one is required, an empty command, an index out of range, a string that is not UTF-8, or a call not allowed where it was made",
+        ),
+        (
+            101,
+            "wrong_type",
+            "C ABI only: a reply accessor was used on a reply of another type",
+        ),
     ];
-
-    /// The snake_case name shared by all bindings (`"no_healthy_primary"`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::Config => "config",
-            ErrorCode::SentinelsUnreachable => "sentinels_unreachable",
-            ErrorCode::ServiceUnknown => "service_unknown",
-            ErrorCode::NoHealthyPrimary => "no_healthy_primary",
-            ErrorCode::Timeout => "timeout",
-            ErrorCode::ConnectionLost => "connection_lost",
-            ErrorCode::Server => "server",
-            ErrorCode::Protocol => "protocol",
-            ErrorCode::Tls => "tls",
-            ErrorCode::Auth => "auth",
-            ErrorCode::Closed => "closed",
-            ErrorCode::QueueFull => "queue_full",
-            ErrorCode::Internal => "internal",
-            ErrorCode::NotReplicated => "not_replicated",
-        }
-    }
-
-    /// One line for users: what the code means (the generated binding tables carry it).
-    pub fn description(self) -> &'static str {
-        match self {
-            ErrorCode::Config => "the URL or an option is invalid",
-            ErrorCode::SentinelsUnreachable => "no sentinel could be reached within the deadline",
-            ErrorCode::ServiceUnknown => {
-                "every sentinel that answered does not monitor the service"
-            }
-            ErrorCode::NoHealthyPrimary => "no sentinel reported a primary that is up and verified",
-            ErrorCode::Timeout => "the operation did not finish before its deadline",
-            ErrorCode::ConnectionLost => {
-                "the connection broke while a request was in flight (it may or may not have run)"
-            }
-            ErrorCode::Server => "the server answered with an error reply",
-            ErrorCode::Protocol => "the peer sent an invalid or unexpected reply",
-            ErrorCode::Tls => "TLS setup or handshake failed",
-            ErrorCode::Auth => "the server refused the credentials",
-            ErrorCode::Closed => "the client is closed",
-            ErrorCode::QueueFull => "too many commands are waiting for a primary",
-            ErrorCode::Internal => "internal error (a bug in sentinel-recovery, caught)",
-            ErrorCode::NotReplicated => {
-                "the write ran on the primary but too few replicas confirmed it; a failover may lose it"
-            }
-        }
-    }
-
-    /// The integer used across the C ABI: 1-based, 0 is reserved for success.
-    pub fn as_i32(self) -> i32 {
-        ErrorCode::ALL
-            .iter()
-            .position(|c| *c == self)
-            .map(|i| i as i32 + 1)
-            .unwrap_or(-1)
-    }
-
-    /// Inverse of [`ErrorCode::as_i32`].
-    pub fn from_i32(value: i32) -> Option<ErrorCode> {
-        usize::try_from(value - 1)
-            .ok()
-            .and_then(|i| ErrorCode::ALL.get(i).copied())
-    }
 }
 
 impl fmt::Display for ErrorCode {
@@ -136,6 +152,8 @@ pub struct Error {
     code: ErrorCode,
     message: String,
     server_code: Option<String>,
+    /// For an error that points to an API: the message's structure, rendered per binding.
+    hint: Option<Box<Hint>>,
 }
 
 /// Result alias used throughout the crate.
@@ -148,6 +166,17 @@ impl Error {
             code,
             message: message.into(),
             server_code: None,
+            hint: None,
+        }
+    }
+
+    /// An error whose message is `hint`, in the Rust API's words until a binding renders it in
+    /// its own ([`Error::with_api_names`]).
+    pub fn hinted(code: ErrorCode, hint: Hint) -> Error {
+        let message = hint.render(&hint::RUST);
+        Error {
+            hint: Some(Box::new(hint)),
+            ..Error::new(code, message)
         }
     }
 
@@ -172,6 +201,7 @@ impl Error {
             code,
             message: reply.to_string(),
             server_code: Some(word.to_string()),
+            hint: None,
         }
     }
 
@@ -246,9 +276,27 @@ impl Error {
         self.server_code.as_deref()
     }
 
+    /// The hint of an error that points to an API (see [`hint`]).
+    pub fn hint(&self) -> Option<&Hint> {
+        self.hint.as_deref()
+    }
+
+    /// The same error with its hint, if any, in the words of `names`' users (the message of an
+    /// error without a hint is kept as it is).
+    pub fn with_api_names(mut self, names: &ApiNames) -> Error {
+        if let Some(hint) = &self.hint {
+            self.message = hint.render(names);
+        }
+        self
+    }
+
     /// The same error with context put in front of the message (`"sentinel 10.0.0.1:26379: ..."`).
     pub fn context(mut self, context: impl fmt::Display) -> Error {
-        self.message = format!("{context}: {}", self.message);
+        let context = format!("{context}: ");
+        self.message.insert_str(0, &context);
+        if let Some(hint) = &mut self.hint {
+            hint.context(&context);
+        }
         self
     }
 }
@@ -325,15 +373,61 @@ mod tests {
     }
 
     #[test]
-    fn codes_round_trip_through_integers() {
+    fn codes_round_trip_through_integers_and_names() {
         for code in ErrorCode::ALL {
             assert_eq!(ErrorCode::from_i32(code.as_i32()), Some(code));
+            assert_eq!(ErrorCode::from_name(code.as_str()), Some(code));
+            assert_eq!(serde_json::to_string(&code).unwrap(), format!("\"{code}\""));
+            assert!(!code.doc().trim().is_empty(), "{code}");
         }
-        assert_eq!(ErrorCode::Config.as_i32(), 1);
         assert_eq!(ErrorCode::from_i32(0), None);
-        assert_eq!(ErrorCode::Internal.as_i32(), 13);
-        assert_eq!(ErrorCode::NotReplicated.as_i32(), 14);
         assert_eq!(ErrorCode::from_i32(15), None);
+        assert_eq!(ErrorCode::from_name("nope"), None);
+    }
+
+    /// The C values are an ABI: this literal list changes only by appending a new code with a
+    /// new value. A removed code's value goes to RETIRED, never to another code.
+    #[test]
+    fn the_table_is_the_c_abi() {
+        let table: Vec<(i32, &str)> = ErrorCode::ALL
+            .iter()
+            .map(|c| (c.as_i32(), c.as_str()))
+            .collect();
+        assert_eq!(
+            table,
+            [
+                (1, "config"),
+                (2, "sentinels_unreachable"),
+                (3, "service_unknown"),
+                (4, "no_healthy_primary"),
+                (5, "timeout"),
+                (6, "connection_lost"),
+                (7, "server"),
+                (8, "protocol"),
+                (9, "tls"),
+                (10, "auth"),
+                (11, "closed"),
+                (12, "queue_full"),
+                (13, "internal"),
+                (14, "not_replicated"),
+            ]
+        );
+        let mut values: Vec<i32> = table.iter().map(|(v, _)| *v).collect();
+        values.extend(ErrorCode::C_ABI_ONLY.iter().map(|(v, _, _)| *v));
+        let mut unique = values.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), values.len(), "a value used twice: {values:?}");
+        assert!(values.iter().all(|v| *v > 0), "0 is success");
+        for retired in ErrorCode::RETIRED {
+            assert!(!values.contains(&retired), "retired value {retired} reused");
+        }
+        let mut names: Vec<&str> = table.iter().map(|(_, n)| *n).collect();
+        names.extend(ErrorCode::C_ABI_ONLY.iter().map(|(_, n, _)| *n));
+        let count = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), count, "a name used twice");
     }
 
     #[test]

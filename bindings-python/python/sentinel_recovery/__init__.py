@@ -34,24 +34,8 @@ from ._asyncio import AsyncEvents, Client
 from ._blocking import BlockingClient, Events
 from ._calls import AddressMapFn, Arg, OptionValue, _open, _settled
 from ._doctor import DoctorFinding, DoctorReport, DoctorStatus, DoctorVerdict, doctor, doctor_blocking
-from ._errors import (
-    AuthError,
-    ClosedError,
-    ConfigError,
-    ConnectionLostError,
-    Error,
-    NoHealthyPrimaryError,
-    ProtocolError,
-    QueueFullError,
-    SentinelsUnreachableError,
-    ServerError,
-    ServiceUnknownError,
-    TimeoutError,
-    TlsError,
-    InternalError,
-    NotReplicatedError,
-    _make_error,
-)
+from ._errors import *  # noqa: F401,F403 (the exception classes, listed once in _errors)
+from ._errors import Error, _make_error
 from ._native import set_worker_threads
 from ._proxy import Proxy, ProxyStats
 from ._pubsub import AsyncSubscription, Message, Name, Subscription

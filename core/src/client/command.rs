@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
-use crate::error::{Error, Result};
+use crate::error::hint::{Api, Hint};
+use crate::error::{Error, ErrorCode, Result};
 
 /// The largest argument a Redis server accepts by default (`proto-max-bulk-len`, 512 MiB). A
 /// bigger one is refused before anything is sent: otherwise the server's answer depends on how
@@ -109,16 +110,22 @@ const READ_ONLY: &[&str] = &[
     "ZUNION",
 ];
 
-/// Commands whose connection state or reply stream cannot be shared between callers.
-const CONNECTION_STATE: &[(&str, &str)] = &[
+/// The transaction commands, refused on the shared connection with a hint that points to the
+/// transaction API (each binding spells it its own way): the API and what follows its name.
+const TRANSACTION: &[(&str, Api, &str)] = &[
     (
         "MULTI",
-        "use Client::transaction(), which runs MULTI..EXEC on one connection",
+        Api::Transaction,
+        ", which runs MULTI..EXEC on one connection",
     ),
-    ("EXEC", "use Client::transaction()"),
-    ("DISCARD", "use Client::transaction()"),
-    ("WATCH", "use Client::transaction() and its watch()"),
-    ("UNWATCH", "use Client::transaction()"),
+    ("EXEC", Api::Transaction, ""),
+    ("DISCARD", Api::Transaction, ""),
+    ("WATCH", Api::Watch, ""),
+    ("UNWATCH", Api::Transaction, ""),
+];
+
+/// Other commands whose connection state or reply stream cannot be shared between callers.
+const CONNECTION_STATE: &[(&str, &str)] = &[
     (
         "SUBSCRIBE",
         "use Client::subscribe(), which keeps a subscriber connection of its own across failovers",
@@ -205,6 +212,16 @@ pub fn classify<A: AsRef<[u8]>>(args: &[A]) -> Result<Kind> {
     check_sizes(args, MAX_ARG_LEN, MAX_COMMAND_LEN)?;
     let name = Name::of(first.as_ref());
     let name = name.as_str();
+    if let Some((_, api, after)) = TRANSACTION.iter().find(|(n, _, _)| *n == name) {
+        return Err(Error::hinted(
+            ErrorCode::Config,
+            Hint::new(
+                format!("{name} can't run on the shared connection: use "),
+                *api,
+                after,
+            ),
+        ));
+    }
     if let Some((_, why)) = CONNECTION_STATE.iter().find(|(n, _)| *n == name) {
         let sub = args.get(1).map(|a| Name::of(a.as_ref()));
         // CLIENT is fine except the subcommands that change the connection's own state.
