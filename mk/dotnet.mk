@@ -1,7 +1,7 @@
 # .NET binding (bindings-dotnet/): C# 7.2 wrapper built with Debian's Mono (mcs), its NUnit 2.6
 # suite run by nunit-console on Mono against real topologies, then the .nupkg assembled and loaded
 # from its unpacked layout by a consumer program.
-.PHONY: deps-dotnet build-dotnet test-dotnet pack-dotnet bench-dotnet
+.PHONY: deps-dotnet build-dotnet test-dotnet pack-dotnet bench-dotnet bench-dotnet-completions
 
 TEST_TARGETS += test-dotnet
 
@@ -26,3 +26,8 @@ test-dotnet: build-dotnet
 # The thread-pool probe of the original incident (not part of `make test`; ~4 minutes).
 bench-dotnet: build-dotnet
 	bench/dotnet/run.sh
+
+# How fast completions reach awaiting code: sequential latency, 64 in flight, a starved pool
+# (bench/dotnet/CompletionBench.cs; about a minute per round; uses the release library if built).
+bench-dotnet-completions: build-dotnet
+	bench/dotnet/completions.sh

@@ -98,8 +98,9 @@ namespace SentinelRecovery
         internal static extern int sr_client_topology(ClientHandle client, out IntPtr topology, out IntPtr error);
 
         /// <summary><c>sr_wake_cb</c>: runs on the thread that filled the mailbox (a core thread); must
-        /// only signal, never block or throw. The only managed code a core thread ever runs
-        /// (besides an <c>address_map</c> function, which is called synchronously by design).</summary>
+        /// only signal, never block or throw. With <see cref="OutcomeCallback"/> (a copy and a
+        /// TrySet*) and an <c>address_map</c> function (synchronous by design), the only managed code
+        /// a core thread runs.</summary>
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         internal delegate void WakeCallback(IntPtr userData);
 
@@ -264,8 +265,8 @@ namespace SentinelRecovery
     /// <summary>The native client. <see cref="ReleaseHandle"/> closes (blocking until every
     /// completion of the client has been delivered) and frees it. It runs on a host thread (the
     /// caller of Dispose, or the finalizer thread), never on a core thread: the library only ever
-    /// calls into managed code through the mailbox's wake-up (and an address map), which never
-    /// dispose anything.</summary>
+    /// calls into managed code through the mailbox's wake-up, the outcome callback and an address
+    /// map, which never dispose anything.</summary>
     internal sealed class ClientHandle : SafeHandle
     {
         /// <summary>The mailbox the client's events go to; closed and freed after the client is

@@ -27,8 +27,6 @@ namespace SentinelRecovery
     /// </summary>
     public sealed partial class SentinelClient : IDisposable
     {
-        // Kept alive for the whole process: native code holds pointers to these two thunks.
-
         private readonly ClientHandle _handle;
         private int _disposed;
 

@@ -328,11 +328,11 @@ namespace SentinelRecovery
 
             internal NextMessage(Subscription sub) { _sub = sub; }
 
-            internal override bool Complete(IntPtr delivery)
+            internal override bool Settle(IntPtr delivery, IntPtr error)
             {
-                var d = Native.Delivery(delivery);
-                if (d.error != IntPtr.Zero || d.pubsub_message == IntPtr.Zero) return true;
-                _sub.Received(d.pubsub_message);
+                var message = Native.Delivery(delivery).pubsub_message;
+                if (error != IntPtr.Zero || message == IntPtr.Zero) return true;
+                _sub.Received(message);
                 _sub.ReadNext();
                 return true;
             }

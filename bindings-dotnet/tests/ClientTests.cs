@@ -142,12 +142,12 @@ namespace SentinelRecovery.Tests
         }
 
         [Test]
-        public async Task MessagesTransactionStepsAndTheDoctorCompleteOnTheHostThread()
+        public async Task MessagesTransactionStepsAndTheDoctorCompleteOnTheHostThreadCommandsDoNot()
         {
             // While an event handler holds the sr-dotnet-host thread, nothing that completes
             // through the host mailbox can complete: not a message, not EXEC, not a diagnosis,
-            // even once the server has answered. (Completed on a core thread, as they once were,
-            // they would have arrived at once.) Released, each arrives, once.
+            // even once the server has answered; released, each arrives, once. A command and a
+            // pipeline complete on the core thread meanwhile (they never wait for that thread).
             var key = "dotnet:host:" + Guid.NewGuid().ToString("N");
             using (var c = await SentinelClient.ConnectAsync(_topo.Url))
             {
@@ -179,6 +179,10 @@ namespace SentinelRecovery.Tests
                     c.Execute("PUBLISH", key, "m1"); // the blocking form: no mailbox involved
                     // EXEC ran on the server; its reply and the message have reached the client
                     Wait.Until(() => c.Execute("GET", key).AsString() == "1", 10000, "EXEC applied");
+                    var ping = c.ExecuteAsync("PING");
+                    var pipeline = c.PipelineAsync(new[] { new object[] { "PING" } });
+                    Assert.That(ping.Wait(10000), Is.True, "a command waited for the host thread");
+                    Assert.That(pipeline.Wait(10000), Is.True, "a pipeline waited for the host thread");
                     Thread.Sleep(1000);
                     Assert.That(exec.IsCompleted, Is.False, "EXEC completed without the host thread");
                     Assert.That(doctor.IsCompleted, Is.False, "the doctor completed without the host thread");

@@ -1,11 +1,10 @@
-// Per-call deadlines with native cancellation, pipelines and transactions, over the C ABI's
-// sr_client_execute_into / sr_client_pipeline_into / sr_client_transaction_begin_into. Every
-// completion reaches the client's host mailbox and is taken on the sr-dotnet-host thread, where
-// it only completes a TaskCompletionSource created with RunContinuationsAsynchronously.
+// The calls that send commands: a deadline of their own (with native cancellation),
+// pipelines, one-shot transactions, and how their outcomes are read. They complete on the core
+// thread that has the reply (PendingCalls.cs, StartWithCallback); the interactive transaction
+// (BeginTransactionAsync, Transaction.cs) and the test hook complete through the host mailbox.
 using System;
 using System.Collections.Generic;
 using System.Linq;
-using System.Runtime.InteropServices;
 using System.Threading;
 using System.Threading.Tasks;
 
@@ -61,10 +60,10 @@ namespace SentinelRecovery
             using (var pinned = new PinnedCommands(new[] { args }))
             {
                 var c = pinned.Commands[0];
-                return StartInto(CopyReply, cancellationToken, (mailbox, id, op) =>
+                return StartWithCallback(ReadReply, cancellationToken, (callback, userData, op) =>
                 {
                     var o = new Native.sr_call_options_t { timeout_ms = ms, operation = op };
-                    return Native.sr_client_execute_into(_handle, c.argc, c.argv, c.argv_len, &o, mailbox, id);
+                    return Native.sr_client_execute_with(_handle, c.argc, c.argv, c.argv_len, &o, callback, userData);
                 });
             }
         }
@@ -95,11 +94,11 @@ namespace SentinelRecovery
             using (var pinned = new PinnedCommands(commands.ToList()))
             {
                 var cmds = pinned.Commands;
-                return StartInto(CopyResults, cancellationToken, (mailbox, id, op) =>
+                return StartWithCallback(Results, cancellationToken, (callback, userData, op) =>
                 {
                     var o = new Native.sr_call_options_t { timeout_ms = ms, operation = op };
                     fixed (Native.sr_command_t* pc = cmds)
-                        return Native.sr_client_pipeline_into(_handle, pc, (UIntPtr)(uint)cmds.Length, &o, mailbox, id);
+                        return Native.sr_client_pipeline(_handle, pc, (UIntPtr)(uint)cmds.Length, &o, callback, userData);
                 });
             }
         }
@@ -133,13 +132,13 @@ namespace SentinelRecovery
             using (var pinned = new PinnedCommands(all))
             {
                 var cmds = pinned.Commands;
-                return StartInto(CopyExec, cancellationToken, (mailbox, id, op) =>
+                return StartWithCallback(ExecReplies, cancellationToken, (callback, userData, op) =>
                 {
                     var o = new Native.sr_call_options_t { timeout_ms = ms, operation = op };
                     var keys = watching ? cmds[n] : default(Native.sr_command_t);
                     fixed (Native.sr_command_t* pc = cmds)
-                        return Native.sr_client_transaction_into(_handle, pc, (UIntPtr)(uint)n, keys.argc, keys.argv,
-                            keys.argv_len, &o, mailbox, id);
+                        return Native.sr_client_transaction(_handle, pc, (UIntPtr)(uint)n, keys.argc, keys.argv,
+                            keys.argv_len, &o, callback, userData);
                 });
             }
         }
@@ -185,46 +184,12 @@ namespace SentinelRecovery
             return ms;
         }
 
-        /// <summary>Starts a native call that completes into <paramref name="mailbox"/> as <paramref name="opId"/>.</summary>
-        internal unsafe delegate int MailboxStarter(IntPtr mailbox, ulong opId, IntPtr* operation);
-
-        /// <summary>Starts one native call whose completion reaches the client's mailbox and
-        /// completes a <see cref="PendingOp{T}"/> on the host thread; <paramref name="convert"/>
-        /// reads the delivery (<c>sr_delivery_t*</c>) of a call that succeeded.</summary>
-        internal unsafe Task<T> StartInto<T>(Func<IntPtr, T> convert, CancellationToken ct, MailboxStarter call)
-        {
-            if (ct.IsCancellationRequested) return Canceled<T>();
-            if (Volatile.Read(ref _disposed) != 0) return FaultedOf<T>(new ClientClosedException("the client was disposed"));
-            var mailbox = _handle.Mailbox;
-            if (mailbox == null) return FaultedOf<T>(new ClientClosedException("the client was disposed"));
-            var op = new PendingOp<T>(convert);
-            return op.StartInto(ct, mailbox, call);
-        }
-
-        /// <summary>The client's host mailbox; null once disposed.</summary>
-        internal HostMailbox Mailbox
-        {
-            get { return Volatile.Read(ref _disposed) != 0 ? null : _handle.Mailbox; }
-        }
-
-        internal static Task<T> Canceled<T>()
-        {
-            var t = new TaskCompletionSource<T>();
-            t.SetCanceled();
-            return t.Task;
-        }
-
-        internal static Task<T> FaultedOf<T>(Exception e)
-        {
-            var t = new TaskCompletionSource<T>();
-            t.SetException(e);
-            return t.Task;
-        }
-
+        /// <summary>The reply of a call that completes into the mailbox (<c>sr_delivery_t*</c>).</summary>
         internal static RedisReply CopyReply(IntPtr delivery) { return RedisReply.Copy(Native.Delivery(delivery).reply); }
 
-        private static CommandResult[] CopyResults(IntPtr delivery) { return Results(Native.Delivery(delivery).results); }
+        private static RedisReply ReadReply(IntPtr reply) { return RedisReply.Copy(reply); }
 
+        /// <summary>One result per command (<c>sr_results_t*</c>).</summary>
         private static CommandResult[] Results(IntPtr results)
         {
             int n = (int)(uint)Native.sr_results_len(results);
@@ -239,173 +204,15 @@ namespace SentinelRecovery
             return out_;
         }
 
-        /// <summary>EXEC's replies; null when a watched key changed (the library passes no results and no error).</summary>
-        internal static RedisReply[] CopyExec(IntPtr delivery)
+        /// <summary>EXEC's replies (<c>sr_results_t*</c>); null when a watched key changed (the
+        /// library passes no results and no error).</summary>
+        private static RedisReply[] ExecReplies(IntPtr results)
         {
-            IntPtr results = Native.Delivery(delivery).results;
             if (results == IntPtr.Zero) return null;
             return Results(results).Select(r => r.Reply).ToArray();
         }
-    }
 
-    /// <summary>A native call in flight: its task, and its cancel handle while it may run.</summary>
-    internal abstract class PendingOp
-    {
-        /// <summary>The library's <c>sr_operation_t</c>; freed (under the lock) once the task completed.</summary>
-        internal IntPtr Operation;
-        internal CancellationTokenRegistration Registration;
-
-        /// <summary>On the host thread, with the call's delivery (<c>sr_delivery_t*</c>): converts
-        /// and completes the task (unless cancelled already). Returns whether it took what the
-        /// delivery hands over (a subscription, a transaction); if not, the caller frees that.</summary>
-        internal abstract bool Complete(IntPtr delivery);
-
-        /// <summary>Fails the task with <paramref name="e"/> (unless it completed already).</summary>
-        internal abstract void Fail(Exception e);
-    }
-
-    internal sealed class PendingOp<T> : PendingOp
-    {
-        private static readonly Action<object> CancelOp = s =>
-        {
-            var op = (PendingOp<T>)s;
-            // Cancelled first: the library then completes the operation (with closed), which finds
-            // the task done and is discarded.
-            op._tcs.TrySetCanceled();
-            lock (op)
-            {
-                if (op.Operation != IntPtr.Zero) Native.sr_operation_cancel(op.Operation);
-            }
-        };
-
-        private static readonly Action<Task<T>, object> Finish = (t, s) =>
-        {
-            var op = (PendingOp<T>)s;
-            op.Registration.Dispose();
-            lock (op)
-            {
-                if (op.Operation != IntPtr.Zero) Native.sr_operation_free(op.Operation);
-                op.Operation = IntPtr.Zero;
-            }
-        };
-
-        private readonly TaskCompletionSource<T> _tcs =
-            new TaskCompletionSource<T>(TaskCreationOptions.RunContinuationsAsynchronously);
-        private readonly Func<IntPtr, T> _convert;
-
-        internal PendingOp(Func<IntPtr, T> convert) { _convert = convert; }
-
-        /// <summary>An accepted call: keeps its cancel handle and wires cancellation.</summary>
-        /// <summary>The task of a call the library accepted, cancelled through <paramref name="native"/>
-        /// (its <c>sr_operation_t</c>, or zero) when <paramref name="ct"/> is.</summary>
-        internal Task<T> Started(CancellationToken ct, IntPtr native)
-        {
-            lock (this) Operation = native;
-            if (ct.CanBeCanceled) Registration = ct.Register(CancelOp, this);
-            // On the pool once the task completes: never on a core thread, where disposing the
-            // registration could wait for a running cancellation callback.
-            _tcs.Task.ContinueWith(Finish, this, CancellationToken.None,
-                TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
-            return _tcs.Task;
-        }
-
-        internal unsafe Task<T> StartInto(CancellationToken ct, HostMailbox mailbox, SentinelClient.MailboxStarter call)
-        {
-            ulong id = mailbox.Register(this);
-            IntPtr native = IntPtr.Zero;
-            int rc;
-            try
-            {
-                rc = call(mailbox.Pointer, id, &native);
-            }
-            catch (ObjectDisposedException)
-            {
-                rc = (int)ErrorCode.Closed;
-            }
-            catch
-            {
-                mailbox.Unregister(id);
-                throw;
-            }
-            if (rc != Native.SR_OK)
-            {
-                // Not accepted: no completion will come, so the entry is ours to remove.
-                mailbox.Unregister(id);
-                return SentinelClient.FaultedOf<T>(SentinelRecoveryException.Create((ErrorCode)rc,
-                    rc == (int)ErrorCode.Closed ? "the client was disposed" : Native.Utf8(Native.sr_error_message(rc))));
-            }
-            return Started(ct, native);
-        }
-
-        internal override void Fail(Exception e) { _tcs.TrySetException(e); }
-
-        internal override bool Complete(IntPtr delivery)
-        {
-            if (_tcs.Task.IsCompleted) return false; // cancelled: the result is discarded
-            try
-            {
-                IntPtr error = Native.Delivery(delivery).error;
-                if (error != IntPtr.Zero) _tcs.TrySetException(SentinelRecoveryException.FromNative(error));
-                else _tcs.TrySetResult(_convert(delivery));
-                return true;
-            }
-            catch (Exception e)
-            {
-                _tcs.TrySetException(e);
-                return false;
-            }
-        }
-    }
-
-    /// <summary>Commands encoded and pinned for the duration of one native call (the library copies them).</summary>
-    internal sealed unsafe class PinnedCommands : IDisposable
-    {
-        private readonly List<GCHandle> _pins = new List<GCHandle>();
-        internal readonly Native.sr_command_t[] Commands;
-
-        internal PinnedCommands(IList<object[]> commands)
-        {
-            Commands = new Native.sr_command_t[commands.Count];
-            try
-            {
-                for (int i = 0; i < commands.Count; i++)
-                {
-                    byte[] buf;
-                    int[] lens;
-                    SentinelClient.EncodeArgs(commands[i], out buf, out lens);
-                    var argv = new IntPtr[lens.Length];
-                    var argvLen = new UIntPtr[lens.Length];
-                    var b = Pin(buf);
-                    int pos = 0;
-                    for (int j = 0; j < lens.Length; j++)
-                    {
-                        argv[j] = b + pos;
-                        argvLen[j] = (UIntPtr)(uint)lens[j];
-                        pos += lens[j];
-                    }
-                    Commands[i].argc = (UIntPtr)(uint)lens.Length;
-                    Commands[i].argv = (IntPtr*)Pin(argv);
-                    Commands[i].argv_len = (UIntPtr*)Pin(argvLen);
-                }
-            }
-            catch
-            {
-                Dispose();
-                throw;
-            }
-        }
-
-        private IntPtr Pin(object array)
-        {
-            var h = GCHandle.Alloc(array, GCHandleType.Pinned);
-            _pins.Add(h);
-            return h.AddrOfPinnedObject();
-        }
-
-        public void Dispose()
-        {
-            foreach (var h in _pins) h.Free();
-            _pins.Clear();
-        }
+        /// <summary>EXEC's replies of a call that completes into the mailbox (<c>sr_delivery_t*</c>).</summary>
+        internal static RedisReply[] CopyExec(IntPtr delivery) { return ExecReplies(Native.Delivery(delivery).results); }
     }
 }

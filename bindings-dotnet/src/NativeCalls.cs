@@ -1,5 +1,5 @@
-// P/Invoke declarations of the C ABI's per-call options, pipelines and transactions, all in their
-// host-mailbox (*_into) forms (ffi-c/src/client.rs, operation.rs, transaction.rs). C# 7.2 (Mono mcs).
+// P/Invoke declarations of the C ABI's command calls: per-call options and cancel handles,
+// commands, pipelines and transactions (ffi-c/src/client.rs, operation.rs, transaction.rs).
 using System;
 using System.Runtime.InteropServices;
 
@@ -22,13 +22,22 @@ namespace SentinelRecovery
             public UIntPtr* argv_len;
         }
 
-        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int sr_client_execute_into(ClientHandle client, UIntPtr argc, IntPtr* argv,
-            UIntPtr* argvLen, sr_call_options_t* options, IntPtr mailbox, ulong opId);
+        /// <summary><c>sr_reply_cb</c> and <c>sr_results_cb</c> (one shape): runs on a core thread,
+        /// once per accepted call; never throws.</summary>
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void OutcomeCallback(IntPtr userData, IntPtr outcome, IntPtr error);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int sr_client_pipeline_into(ClientHandle client, sr_command_t* commands, UIntPtr n,
-            sr_call_options_t* options, IntPtr mailbox, ulong opId);
+        internal static extern int sr_client_execute_with(ClientHandle client, UIntPtr argc, IntPtr* argv,
+            UIntPtr* argvLen, sr_call_options_t* options, IntPtr callback, IntPtr userData);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_pipeline(ClientHandle client, sr_command_t* commands, UIntPtr n,
+            sr_call_options_t* options, IntPtr callback, IntPtr userData);
+
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int sr_client_transaction(ClientHandle client, sr_command_t* commands, UIntPtr n,
+            UIntPtr watchN, IntPtr* watch, UIntPtr* watchLen, sr_call_options_t* options, IntPtr callback, IntPtr userData);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern void sr_operation_cancel(IntPtr operation);
@@ -44,10 +53,6 @@ namespace SentinelRecovery
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern IntPtr sr_results_error(IntPtr results, UIntPtr index);
-
-        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int sr_client_transaction_into(ClientHandle client, sr_command_t* commands, UIntPtr n,
-            UIntPtr watchN, IntPtr* watch, UIntPtr* watchLen, sr_call_options_t* options, IntPtr mailbox, ulong opId);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int sr_client_transaction_begin_into(ClientHandle client, sr_call_options_t* options,
