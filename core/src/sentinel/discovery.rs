@@ -108,8 +108,7 @@ impl Known {
 
 /// The verified result of a successful round.
 pub struct Found {
-    /// The sentinel whose answer won (read only through the `internals` API).
-    #[cfg_attr(not(feature = "internals"), allow(dead_code))]
+    /// The sentinel whose answer won.
     pub sentinel_id: u64,
     /// The primary as that sentinel reported it, verified with ROLE.
     pub primary: InstanceInfo,

@@ -584,7 +584,7 @@ impl Node {
     }
 
     /// A sentinel-command listing (`SENTINEL REPLICAS|SENTINELS <service>`) as maps.
-    pub(super) fn sentinel_list(
+    pub fn sentinel_list(
         &self,
         what: &str,
         service: &str,

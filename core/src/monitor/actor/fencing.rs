@@ -83,7 +83,7 @@ impl Fencing {
         let (promotions_tx, promotions_rx) = mpsc::unbounded_channel();
         let now = Instant::now();
         let majority = (config.sentinel_majority_ms > 0)
-            .then(|| Majority::new(Duration::from_millis(config.sentinel_majority_ms), now));
+            .then(|| Majority::new(Duration::from_millis(config.sentinel_majority_ms)));
         Fencing {
             heartbeat_at: now + majority.as_ref().map_or(Duration::ZERO, |m| m.period()),
             majority,
@@ -302,6 +302,14 @@ impl Fencing {
         if let Some(majority) = &self.majority {
             self.heartbeat_at = Instant::now() + majority.period();
         }
+    }
+
+    /// Whether sentinel `id` answered within the majority fence's bound (never without the
+    /// fence).
+    pub(super) fn answered_lately(&self, id: u64) -> bool {
+        self.majority
+            .as_ref()
+            .is_some_and(|m| m.answered_lately(id, Instant::now()))
     }
 
     /// Judges the sentinel-majority fence over the sentinels `known` now, for `primary`; true

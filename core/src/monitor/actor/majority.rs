@@ -4,6 +4,12 @@
 //! wait (within their deadlines) instead of going to a primary that may already be replaced,
 //! and resume once a majority again names the primary the client uses.
 //!
+//! The sentinels it knows are the ones the last round's winning sentinel says make up the service
+//! (itself and its `SENTINEL SENTINELS`), not every address ever learned: where sentinels come
+//! back on new addresses (rebuilt hosts, pods) and the operator runs `SENTINEL RESET`, the
+//! majority follows them instead of growing out of reach, while sentinels that are merely down or
+//! cut off stay in that list and keep counting.
+//!
 //! Lost and regained are judged differently on purpose: "lost" needs only silence (any answer,
 //! whatever primary it names, shows the client is not cut off), while "regained" needs a
 //! majority naming the same primary, so writes do not resume toward a primary the majority has
@@ -20,10 +26,9 @@ use crate::types::Address;
 /// The fence's view of the sentinels.
 pub(super) struct Majority {
     bound: Duration,
-    /// Since when the fence runs: a sentinel not heard yet counts as heard then, so a client
-    /// does not start fenced before its first answers.
-    started: Instant,
-    /// When each sentinel last answered at all.
+    /// When each sentinel last answered at all, or (never asked yet) when it was first counted:
+    /// a client does not start fenced before its first answers, and a sentinel just added does
+    /// not count as silent before it was asked.
     heard: HashMap<u64, Instant>,
     /// When each sentinel last named a valid primary, and which.
     named: HashMap<u64, (Instant, Address)>,
@@ -45,10 +50,9 @@ fn majority(known: usize) -> usize {
 }
 
 impl Majority {
-    pub(super) fn new(bound: Duration, now: Instant) -> Majority {
+    pub(super) fn new(bound: Duration) -> Majority {
         Majority {
             bound,
-            started: now,
             heard: HashMap::new(),
             named: HashMap::new(),
             lost: false,
@@ -81,6 +85,13 @@ impl Majority {
         }
     }
 
+    /// Whether sentinel `id` answered within the bound before `now`.
+    pub(super) fn answered_lately(&self, id: u64, now: Instant) -> bool {
+        self.heard
+            .get(&id)
+            .is_some_and(|at| now.saturating_duration_since(*at) <= self.bound)
+    }
+
     /// Judges the fence over the sentinels `known` now, for the primary the client uses.
     pub(super) fn evaluate(
         &mut self,
@@ -88,15 +99,18 @@ impl Majority {
         primary: Option<&Address>,
         now: Instant,
     ) -> Option<Change> {
+        let fresh = |at: &Instant| now.saturating_duration_since(*at) <= self.bound;
         if known.is_empty() {
             return None;
         }
-        let fresh = |at: &Instant| now.saturating_duration_since(*at) <= self.bound;
+        for id in known {
+            self.heard.entry(*id).or_insert(now);
+        }
         let needed = majority(known.len());
         if !self.lost {
             let heard = known
                 .iter()
-                .filter(|id| fresh(self.heard.get(id).unwrap_or(&self.started)))
+                .filter(|id| self.heard.get(id).is_some_and(fresh))
                 .count();
             if heard < needed {
                 self.lost = true;
@@ -160,10 +174,11 @@ mod tests {
     fn silence_from_a_majority_fences_and_a_majority_naming_the_primary_lifts_it() {
         let t0 = Instant::now();
         let bound = Duration::from_millis(1000);
-        let mut m = Majority::new(bound, t0);
+        let mut m = Majority::new(bound);
         let known = [1, 2, 3];
         let primary = Address::new("127.0.0.1", 6379);
-        // Not heard yet, but within the bound of the start: not fenced.
+        // Not heard yet, but within the bound of being first counted: not fenced.
+        assert_eq!(m.evaluate(&known, Some(&primary), t0), None);
         assert_eq!(m.evaluate(&known, Some(&primary), t0 + bound / 2), None);
         m.record(&names(1, 6379), t0 + bound / 2);
         // Past the bound only sentinel 1 was heard: 1 of 3.
@@ -193,8 +208,9 @@ mod tests {
     fn any_answer_counts_as_heard_and_errors_do_not() {
         let t0 = Instant::now();
         let bound = Duration::from_millis(400);
-        let mut m = Majority::new(bound, t0);
+        let mut m = Majority::new(bound);
         let known = [1, 2, 3, 4];
+        assert_eq!(m.evaluate(&known, None, t0), None);
         let at = t0 + Duration::from_millis(500);
         m.record(&outcome(1, Ok(Answer::Unknown)), at);
         m.record(&names(2, 1), at);
@@ -213,5 +229,30 @@ mod tests {
             m.deadline(Duration::from_millis(500)),
             Duration::from_millis(100)
         );
+    }
+
+    #[test]
+    fn a_sentinel_that_joins_is_not_silent_before_it_could_be_asked() {
+        let t0 = Instant::now();
+        let bound = Duration::from_millis(400);
+        let mut m = Majority::new(bound);
+        for id in [1, 2, 3] {
+            m.record(&names(id, 1), t0);
+        }
+        assert_eq!(m.evaluate(&[1, 2, 3], None, t0), None);
+        // Long after the start, sentinel 3 is replaced by 4; both are counted for a while (as
+        // the rounds' views do). 4 was never asked: it is not silent yet.
+        let at = t0 + Duration::from_millis(1000);
+        m.record(&names(1, 1), at);
+        m.record(&names(2, 1), at);
+        assert_eq!(m.evaluate(&[1, 2, 3, 4], None, at), None);
+        // 4 answers before a bound has passed since it was first counted: never fenced.
+        let later = at + Duration::from_millis(350);
+        m.record(&names(1, 1), later);
+        m.record(&names(2, 1), later);
+        m.record(&names(4, 1), later);
+        assert_eq!(m.evaluate(&[1, 2, 3, 4], None, later), None);
+        // One of the four silent past the bound: 3 of 4 is still a majority.
+        assert!(!m.is_lost());
     }
 }

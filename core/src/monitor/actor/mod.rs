@@ -297,11 +297,11 @@ impl Actor {
 
     async fn on_found(&mut self, found: Found) {
         let Found {
+            sentinel_id,
             primary,
             primary_conn,
             replicas,
             sentinels,
-            ..
         } = found;
         let new = primary.address.clone();
         if !self.primary.is(&new) {
@@ -334,7 +334,11 @@ impl Actor {
         }
 
         if let Some(peers) = sentinels {
-            if self.sentinels.learn_peers(peers) {
+            let (learned, peers) = self.sentinels.learn_peers(peers);
+            let fencing = &self.fencing;
+            self.sentinels
+                .adopt_view(sentinel_id, peers, |id| fencing.answered_lately(id));
+            if learned {
                 self.sentinels_changed();
             }
         }
@@ -533,7 +537,7 @@ impl Actor {
 
     /// Judges the sentinel-majority fence now; true (and the event queued) when it changed.
     fn check_majority(&mut self) -> bool {
-        let known = self.sentinels.ask_order();
+        let known = self.sentinels.members();
         self.fencing
             .judge_majority(&known, self.primary.address.as_ref(), &mut self.publisher)
     }

@@ -46,6 +46,14 @@ pub(super) struct Sentinels {
     events_rx: Option<mpsc::UnboundedReceiver<Received>>,
     /// Events handled within the last [`DEDUPE_WINDOW`], oldest first, by their dedupe key.
     recent: VecDeque<(String, Instant)>,
+    /// The sentinels that make up the service now, what the majority fence counts over: the
+    /// last round's winning sentinel, the peers it listed (`SENTINEL SENTINELS`, which drops
+    /// removed sentinels after `SENTINEL RESET`), and those of the previous members that still
+    /// answer (a sentinel just reset lists no peers until their hellos arrive, seconds later).
+    /// `None` before a round said. The list above only grows, so a sentinel replaced on a new
+    /// address stays in it; a member drops out only once it stops answering and no winner
+    /// lists it.
+    members: Option<Vec<u64>>,
 }
 
 impl Sentinels {
@@ -62,6 +70,7 @@ impl Sentinels {
             events_tx,
             events_rx: Some(events_rx),
             recent: VecDeque::new(),
+            members: None,
         }
     }
 
@@ -106,15 +115,50 @@ impl Sentinels {
         self.list.learn(address, run_id, down)
     }
 
-    /// Adds the peers a sentinel reported; true when the list changed.
-    pub(super) fn learn_peers(&mut self, peers: Vec<InstanceInfo>) -> bool {
+    /// Adds the peers a sentinel reported; true when the list changed. Returns their ids too.
+    pub(super) fn learn_peers(&mut self, peers: Vec<InstanceInfo>) -> (bool, Vec<u64>) {
         let mut learned = false;
+        let mut ids = Vec::with_capacity(peers.len());
         for peer in peers {
+            let address = peer.address.clone();
             learned |= self
                 .list
                 .learn(peer.address, peer.run_id, peer.flags.is_unhealthy());
+            ids.extend(self.list.find(&address));
         }
-        learned
+        (learned, ids)
+    }
+
+    /// Takes what round winner `reporter` says makes up the service (itself and `peers`), with
+    /// the previous members that `answered_lately`, as the members (see the field).
+    pub(super) fn adopt_view(
+        &mut self,
+        reporter: u64,
+        peers: Vec<u64>,
+        answered_lately: impl Fn(u64) -> bool,
+    ) {
+        let mut members = vec![reporter];
+        let kept = self
+            .members
+            .iter()
+            .flatten()
+            .copied()
+            .filter(|id| answered_lately(*id));
+        for id in peers.into_iter().chain(kept) {
+            if !members.contains(&id) && self.list.get(id).is_some() {
+                members.push(id);
+            }
+        }
+        self.members = Some(members);
+    }
+
+    /// The sentinels a majority is counted over: the members, or every known one before a
+    /// round said.
+    pub(super) fn members(&self) -> Vec<u64> {
+        match &self.members {
+            Some(members) => members.clone(),
+            None => self.ask_order(),
+        }
     }
 
     /// Bookkeeping of who answered: connections kept for the next round, resolutions and run ids
@@ -297,5 +341,39 @@ impl Sentinels {
         self.subscriptions.clear();
         // Shared with other monitors: dropped, not closed (the last holder closes it).
         self.links.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_follow_the_winners_view_keep_answering_ones_and_drop_silent_unlisted_ones() {
+        let config =
+            Config::from_url("redis+sentinel://10.0.0.1:1,10.0.0.2:2,10.0.0.3:3/svc").unwrap();
+        let mut sentinels = Sentinels::new(&config);
+        let [a, b, c] = sentinels.ask_order()[..] else {
+            panic!("three seeds")
+        };
+        // Before a round said, every known sentinel counts.
+        assert_eq!(sentinels.members(), vec![a, b, c]);
+        sentinels.adopt_view(a, vec![b, c], |_| true);
+        assert_eq!(sentinels.members(), vec![a, b, c]);
+        // c is replaced by d (learned) and the others are reset: a, just reset, lists no peers,
+        // but b answers, so it stays; c is silent and no longer listed: out.
+        let d = sentinels
+            .list
+            .learn(Address::new("10.0.0.4", 4), None, false);
+        assert!(d);
+        let d = sentinels.list.find(&Address::new("10.0.0.4", 4)).unwrap();
+        sentinels.adopt_view(a, vec![], |id| id == b || id == d);
+        assert_eq!(sentinels.members(), vec![a, b]);
+        sentinels.adopt_view(b, vec![a, d], |id| id == a);
+        assert_eq!(sentinels.members(), vec![b, a, d]);
+        // Silent but listed by the winner (cut off, not removed): still a member.
+        sentinels.adopt_view(a, vec![b, d], |_| false);
+        assert_eq!(sentinels.members(), vec![a, b, d]);
+        assert_eq!(sentinels.ask_order().len(), 4, "the list itself only grows");
     }
 }
