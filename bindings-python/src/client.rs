@@ -1,36 +1,23 @@
-//! `NativeClient`: the core's host [`Handle`] as seen by the Python layer
-//! (`sentinel_recovery.Client` and `BlockingClient` wrap it).
+//! `NativeClient`: the core's host [`Handle`] as the Python layer's `Client` and
+//! `BlockingClient` see it. This file is the class (its methods as Python sees them) and its
+//! lifecycle (open, close, state); each method's work is in the module of its concern:
+//! [`crate::commands`], [`crate::transactions`], [`crate::routing`], [`crate::events`].
 //!
-//! Everything here converts values and owns Python-side objects; the guarantees (each completion
-//! exactly once, `closed` for what is in flight at close, nothing after close or removal, panics
-//! as `internal`) are the host layer's, and so are the queues results travel in (host
-//! mailboxes). Async operations take an event loop and a future, start the core's callback form
-//! and return an [`Operation`] (what `asyncio` cancellation cancels); the completion goes to the
-//! loop's waker (or, where there is none, to the callback thread of the process it runs in),
-//! which completes the future on its loop. Blocking operations wait with [`Handle::wait`], the
-//! GIL released, waking regularly to run Python's signal handlers. A `BlockingClient`'s event
-//! callback has a mailbox of its own, drained on the callback thread: closing that mailbox is
-//! what makes "no call after `on_event(None)` / `close()` returned" hold.
+//! Each operation comes twice: `*_async` returns an awaitable (see [`crate::awaitable`]),
+//! `*_blocking` waits with the GIL released (see [`crate::blocking`]).
 
-use std::sync::{mpsc, Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
-
-use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
-use sentinel_recovery::host::{Delivery, EventSubscription, Handle, Mailbox};
-use sentinel_recovery::Event;
+use sentinel_recovery::host::Handle;
+use sentinel_recovery::Address;
 
-use crate::completion::{call_timeout, outcome, seconds, signal_check_interval, wait, Operation};
-use crate::dispatch::{self, Drain, Job, QueueTarget};
+use crate::awaitable::start_close;
+use crate::call::Mode;
 use crate::errors::to_pyerr;
-use crate::waker::complete;
-use crate::{convert, logging};
-
-/// Events allowed to wait for a `BlockingClient.on_event` function; more are dropped (counted,
-/// and the count logged as a warning in their place) so a callback that never returns can't
-/// grow memory without bound.
-const MAX_QUEUED_EVENTS: usize = 65_536;
+use crate::events::{self, CallbackSlot, EventIter, Subscription};
+use crate::routing::{self, route};
+use crate::transactions;
+use crate::{commands, convert, dispatch, logging};
 
 /// The native client. Not meant to be used directly: see `sentinel_recovery.Client` and
 /// `sentinel_recovery.BlockingClient`.
@@ -41,73 +28,7 @@ pub struct NativeClient {
     /// The URL with passwords redacted, kept for `repr` after close.
     url: String,
     /// The `BlockingClient.on_event` function now installed.
-    callback: Mutex<Option<Installed>>,
-}
-
-/// An installed `BlockingClient.on_event` function: the core subscription that feeds it and
-/// the mailbox it is called from.
-struct Installed {
-    feed: Arc<CallbackFeed>,
-    subscription: EventSubscription,
-}
-
-impl Installed {
-    /// Removes the function: when this returns it is not running (unless called from inside
-    /// it, on the callback thread: its current call then finishes) and is never called again.
-    /// Call it with the GIL released: it may wait for the call in progress.
-    fn remove(&self) {
-        self.subscription.remove();
-        // In a forked child the parent's callback thread, and any drain it was in, do not exist.
-        if self.feed.pid == std::process::id() {
-            let _ = self.feed.mailbox.close();
-        }
-    }
-}
-
-/// The events of one `on_event` function, waiting for the callback thread.
-struct CallbackFeed {
-    callback: Py<PyAny>,
-    mailbox: Mailbox<Event>,
-    pid: u32,
-}
-
-impl CallbackFeed {
-    fn new(callback: Py<PyAny>) -> Arc<CallbackFeed> {
-        Arc::new_cyclic(|me: &Weak<CallbackFeed>| {
-            let me = me.clone();
-            CallbackFeed {
-                callback,
-                mailbox: Mailbox::new(MAX_QUEUED_EVENTS, move || {
-                    if let Some(me) = me.upgrade() {
-                        dispatch::push(Job::Drain(me));
-                    }
-                }),
-                pid: std::process::id(),
-            }
-        })
-    }
-}
-
-impl Drain for CallbackFeed {
-    /// Calls the function with each event (an exception it raises goes to
-    /// `sys.unraisablehook`, and later events are still delivered).
-    fn drain(&self, py: Python<'_>) {
-        let cb = self.callback.bind(py);
-        self.mailbox.drain(|delivery| match delivery {
-            Delivery::Item(event) => {
-                let result = convert::serialized(py, &event).and_then(|e| cb.call1((e,)));
-                if let Err(e) = result {
-                    e.write_unraisable(py, Some(cb));
-                }
-            }
-            Delivery::Dropped(n) => dispatch::forward_log(
-                py,
-                sentinel_recovery::host::log::WARN,
-                "sentinel_recovery",
-                &format!("{n} events for the on_event callback were dropped (it was too slow to take them)"),
-            ),
-        });
-    }
+    callback: CallbackSlot,
 }
 
 #[pymethods]
@@ -134,7 +55,7 @@ impl NativeClient {
                 .set_function(Some(crate::address_map::map_fn(map)));
         }
         let handle = Handle::open(config).map_err(|e| to_pyerr(&e))?;
-        handle.set_api_names(&crate::apps::PYTHON_API);
+        handle.set_api_names(&transactions::PYTHON_API);
         let url = handle
             .config()
             .map(|c| c.redacted_url())
@@ -143,42 +64,20 @@ impl NativeClient {
             handle,
             decode,
             url,
-            callback: Mutex::new(None),
+            callback: CallbackSlot::default(),
         })
     }
 
-    /// Starts a command; `future` (of `event_loop`) gets the reply or the exception. `timeout`
-    /// (seconds) replaces the `command_timeout_ms` option for this call.
-    #[pyo3(signature = (event_loop, future, args, timeout=None))]
+    /// Starts a command; awaited for the reply (or its exception). `timeout` (seconds) replaces
+    /// the `command_timeout_ms` option for this call.
+    #[pyo3(signature = (args, timeout=None))]
     fn execute_async(
         &self,
-        event_loop: Py<PyAny>,
-        future: Py<PyAny>,
+        py: Python<'_>,
         args: &Bound<'_, PyTuple>,
         timeout: Option<f64>,
-    ) -> PyResult<Operation> {
-        let args = convert::args(args)?;
-        let timeout = call_timeout(timeout)?;
-        let decode = self.decode;
-        let done = complete(event_loop, future, move |r| {
-            outcome(r, move |py, v| Ok(convert::value(py, v, decode)?.unbind()))
-        })?;
-        // The core checks the command (and its sizes) before it copies the arguments.
-        Ok(Operation(self.handle.execute(
-            &args.slices(),
-            timeout,
-            done,
-        )))
-    }
-
-    /// For the test suite only: an operation whose work panics on a core thread; `future` gets
-    /// `InternalError`, once, and the client goes on.
-    fn panic_for_test(&self, event_loop: Py<PyAny>, future: Py<PyAny>) -> PyResult<Operation> {
-        let decode = self.decode;
-        let done = complete(event_loop, future, move |r| {
-            outcome(r, move |py, v| Ok(convert::value(py, v, decode)?.unbind()))
-        })?;
-        Ok(Operation(self.handle.panic_for_test(done)))
+    ) -> PyResult<Py<PyAny>> {
+        commands::execute(py, Mode::Await, &self.handle, self.decode, args, timeout)
     }
 
     /// Runs a command and waits for its reply with the GIL released. `timeout` (seconds)
@@ -191,32 +90,29 @@ impl NativeClient {
         args: &Bound<'_, PyTuple>,
         timeout: Option<f64>,
     ) -> PyResult<Py<PyAny>> {
-        let args = convert::args(args)?;
-        let timeout = call_timeout(timeout)?;
-        // Borrowed while the GIL is released: the caller's tuple keeps the objects alive, and
-        // `bytes` are immutable (everything else was copied by `convert::args`).
-        let slices = args.slices();
-        let handle = &self.handle;
-        let value = wait(py, |done| handle.execute_here(&slices, timeout, done, None))?;
-        drop(args);
-        Ok(convert::value(py, value, self.decode)?.unbind())
+        commands::execute(py, Mode::Block, &self.handle, self.decode, args, timeout)
     }
 
-    /// Starts commands back to back; `future` gets a list with each reply, or the exception of
+    /// For the test suite only: an operation whose work panics on a core thread; awaiting it
+    /// raises `InternalError`, once, and the client goes on.
+    fn panic_for_test(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        commands::panic_for_test(py, &self.handle, self.decode)
+    }
+
+    /// Starts commands back to back; awaited for a list with each reply, or the exception of
     /// that command's error in its place. `timeout` (seconds) is the whole pipeline's deadline.
-    #[pyo3(signature = (event_loop, future, commands, timeout=None))]
+    #[pyo3(signature = (commands, timeout=None))]
     fn pipeline_async(
         &self,
-        event_loop: Py<PyAny>,
-        future: Py<PyAny>,
+        py: Python<'_>,
         commands: Vec<Bound<'_, PyTuple>>,
         timeout: Option<f64>,
-    ) -> PyResult<Operation> {
-        crate::apps::pipeline_async(
+    ) -> PyResult<Py<PyAny>> {
+        commands::pipeline(
+            py,
+            Mode::Await,
             &self.handle,
             self.decode,
-            event_loop,
-            future,
             commands,
             timeout,
         )
@@ -230,26 +126,32 @@ impl NativeClient {
         commands: Vec<Bound<'_, PyTuple>>,
         timeout: Option<f64>,
     ) -> PyResult<Py<PyAny>> {
-        crate::apps::pipeline_blocking(py, &self.handle, self.decode, commands, timeout)
+        commands::pipeline(
+            py,
+            Mode::Block,
+            &self.handle,
+            self.decode,
+            commands,
+            timeout,
+        )
     }
 
     /// MULTI/EXEC of `commands` after `WATCH watch...` (when not empty) on a dedicated
-    /// connection to the primary; `future` gets the replies, or `None` when a watched key
+    /// connection to the primary; awaited for the replies, or `None` when a watched key
     /// changed. `timeout` (seconds) is the whole transaction's deadline, until EXEC's reply.
-    #[pyo3(signature = (event_loop, future, commands, watch, timeout=None))]
+    #[pyo3(signature = (commands, watch, timeout=None))]
     fn transaction_async(
         &self,
-        event_loop: Py<PyAny>,
-        future: Py<PyAny>,
+        py: Python<'_>,
         commands: Vec<Bound<'_, PyTuple>>,
         watch: &Bound<'_, PyTuple>,
         timeout: Option<f64>,
-    ) -> PyResult<Operation> {
-        crate::apps::transaction_async(
+    ) -> PyResult<Py<PyAny>> {
+        transactions::transaction(
+            py,
+            Mode::Await,
             &self.handle,
             self.decode,
-            event_loop,
-            future,
             commands,
             watch,
             timeout,
@@ -265,20 +167,23 @@ impl NativeClient {
         watch: &Bound<'_, PyTuple>,
         timeout: Option<f64>,
     ) -> PyResult<Py<PyAny>> {
-        crate::apps::transaction_blocking(py, &self.handle, self.decode, commands, watch, timeout)
+        transactions::transaction(
+            py,
+            Mode::Block,
+            &self.handle,
+            self.decode,
+            commands,
+            watch,
+            timeout,
+        )
     }
 
-    /// Begins a transaction on a dedicated connection to the primary; `future` gets the
+    /// Begins a transaction on a dedicated connection to the primary; awaited for the
     /// `NativeTransaction`. `timeout` (seconds) bounds the whole transaction, from now until
     /// its EXEC completes; each step only has the time left.
-    #[pyo3(signature = (event_loop, future, timeout=None))]
-    fn begin_transaction_async(
-        &self,
-        event_loop: Py<PyAny>,
-        future: Py<PyAny>,
-        timeout: Option<f64>,
-    ) -> PyResult<Operation> {
-        crate::apps::begin_async(&self.handle, self.decode, event_loop, future, timeout)
+    #[pyo3(signature = (timeout=None))]
+    fn begin_transaction_async(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Py<PyAny>> {
+        transactions::begin(py, Mode::Await, &self.handle, self.decode, timeout)
     }
 
     /// Begins a transaction and waits for its connection; `timeout` as for
@@ -288,45 +193,32 @@ impl NativeClient {
         &self,
         py: Python<'_>,
         timeout: Option<f64>,
-    ) -> PyResult<crate::apps::NativeTransaction> {
-        crate::apps::begin_blocking(py, &self.handle, self.decode, timeout)
+    ) -> PyResult<Py<PyAny>> {
+        transactions::begin(py, Mode::Block, &self.handle, self.decode, timeout)
     }
 
-    /// Completes `future` with the topology once a verified primary is known, or with the
-    /// error of discovery.
-    fn ready_async(&self, event_loop: Py<PyAny>, future: Py<PyAny>) -> PyResult<Operation> {
-        let done = complete(event_loop, future, |r| {
-            outcome(r, |py, t| Ok(convert::serialized(py, &t)?.unbind()))
-        })?;
-        Ok(Operation(self.handle.ready(done)))
+    /// Awaited for the topology once a verified primary is known, or the error of discovery.
+    fn ready_async(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        commands::ready(py, Mode::Await, &self.handle)
     }
 
     /// Waits (GIL released, signals handled) for a verified primary; returns the topology or
     /// raises.
     fn ready_blocking(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let handle = &self.handle;
-        let topology = wait(py, |done| handle.ready(done))?;
-        Ok(convert::serialized(py, &topology)?.unbind())
+        commands::ready(py, Mode::Block, &self.handle)
     }
 
     /// Starts waiting for the node a connection of another library should go to (`primary`:
-    /// writes, else reads under `read_from`); `future` gets `(host, port)`. `timeout`
-    /// (seconds) replaces `command_timeout_ms`.
-    #[pyo3(signature = (event_loop, future, primary, timeout=None))]
+    /// writes, else reads under `read_from`); awaited for `(host, port)`. `timeout` (seconds)
+    /// replaces `command_timeout_ms`.
+    #[pyo3(signature = (primary, timeout=None))]
     fn route_async(
         &self,
-        event_loop: Py<PyAny>,
-        future: Py<PyAny>,
+        py: Python<'_>,
         primary: bool,
         timeout: Option<f64>,
-    ) -> PyResult<Operation> {
-        let timeout = call_timeout(timeout)?;
-        let done = complete(event_loop, future, |r| {
-            outcome(r, |py, a: sentinel_recovery::Address| {
-                Ok((a.host, a.port).into_pyobject(py)?.into_any().unbind())
-            })
-        })?;
-        Ok(Operation(self.handle.route(route(primary), timeout, done)))
+    ) -> PyResult<Py<PyAny>> {
+        routing::route_to(py, Mode::Await, &self.handle, primary, timeout)
     }
 
     /// Waits (GIL released, signals handled) for the node a connection of another library
@@ -338,24 +230,20 @@ impl NativeClient {
         py: Python<'_>,
         primary: bool,
         timeout: Option<f64>,
-    ) -> PyResult<(String, u16)> {
-        let timeout = call_timeout(timeout)?;
-        let handle = &self.handle;
-        let address = wait(py, |done| handle.route(route(primary), timeout, done))?;
-        Ok((address.host, address.port))
+    ) -> PyResult<Py<PyAny>> {
+        routing::route_to(py, Mode::Block, &self.handle, primary, timeout)
     }
 
     /// Whether a connection to `host:port` may still carry writes (`primary`) or reads; never
     /// waits. False once a failover starts demoting the node.
     fn is_routable(&self, host: String, port: u16, primary: bool) -> bool {
         self.handle
-            .is_routable(&sentinel_recovery::Address::new(host, port), route(primary))
+            .is_routable(&Address::new(host, port), route(primary))
     }
 
     /// Whether a failover is demoting, or has replaced, `host:port`; never waits.
     fn is_fenced(&self, host: String, port: u16) -> bool {
-        self.handle
-            .is_fenced(&sentinel_recovery::Address::new(host, port))
+        self.handle.is_fenced(&Address::new(host, port))
     }
 
     /// A read-only 8-byte memoryview over the core's routing counter (a native-endian u64; see
@@ -364,22 +252,22 @@ impl NativeClient {
     /// calling in for every command. A forked child's core uses a counter of its own: ask again
     /// after a fork.
     fn routing_epoch_view<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let epoch = self.handle.routing_epoch().map_err(|e| to_pyerr(&e))?;
-        let counter = kept_for_process(epoch);
-        // SAFETY: `counter` points at 8 bytes that stay allocated for the rest of the process
-        // (`kept_for_process`); the view only reads them.
-        unsafe {
-            let view =
-                pyo3::ffi::PyMemoryView_FromMemory(counter.cast_mut().cast(), 8, PY_BUF_READ);
-            Bound::from_owned_ptr_or_err(py, view)
-        }
+        routing::routing_epoch_view(py, &self.handle)
     }
 
     /// Reports that a connection to `host:port` could not be opened or found the wrong role.
     fn report_unusable(&self, host: String, port: u16) -> PyResult<()> {
         self.handle
-            .report_unusable(&sentinel_recovery::Address::new(host, port))
+            .report_unusable(&Address::new(host, port))
             .map_err(|e| to_pyerr(&e))
+    }
+
+    /// What a connection opened by another library (the redis-py adapter) needs from the URL,
+    /// so that the adapter parses no URL itself: the data-node credential (`username`,
+    /// `password`; for sending to the node only, never for logs), `db`, `client_name`,
+    /// `data_tls`, and `command_timeout` / `connect_timeout` in seconds.
+    fn connection_settings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        routing::connection_settings(py, &self.handle)
     }
 
     /// The current topology snapshot as a dict; never waits.
@@ -388,64 +276,15 @@ impl NativeClient {
         Ok(convert::serialized(py, &t)?.unbind())
     }
 
-    /// Closes the client; every operation in flight completes with `ClosedError`, then `future`
-    /// completes. Idempotent.
-    fn close_async(&self, event_loop: Py<PyAny>, future: Py<PyAny>) -> PyResult<()> {
-        let done = dispatch::complete(event_loop, future, |r| outcome(r, |py, ()| Ok(py.None())))?;
-        self.callback
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        self.handle.close(Box::new(move || done(Ok(()))));
-        Ok(())
-    }
-
-    /// Closes the client and waits (GIL released) until it is closed: every operation in flight
-    /// has completed (with `ClosedError`) and no event callback runs any more. Idempotent.
-    fn close_blocking(&self, py: Python<'_>) {
-        let callback = self
-            .callback
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .take();
-        let handle = &self.handle;
-        py.detach(|| {
-            handle.close_blocking();
-            if let Some(callback) = callback {
-                callback.remove();
-            }
-        });
-    }
-
     /// Feeds this client's events to an `asyncio.Queue` of `event_loop`; `None` is put at the
     /// end (the client closed, or the subscription was cancelled).
     fn subscribe_async(&self, event_loop: Py<PyAny>, queue: Py<PyAny>) -> PyResult<Subscription> {
-        dispatch::get()?;
-        let feeder = QueueFeeder(Arc::new(QueueTarget { event_loop, queue }));
-        let subscription = self
-            .handle
-            .subscribe_events(Box::new(move |event: &Event| {
-                dispatch::push_event(&feeder.0, event)
-            }))
-            .map_err(|e| to_pyerr(&e))?;
-        Ok(Subscription(subscription))
+        events::subscribe_async(&self.handle, event_loop, queue)
     }
 
     /// A blocking iterator over this client's events.
     fn subscribe_blocking(&self) -> PyResult<EventIter> {
-        let (tx, rx) = mpsc::channel::<Event>();
-        // The sender goes with the handler: the core drops it at close or removal, which ends
-        // the iterator.
-        let subscription = self
-            .handle
-            .subscribe_events(Box::new(move |event: &Event| {
-                let _ = tx.send(event.clone());
-            }))
-            .map_err(|e| to_pyerr(&e))?;
-        Ok(EventIter {
-            rx: Mutex::new(Some(rx)),
-            subscription,
-        })
+        events::subscribe_blocking(&self.handle)
     }
 
     /// Installs (or with `None` removes) a function called with each event as a dict, on the
@@ -453,34 +292,32 @@ impl NativeClient {
     /// longer called (unless this is called from inside it: then its current call finishes).
     #[pyo3(signature = (callback))]
     fn set_event_callback(&self, py: Python<'_>, callback: Option<Py<PyAny>>) -> PyResult<()> {
-        let installed = match callback {
-            None => None,
-            Some(callback) => {
-                dispatch::get()?;
-                let feed = CallbackFeed::new(callback);
-                let feeding = feed.clone();
-                let subscription = self
-                    .handle
-                    .subscribe_events(Box::new(move |event: &Event| {
-                        let _ = feeding.mailbox.push(event.clone());
-                    }))
-                    .map_err(|e| to_pyerr(&e))?;
-                Some(Installed { feed, subscription })
-            }
-        };
-        let old = std::mem::replace(
-            &mut *self.callback.lock().unwrap_or_else(|e| e.into_inner()),
-            installed,
-        );
-        if let Some(old) = old {
-            py.detach(|| old.remove());
-        }
-        Ok(())
+        self.callback.set(py, &self.handle, callback)
     }
 
     /// Asks for a discovery round now.
     fn refresh(&self) -> PyResult<()> {
         self.handle.refresh().map_err(|e| to_pyerr(&e))
+    }
+
+    /// Closes the client; every operation in flight completes with `ClosedError`, then the
+    /// returned awaitable does. Idempotent.
+    fn close_async(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.callback.take();
+        start_close(py, |done| self.handle.close(done))
+    }
+
+    /// Closes the client and waits (GIL released) until it is closed: every operation in flight
+    /// has completed (with `ClosedError`) and no event callback runs any more. Idempotent.
+    fn close_blocking(&self, py: Python<'_>) {
+        let callback = self.callback.take();
+        let handle = &self.handle;
+        py.detach(|| {
+            handle.close_blocking();
+            if let Some(callback) = callback {
+                callback.remove();
+            }
+        });
     }
 
     /// Whether the client was closed.
@@ -495,185 +332,9 @@ impl NativeClient {
         self.handle.queued()
     }
 
-    /// What a connection opened by another library (the redis-py adapter) needs from the URL,
-    /// so that the adapter parses no URL itself: the data-node credential (`username`,
-    /// `password`; for sending to the node only, never for logs), `db`, `client_name`,
-    /// `data_tls`, and `command_timeout` / `connect_timeout` in seconds.
-    fn connection_settings<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        let config = self.handle.config().map_err(|e| to_pyerr(&e))?;
-        let settings = PyDict::new(py);
-        let (username, password) = match &config.auth {
-            Some(c) => (c.username.clone(), Some(c.password.expose().to_owned())),
-            None => (None, None),
-        };
-        settings.set_item("username", username)?;
-        settings.set_item("password", password)?;
-        settings.set_item("db", config.db)?;
-        settings.set_item("client_name", config.client_name.clone())?;
-        settings.set_item("data_tls", config.data_tls)?;
-        settings.set_item("command_timeout", config.command_timeout().as_secs_f64())?;
-        settings.set_item("connect_timeout", config.connect_timeout().as_secs_f64())?;
-        Ok(settings)
-    }
-
     /// The URL with passwords redacted.
     #[getter]
     fn url(&self) -> String {
         self.url.clone()
     }
-}
-
-/// The handler side of an asyncio subscription: puts events into the queue through the
-/// callback thread, and `None` when the core drops the handler (client closed, subscription
-/// removed), which ends the iteration.
-struct QueueFeeder(Arc<QueueTarget>);
-
-impl Drop for QueueFeeder {
-    fn drop(&mut self) {
-        dispatch::push(Job::QueueItem {
-            target: self.0.clone(),
-            event: None,
-        });
-    }
-}
-
-/// An asyncio event subscription; `cancel()` stops it (so does dropping it).
-#[pyclass(frozen, module = "sentinel_recovery._native")]
-pub struct Subscription(EventSubscription);
-
-#[pymethods]
-impl Subscription {
-    /// Stops the subscription: nothing more is put into its queue but the final `None`.
-    fn cancel(&self) {
-        self.0.remove();
-    }
-}
-
-impl Drop for Subscription {
-    fn drop(&mut self) {
-        self.0.remove();
-    }
-}
-
-/// A blocking iterator over events (dicts); ends when the client is closed.
-#[pyclass(frozen, module = "sentinel_recovery._native")]
-pub struct EventIter {
-    rx: Mutex<Option<mpsc::Receiver<Event>>>,
-    subscription: EventSubscription,
-}
-
-impl Drop for EventIter {
-    fn drop(&mut self) {
-        self.subscription.remove();
-    }
-}
-
-#[pymethods]
-impl EventIter {
-    /// The iterator itself.
-    fn __iter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    /// The next event, waiting as long as it takes (GIL released); `StopIteration` at the end.
-    fn __next__(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        match self.wait(py, None)? {
-            Some(event) => Ok(event),
-            None => Err(PyStopIteration::new_err(())),
-        }
-    }
-
-    /// The next event, waiting at most `timeout` seconds (forever with `None`) with the GIL
-    /// released. Returns `None` on timeout; raises `StopIteration` once the stream has ended.
-    #[pyo3(signature = (timeout=None))]
-    fn next(&self, py: Python<'_>, timeout: Option<f64>) -> PyResult<Option<Py<PyAny>>> {
-        let deadline = timeout
-            .map(seconds)
-            .transpose()?
-            .map(|t| Instant::now() + t);
-        match self.wait(
-            py,
-            deadline.or(Some(Instant::now() + Duration::from_secs(365 * 86400))),
-        )? {
-            Some(event) => Ok(Some(event)),
-            None if deadline.is_some_and(|d| Instant::now() >= d) && !self.ended() => Ok(None),
-            None => Err(PyStopIteration::new_err(())),
-        }
-    }
-
-    /// Stops the iterator; later calls end at once.
-    fn close(&self) {
-        self.subscription.remove();
-        self.rx.lock().unwrap_or_else(|e| e.into_inner()).take();
-    }
-}
-
-impl EventIter {
-    fn ended(&self) -> bool {
-        self.rx.lock().unwrap_or_else(|e| e.into_inner()).is_none()
-    }
-
-    /// Waits in short slices so Ctrl-C (signals) is noticed; `None`: ended or deadline passed.
-    fn wait(&self, py: Python<'_>, deadline: Option<Instant>) -> PyResult<Option<Py<PyAny>>> {
-        loop {
-            let step = match deadline {
-                Some(d) => d
-                    .saturating_duration_since(Instant::now())
-                    .min(signal_check_interval()),
-                None => signal_check_interval(),
-            };
-            let got = py.detach(|| {
-                let guard = self.rx.lock().unwrap_or_else(|e| e.into_inner());
-                match guard.as_ref() {
-                    None => Err(true),
-                    Some(rx) => match rx.recv_timeout(step) {
-                        Ok(e) => Ok(e),
-                        Err(mpsc::RecvTimeoutError::Timeout) => Err(false),
-                        Err(mpsc::RecvTimeoutError::Disconnected) => Err(true),
-                    },
-                }
-            });
-            match got {
-                Ok(event) => return Ok(Some(convert::serialized(py, &event)?.unbind())),
-                Err(true) => {
-                    self.rx.lock().unwrap_or_else(|e| e.into_inner()).take();
-                    return Ok(None);
-                }
-                Err(false) => {
-                    py.check_signals()?;
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        return Ok(None);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// The core's route for a connection that carries writes (`primary`) or reads.
-fn route(primary: bool) -> sentinel_recovery::Route {
-    if primary {
-        sentinel_recovery::Route::Primary
-    } else {
-        sentinel_recovery::Route::Read
-    }
-}
-
-/// `PyBUF_READ` of CPython's `memoryobject.h` (stable ABI; pyo3 only exports it without abi3).
-const PY_BUF_READ: std::ffi::c_int = 0x100;
-
-/// The address of `counter`, kept allocated for the rest of the process: a memoryview has no
-/// owner to keep it alive, and the monitor that writes it may be dropped first. Each counter is
-/// kept once however often it is asked for (one per monitor the process opens).
-fn kept_for_process(
-    counter: Arc<std::sync::atomic::AtomicU64>,
-) -> *const std::sync::atomic::AtomicU64 {
-    static KEPT: Mutex<Vec<usize>> = Mutex::new(Vec::new());
-    let address = Arc::as_ptr(&counter);
-    let mut kept = KEPT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    if !kept.contains(&(address as usize)) {
-        kept.push(address as usize);
-        std::mem::forget(counter);
-    }
-    address
 }

@@ -1,22 +1,11 @@
-//! What every operation of the Python layer shares, whatever it runs: the started operation
-//! (`Operation`, what `asyncio` cancellation cancels), a finished operation's result on its way
-//! to the loop that awaits it ([`Pending`], converted to Python only there, with the GIL), and
-//! the blocking wait (GIL released, signals handled).
-//!
-//! A leaf: it knows no other module of the binding but [`crate::errors`], so each operation's
-//! module brings its own conversion.
-
-use std::time::Duration;
+//! A finished asyncio operation on its way to the future that awaits it ([`Pending`]), and
+//! [`settle`], the one function that completes such a future, whichever way it came (the loop's
+//! waker or the dispatcher). A leaf: it knows no module of the binding but [`crate::errors`].
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use sentinel_recovery::deadline::{optional_call_timeout, Unit};
-use sentinel_recovery::host::{Done, Handle};
 
-use crate::errors::{error_object, to_pyerr};
-
-/// How often a blocking wait wakes up to run Python's signal handlers (Ctrl-C).
-const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(50);
+use crate::errors::error_object;
 
 /// A finished operation's result, turned into Python with the GIL: the value to set, or the
 /// exception object.
@@ -36,15 +25,14 @@ where
 
 /// One completion of an asyncio operation, waiting to be handed to its loop.
 pub(crate) struct Pending {
-    /// The loop that awaits `future` (kept so the completion can still be scheduled on it through
-    /// the dispatcher after the loop's own waker is gone).
+    /// The loop of `future`: the dispatcher schedules the completion on it.
     pub(crate) event_loop: Py<PyAny>,
     pub(crate) future: Py<PyAny>,
     pub(crate) outcome: Outcome,
 }
 
-/// Sets the future's result or exception unless it is done already (cancelled); on the loop's
-/// thread.
+/// Sets the future's result or exception, on the loop's thread. A future already done was
+/// cancelled by its awaiting task: the result is dropped, never an `InvalidStateError`.
 pub(crate) fn settle(py: Python<'_>, pending: Pending) {
     let future = pending.future.bind(py);
     let result = (|| -> PyResult<()> {
@@ -60,65 +48,4 @@ pub(crate) fn settle(py: Python<'_>, pending: Pending) {
     if let Err(e) = result {
         e.write_unraisable(py, Some(future));
     }
-}
-
-/// A started asyncio operation; `cancel()` (called when the awaiting task is cancelled) stops it
-/// in the core.
-#[pyclass(frozen, module = "sentinel_recovery._native")]
-pub struct Operation(pub(crate) sentinel_recovery::host::Operation);
-
-#[pymethods]
-impl Operation {
-    /// Stops the operation if it still runs. A command already sent may still have run on the
-    /// server; one not sent yet will not be.
-    fn cancel(&self) {
-        self.0.cancel();
-    }
-}
-
-/// Runs an operation's callback form and waits for it with the GIL released; when a signal
-/// handler raises (Ctrl-C: `KeyboardInterrupt`) the operation is cancelled and the exception
-/// propagates. Refused by the core on one of its own threads.
-pub(crate) fn wait<T: Send + 'static, S: Into<sentinel_recovery::host::Started>>(
-    py: Python<'_>,
-    start: impl FnOnce(Done<T>) -> S + Send,
-) -> PyResult<T> {
-    let mut raised: Option<PyErr> = None;
-    let got = py.detach(|| {
-        Handle::wait(start, SIGNAL_CHECK_INTERVAL, || {
-            Python::attach(|py| match py.check_signals() {
-                Ok(()) => false,
-                Err(e) => {
-                    raised = Some(e);
-                    true
-                }
-            })
-        })
-    });
-    match got {
-        Some(result) => result.map_err(|e| to_pyerr(&e)),
-        None => Err(raised.unwrap_or_else(|| {
-            pyo3::exceptions::PyKeyboardInterrupt::new_err("the wait was interrupted")
-        })),
-    }
-}
-
-/// A call's own timeout in seconds, under the rule every language shares
-/// (`sentinel_recovery::deadline`): `None` is the client's default; 0, negative, NaN, infinite
-/// and too large values raise `ConfigError` naming the value.
-pub(crate) fn call_timeout(timeout: Option<f64>) -> PyResult<Option<Duration>> {
-    optional_call_timeout(timeout, Unit::Seconds).map_err(|e| to_pyerr(&e))
-}
-
-/// A wait in seconds (for an event, between doctor rounds) as a duration; a negative or
-/// non-finite one is refused.
-pub(crate) fn seconds(s: f64) -> PyResult<Duration> {
-    Duration::try_from_secs_f64(s).map_err(|_| {
-        pyo3::exceptions::PyValueError::new_err("timeout must be a non-negative number of seconds")
-    })
-}
-
-/// How often a blocking wait of its own (an event iterator) wakes up to run signal handlers.
-pub(crate) fn signal_check_interval() -> Duration {
-    SIGNAL_CHECK_INTERVAL
 }

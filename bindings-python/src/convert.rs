@@ -1,10 +1,13 @@
 //! Conversions between Python objects and the core's values. Nothing here decides behaviour.
 
-use pyo3::exceptions::{PyTypeError, PyUnicodeEncodeError};
+use std::time::Duration;
+
+use pyo3::exceptions::{PyTypeError, PyUnicodeEncodeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PySet, PyString, PyTuple};
 use pyo3::IntoPyObjectExt;
 use sentinel_recovery::arguments::float_text;
+use sentinel_recovery::deadline::{optional_call_timeout, Unit};
 use sentinel_recovery::Value;
 
 use crate::errors;
@@ -212,4 +215,18 @@ fn json_value<'py>(py: Python<'py>, v: &serde_json::Value) -> PyResult<Bound<'py
             d.into_any()
         }
     })
+}
+
+/// A call's own timeout in seconds, under the rule every language shares
+/// (`sentinel_recovery::deadline`): `None` is the client's default; 0, negative, NaN, infinite
+/// and too large values raise `ConfigError` naming the value.
+pub fn call_timeout(timeout: Option<f64>) -> PyResult<Option<Duration>> {
+    optional_call_timeout(timeout, Unit::Seconds).map_err(|e| errors::to_pyerr(&e))
+}
+
+/// A wait in seconds (for an event, a proxy's grace) as a duration; a negative or non-finite
+/// one is refused.
+pub fn seconds(s: f64) -> PyResult<Duration> {
+    Duration::try_from_secs_f64(s)
+        .map_err(|_| PyValueError::new_err("timeout must be a non-negative number of seconds"))
 }

@@ -1,53 +1,43 @@
-//! The binding's callback thread, `sr-py-dispatch`: where core results that can't go straight to
-//! an event loop's own waker (the `waker` module) reach Python.
+//! The binding's callback thread, `sr-py-dispatch`: where core results that have no event loop
+//! waker to take them ([`crate::waker`]) reach Python, with the GIL and never on a core thread.
 //!
-//! Core threads never take the GIL. What they hand over here queues in one host mailbox
-//! ([`sentinel_recovery::host::Mailbox`]: order, coalesced wake-ups, the overflow rule and the
-//! close barrier are the core's): completions of loops without a waker and of `close`, the events
-//! of asyncio event iterators (and the end of each), and [`Drain`] jobs, which tell this thread
-//! that another mailbox (a `BlockingClient`'s event callback, the log records) has items. The
-//! mailbox's wake-up wakes this thread, which takes the GIL and drains everything in one go:
-//! callbacks and log records are handed over at once, asyncio futures and queue items are
-//! scheduled on their loop with one `loop.call_soon_threadsafe` per loop and drain.
+//! Everything queues in one host mailbox ([`Job`]s, in order): the events of `on_event` functions
+//! (called here) and of asyncio event iterators, the completion of each close (after the events
+//! before it), the completions of loops without a waker, and the log drain. Futures and
+//! `asyncio.Queue` items are handed to their loop as one [`LoopBatch`] per loop and drain, through
+//! `loop.call_soon_threadsafe`; the batch [`settle`]s the futures there.
 //!
-//! A forked child sees a changed pid and starts a thread of its own (the parent's does not exist
-//! there). At interpreter exit the thread stops before finalization begins.
+//! A forked child starts a thread of its own (the parent's does not exist there). At interpreter
+//! exit the thread stops before finalization begins.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
 use sentinel_recovery::host::{Delivery, Done, Mailbox};
 use sentinel_recovery::Event;
 
-use crate::completion::{Outcome, Pending};
+use crate::completion::{settle, Outcome, Pending};
 use crate::convert;
 
-/// Events of asyncio iterators allowed to wait for this thread; more are dropped (and counted,
-/// and the count logged) so a host that stops taking them can't grow memory without bound.
+/// Events allowed to wait for this thread; more are dropped (and counted, and the count logged)
+/// so a host that stops taking them can't grow memory without bound.
 const MAX_QUEUED_EVENTS: usize = 65_536;
-
-/// Something with a mailbox of its own that this thread drains (GIL held) when told to.
-pub(crate) trait Drain: Send + Sync {
-    /// Delivers what the mailbox holds.
-    fn drain(&self, py: Python<'_>);
-}
 
 /// One piece of work for this thread.
 pub(crate) enum Job {
-    /// Complete an asyncio future on its loop.
+    /// Settle an asyncio future on its loop.
     Future(Pending),
     /// Put an event (`None`: the stream ended) into an `asyncio.Queue` on its loop.
     QueueItem {
         target: Arc<QueueTarget>,
         event: Option<Event>,
     },
-    /// Drain another mailbox.
-    Drain(Arc<dyn Drain>),
+    /// Run with the GIL here: an `on_event` function's call, the log drain.
+    Call(Box<dyn FnOnce(Python<'_>) + Send>),
 }
 
 /// Where the events of one asyncio subscription go.
@@ -76,13 +66,6 @@ thread_local! {
 }
 
 static CURRENT: Mutex<Option<(u32, Arc<Dispatcher>)>> = Mutex::new(None);
-/// The native `_deliver` function, scheduled on each loop with a batch.
-static DELIVER: OnceLock<Py<PyAny>> = OnceLock::new();
-
-/// Registers the function that completes a batch on the loop thread.
-pub(crate) fn set_deliver(f: Py<PyAny>) {
-    let _ = DELIVER.set(f);
-}
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -150,19 +133,17 @@ pub(crate) fn push(job: Job) {
     }
 }
 
-/// Queues an event for an asyncio iterator; dropped (and counted) beyond the bound.
-pub(crate) fn push_event(target: &Arc<QueueTarget>, event: &Event) {
+/// Queues the delivery of an event (an iterator's queue item, an `on_event` call); dropped (and
+/// counted) beyond the bound.
+pub(crate) fn push_event(job: Job) {
     if let Ok(d) = get() {
-        let _ = d.mailbox.push(Job::QueueItem {
-            target: target.clone(),
-            event: Some(event.clone()),
-        });
+        let _ = d.mailbox.push(job);
     }
 }
 
-/// The completion of an asyncio operation through this thread, in order with the events and
-/// queue items it delivers (`close` uses it, so an event iterator has its end before `close()`
-/// returns; loops without a waker of their own use it for everything).
+/// The completion of an asyncio operation through this thread, in order with the events it
+/// delivers (a close's, so an event iterator has its end before `close()` returns; and those of
+/// loops without a waker).
 pub(crate) fn complete<T: Send + 'static>(
     event_loop: Py<PyAny>,
     future: Py<PyAny>,
@@ -229,62 +210,77 @@ impl Dispatcher {
     }
 
     fn process(&self, py: Python<'_>) {
-        // Per event loop, in order: (kind, target, value) triples for `_deliver`.
-        let mut batches: Vec<(Py<PyAny>, Vec<Bound<'_, PyTuple>>)> = Vec::new();
+        let mut batches: Vec<(Py<PyAny>, Vec<ToLoop>)> = Vec::new();
         self.mailbox.drain(|delivery| match delivery {
             Delivery::Item(Job::Future(pending)) => {
-                let (kind, value) = match (pending.outcome)(py) {
-                    Ok(v) => (0u8, v),
-                    Err(e) => (1u8, e),
-                };
-                let item = PyTuple::new(
-                    py,
-                    [
-                        small_int(py, kind),
-                        pending.future.into_bound(py),
-                        value.into_bound(py),
-                    ],
-                );
-                if let Ok(item) = item {
-                    batch_for(&mut batches, pending.event_loop).push(item);
-                }
+                let event_loop = pending.event_loop.clone_ref(py);
+                batch_for(&mut batches, event_loop).push(ToLoop::Settle(pending));
             }
             Delivery::Item(Job::QueueItem { target, event }) => {
                 let value = match event {
                     Some(e) => convert::serialized(py, &e)
-                        .unwrap_or_else(|err| err.into_value(py).into_bound(py).into_any()),
-                    None => py.None().into_bound(py),
+                        .map(Bound::unbind)
+                        .unwrap_or_else(|err| err.into_value(py).into_any()),
+                    None => py.None(),
                 };
-                let queue = target.queue.clone_ref(py).into_bound(py);
-                if let Ok(item) = PyTuple::new(py, [small_int(py, 2), queue, value]) {
-                    batch_for(&mut batches, target.event_loop.clone_ref(py)).push(item);
-                }
+                let queue = target.queue.clone_ref(py);
+                batch_for(&mut batches, target.event_loop.clone_ref(py))
+                    .push(ToLoop::Put(queue, value));
             }
-            Delivery::Item(Job::Drain(other)) => other.drain(py),
+            Delivery::Item(Job::Call(call)) => call(py),
             Delivery::Dropped(n) => forward_log(
                 py,
-                30,
+                sentinel_recovery::host::log::WARN,
                 "sentinel_recovery",
-                &format!("{n} events for async iterators were dropped (the event loop too slow to take them)"),
+                &format!("{n} events were dropped (Python too slow to take them)"),
             ),
         });
-        let Some(deliver) = DELIVER.get() else { return };
         for (event_loop, items) in batches {
-            let Ok(list) = PyList::new(py, items) else {
+            let Ok(batch) = Py::new(py, LoopBatch(Mutex::new(items))) else {
                 continue;
             };
-            // A closed loop refuses (RuntimeError): nobody can await its futures any more.
+            // A closed loop refuses (RuntimeError): nobody can await its futures any more, and
+            // the batch is dropped here, with the GIL.
             let _ = event_loop
                 .bind(py)
-                .call_method1(intern!(py, "call_soon_threadsafe"), (deliver, list));
+                .call_method1(intern!(py, "call_soon_threadsafe"), (batch,));
         }
     }
 }
 
-fn batch_for<'a, 'py>(
-    batches: &'a mut Vec<(Py<PyAny>, Vec<Bound<'py, PyTuple>>)>,
+/// What a [`LoopBatch`] does on its loop.
+enum ToLoop {
+    Settle(Pending),
+    Put(Py<PyAny>, Py<PyAny>),
+}
+
+/// The futures and queue items of one loop from one drain, in order; the loop calls it. Not
+/// meant to be used directly.
+#[pyclass(frozen, module = "sentinel_recovery._native")]
+pub struct LoopBatch(Mutex<Vec<ToLoop>>);
+
+#[pymethods]
+impl LoopBatch {
+    fn __call__(&self, py: Python<'_>) {
+        let items = std::mem::take(&mut *lock(&self.0));
+        for item in items {
+            match item {
+                ToLoop::Settle(pending) => settle(py, pending),
+                ToLoop::Put(queue, value) => {
+                    let queue = queue.bind(py);
+                    if let Err(e) = queue.call_method1(intern!(py, "put_nowait"), (value,)) {
+                        e.write_unraisable(py, Some(queue));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn batch_for(
+    batches: &mut Vec<(Py<PyAny>, Vec<ToLoop>)>,
     event_loop: Py<PyAny>,
-) -> &'a mut Vec<Bound<'py, PyTuple>> {
+) -> &mut Vec<ToLoop> {
     let i = match batches
         .iter()
         .position(|(l, _)| l.as_ptr() == event_loop.as_ptr())
@@ -321,12 +317,5 @@ pub(crate) fn forward_log(py: Python<'_>, level: i32, target: &str, message: &st
         {
             e.write_unraisable(py, None);
         }
-    }
-}
-
-fn small_int(py: Python<'_>, n: u8) -> Bound<'_, PyAny> {
-    match n.into_pyobject(py) {
-        Ok(o) => o.into_any(),
-        Err(never) => match never {},
     }
 }

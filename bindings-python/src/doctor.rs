@@ -7,18 +7,9 @@ use sentinel_recovery::deadline::Unit;
 use sentinel_recovery::host::{self, Diagnosis};
 use sentinel_recovery::Config;
 
-use crate::completion::{outcome, wait, Operation};
+use crate::call::{call, Mode};
 use crate::errors::to_pyerr;
-use crate::waker::complete;
 use crate::{address_map, logging};
-
-/// A diagnosis as the Python layer takes it.
-type DiagnosisTuple = (String, String, &'static str, u8);
-
-/// The tuple form of a diagnosis.
-fn tuple(d: Diagnosis) -> DiagnosisTuple {
-    (d.json, d.text, d.status, d.exit_code)
-}
 
 fn prepare(
     py: Python<'_>,
@@ -40,28 +31,20 @@ fn prepare(
     Ok((config, how))
 }
 
-/// Starts a diagnosis; `future` (of `event_loop`) gets `(json, text, status, exit_code)` or the
-/// exception that prevented a diagnosis.
+/// Starts a diagnosis; awaited for `(json, text, status, exit_code)` or the exception that
+/// prevented a diagnosis.
 #[pyfunction]
-#[pyo3(signature = (event_loop, future, url, options, watch=None, pings=None, address_map=None))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (url, options, watch=None, pings=None, address_map=None))]
 pub fn doctor_async(
     py: Python<'_>,
-    event_loop: Py<PyAny>,
-    future: Py<PyAny>,
     url: &str,
     options: Vec<(String, String)>,
     watch: Option<f64>,
     pings: Option<f64>,
     address_map: Option<Py<PyAny>>,
-) -> PyResult<Operation> {
+) -> PyResult<Py<PyAny>> {
     let (config, how) = prepare(py, url, options, watch, pings, address_map)?;
-    let done = complete(event_loop, future, |r| {
-        outcome(r, |py, d| {
-            Ok(tuple(d).into_pyobject(py)?.into_any().unbind())
-        })
-    })?;
-    Ok(Operation(host::doctor(config, how, done)))
+    diagnose(py, Mode::Await, config, how)
 }
 
 /// Diagnoses and waits with the GIL released (signals handled); returns `(json, text, status,
@@ -75,7 +58,26 @@ pub fn doctor_blocking(
     watch: Option<f64>,
     pings: Option<f64>,
     address_map: Option<Py<PyAny>>,
-) -> PyResult<DiagnosisTuple> {
+) -> PyResult<Py<PyAny>> {
     let (config, how) = prepare(py, url, options, watch, pings, address_map)?;
-    wait(py, |done| host::doctor(config, how, done)).map(tuple)
+    diagnose(py, Mode::Block, config, how)
+}
+
+fn diagnose(
+    py: Python<'_>,
+    mode: Mode,
+    config: Config,
+    how: sentinel_recovery::doctor::Options,
+) -> PyResult<Py<PyAny>> {
+    call(
+        py,
+        mode,
+        |py, d: Diagnosis| {
+            Ok((d.json, d.text, d.status, d.exit_code)
+                .into_pyobject(py)?
+                .into_any()
+                .unbind())
+        },
+        |done| host::doctor(config, how, done),
+    )
 }

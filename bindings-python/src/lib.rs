@@ -1,71 +1,39 @@
 //! `sentinel_recovery._native`: the compiled part of the Python package `sentinel_recovery`.
 //!
 //! It converts values, owns host-side lifetimes and schedules completions on the host; every
-//! behaviour, and every guarantee about completions, lives in the core crate's host layer
-//! (`sentinel_recovery::host`), and so do the queues results travel in (host mailboxes). Core
-//! threads never take the GIL: asyncio completions wake their loop through its own eventfd (see
-//! [`waker`]); events, log records, event callbacks and the completions a loop can't take that
-//! way reach Python through one callback thread (see [`dispatch`]). The public API is the Python
-//! layer in `python/sentinel_recovery/`.
+//! behaviour and guarantee lives in the core's host layer (`sentinel_recovery::host`). Core
+//! threads never take the GIL. An asyncio method returns the awaitable of a future of the
+//! running loop (see [`awaitable`]), which the loop's own waker ([`waker`]) settles; events,
+//! log records, `on_event` calls and what a loop can't take that way go through one dispatcher
+//! thread ([`dispatch`]).
+//! docs/completions-python.md follows a completion hop by hop.
 //!
-//! Modules import one way: [`completion`] (with `errors`, `convert`) at the bottom, then
-//! `dispatch`, `logging` and `waker`, then the operations (`apps`, `doctor`, `client`, `pubsub`, `proxy`).
+//! Modules import one way: `completion`, `convert`, `errors` and `blocking` at the bottom, then
+//! `dispatch`, `logging`, `waker`, `awaitable`, `call`, then the operations.
 
 mod address_map;
-mod apps;
+mod awaitable;
+mod blocking;
+mod call;
 mod client;
+mod commands;
 mod completion;
 mod convert;
 mod dispatch;
 mod doctor;
 mod errors;
+mod events;
 mod logging;
 mod proxy;
 mod pubsub;
+mod routing;
+mod transactions;
 mod waker;
 
 use std::time::Duration;
 
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyTuple};
-use pyo3::{intern, wrap_pyfunction};
-
-/// Completes a batch on the event loop thread: `(0, future, value)` sets a result, `(1, future,
-/// exc)` an exception (both skipped when the future is already done, e.g. cancelled), and `(2,
-/// queue, item)` puts an item into an `asyncio.Queue`.
-#[pyfunction]
-fn _deliver(py: Python<'_>, items: &Bound<'_, PyList>) {
-    for item in items.iter() {
-        let Ok(item) = item.cast::<PyTuple>() else {
-            continue;
-        };
-        let result = (|| -> PyResult<()> {
-            let kind: u8 = item.get_item(0)?.extract()?;
-            let target = item.get_item(1)?;
-            let value = item.get_item(2)?;
-            match kind {
-                0 | 1 => {
-                    if target.call_method0(intern!(py, "done"))?.is_truthy()? {
-                        return Ok(());
-                    }
-                    let method = if kind == 0 {
-                        intern!(py, "set_result")
-                    } else {
-                        intern!(py, "set_exception")
-                    };
-                    target.call_method1(method, (value,))?;
-                }
-                _ => {
-                    target.call_method1(intern!(py, "put_nowait"), (value,))?;
-                }
-            }
-            Ok(())
-        })();
-        if let Err(e) = result {
-            e.write_unraisable(py, Some(item.as_any()));
-        }
-    }
-}
+use pyo3::wrap_pyfunction;
 
 /// Registers the function that builds exceptions: `make_error(code, message, server_code)`.
 #[pyfunction]
@@ -122,9 +90,6 @@ fn event_kinds() -> Vec<(&'static str, i32, &'static str)> {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     logging::install();
-    let deliver = wrap_pyfunction!(_deliver, m)?;
-    dispatch::set_deliver(deliver.clone().into_any().unbind());
-    m.add_function(deliver)?;
     m.add_function(wrap_pyfunction!(_set_error_factory, m)?)?;
     m.add_function(wrap_pyfunction!(_set_log_level, m)?)?;
     m.add_function(wrap_pyfunction!(_shutdown, m)?)?;
@@ -135,11 +100,12 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(doctor::doctor_async, m)?)?;
     m.add_function(wrap_pyfunction!(doctor::doctor_blocking, m)?)?;
     m.add_class::<client::NativeClient>()?;
-    m.add_class::<completion::Operation>()?;
+    m.add_class::<awaitable::Operation>()?;
     m.add_class::<waker::LoopWaker>()?;
-    m.add_class::<apps::NativeTransaction>()?;
-    m.add_class::<client::Subscription>()?;
-    m.add_class::<client::EventIter>()?;
+    m.add_class::<dispatch::LoopBatch>()?;
+    m.add_class::<transactions::NativeTransaction>()?;
+    m.add_class::<events::Subscription>()?;
+    m.add_class::<events::EventIter>()?;
     m.add_class::<pubsub::NativeSubscriber>()?;
     m.add_class::<proxy::NativeProxy>()?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

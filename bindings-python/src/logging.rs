@@ -3,8 +3,9 @@
 //!
 //! The hook runs on the thread that emits a record; it only pushes the record into this
 //! process's log mailbox (a host mailbox: bounded, its overflow rule the core's), whose wake-up
-//! asks the callback thread ([`crate::dispatch`]) to drain it; there each record goes to
-//! `logging` with the GIL, and a count of dropped records is logged as a warning in their place.
+//! asks the dispatcher ([`crate::dispatch`]) to drain it; there each record goes to `logging`
+//! with the GIL, and a count of dropped records is logged as a warning in their place. The log
+//! has its own mailbox so that a flood of records can't crowd out events, or events records.
 //! No core thread ever waits for the GIL. Records below the effective level of the
 //! `sentinel_recovery` logger are discarded before formatting; that level is read again whenever
 //! a client opens and after each drain. The core's levels are Python's level numbers (TRACE is 5,
@@ -15,9 +16,9 @@ use std::sync::{Arc, Mutex, Weak};
 use pyo3::prelude::*;
 use sentinel_recovery::host::{log, Delivery, Mailbox};
 
-use crate::dispatch::{self, Drain, Job};
+use crate::dispatch::{self, Job};
 
-/// Log records allowed to wait for the callback thread; more are dropped (and counted) so a
+/// Log records allowed to wait for the dispatcher; more are dropped (and counted) so a
 /// flood of core logging can never grow memory without bound.
 const MAX_QUEUED_LOGS: usize = 4096;
 
@@ -29,7 +30,7 @@ struct Logs {
     mailbox: Mailbox<Record>,
 }
 
-impl Drain for Logs {
+impl Logs {
     fn drain(&self, py: Python<'_>) {
         let mut logged = false;
         self.mailbox.drain(|delivery| match delivery {
@@ -71,7 +72,7 @@ fn logs() -> Arc<Logs> {
         Logs {
             mailbox: Mailbox::new(MAX_QUEUED_LOGS, move || {
                 if let Some(me) = me.upgrade() {
-                    dispatch::push(Job::Drain(me));
+                    dispatch::push(Job::Call(Box::new(move |py| me.drain(py))));
                 }
             }),
         }

@@ -4,9 +4,9 @@
 //! Starting converts the options to `(key, text)` pairs and returns once the proxy listens
 //! (discovery runs on core threads). Every behaviour (which key goes to the proxy and which to the
 //! client, the option rules and their errors, the fence, the close with its grace) is the core's.
-//! Closing uses the core's callback form: `close_async` completes an asyncio future through the
-//! loop's waker like every other operation ([`crate::waker::complete`]); `close_blocking` waits
-//! for the same callback with the GIL released, handling signals.
+//! Closing uses the core's callback form: `close_async` returns an awaitable like the client's
+//! close ([`crate::awaitable::start_close`]); `close_blocking` waits for the same callback with
+//! the GIL released, handling signals.
 
 use std::sync::mpsc;
 use std::time::Duration;
@@ -14,10 +14,11 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use sentinel_recovery::host::HostProxy;
 
-use crate::completion::{outcome, seconds, signal_check_interval};
+use crate::awaitable::start_close;
+use crate::blocking::SIGNAL_CHECK_INTERVAL;
+use crate::convert::{self, seconds};
 use crate::errors::to_pyerr;
-use crate::waker::complete;
-use crate::{convert, dispatch, logging};
+use crate::{dispatch, logging};
 
 /// The native proxy. Not meant to be used directly: see `sentinel_recovery.Proxy`.
 #[pyclass(frozen, module = "sentinel_recovery._native")]
@@ -87,19 +88,12 @@ impl NativeProxy {
     }
 
     /// Closes the proxy (stops accepting, lets replies in flight finish within `grace` seconds,
-    /// default 5, then closes every session and the proxy's client); `future` of `event_loop`
-    /// completes with `None` when that is done. Idempotent.
-    #[pyo3(signature = (event_loop, future, grace=None))]
-    fn close_async(
-        &self,
-        event_loop: Py<PyAny>,
-        future: Py<PyAny>,
-        grace: Option<f64>,
-    ) -> PyResult<()> {
+    /// default 5, then closes every session and the proxy's client); awaited for `None` when
+    /// that is done. Idempotent.
+    #[pyo3(signature = (grace=None))]
+    fn close_async(&self, py: Python<'_>, grace: Option<f64>) -> PyResult<Py<PyAny>> {
         let grace = Self::grace(grace)?;
-        let done = complete(event_loop, future, |r| outcome(r, |py, ()| Ok(py.None())))?;
-        self.proxy.close(grace, Box::new(move || done(Ok(()))));
-        Ok(())
+        start_close(py, |done| self.proxy.close(grace, done))
     }
 
     /// Closes the proxy and waits (GIL released) until it is closed. Signals are handled while
@@ -126,7 +120,7 @@ impl NativeProxy {
             let got = py.detach(|| {
                 rx.lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .recv_timeout(signal_check_interval())
+                    .recv_timeout(SIGNAL_CHECK_INTERVAL)
             });
             match got {
                 Ok(()) | Err(mpsc::RecvTimeoutError::Disconnected) => return Ok(()),

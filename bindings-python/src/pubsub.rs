@@ -1,20 +1,19 @@
 //! `NativeSubscriber`: a pub/sub subscription of the core's host layer as the Python layer sees
 //! it (`sentinel_recovery.AsyncSubscription` and `Subscription` wrap it).
 //!
-//! Messages are pulled one at a time: `next_async` completes an asyncio future like every other
+//! Messages are pulled one at a time: `next_async` returns an awaitable like every other
 //! operation, `next_blocking` waits with the GIL released (signals handled). The guarantees
 //! (order, at-most-once, nothing after close, the bounded buffer and its dropped count) are the
 //! core's.
 
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
-use sentinel_recovery::host::{Handle, Subscriber};
+use sentinel_recovery::host::Subscriber;
 use sentinel_recovery::{Message, Value};
 
+use crate::call::{call, Mode};
 use crate::client::NativeClient;
-use crate::completion::{outcome, wait, Operation};
 use crate::convert;
-use crate::waker::complete;
 
 /// A pub/sub subscription. Not meant to be used directly: see `sentinel_recovery.Client.subscribe`.
 #[pyclass(frozen, module = "sentinel_recovery._native")]
@@ -54,48 +53,75 @@ fn command(change: &str) -> PyResult<&'static str> {
 }
 
 impl NativeSubscriber {
-    /// Starts `command` (as [`command`] names it) of `names`.
-    fn start_change(
+    fn open(
+        py: Python<'_>,
+        mode: Mode,
+        client: &NativeClient,
+        channels: Vec<Vec<u8>>,
+        patterns: Vec<Vec<u8>>,
+        buffer: Option<usize>,
+    ) -> PyResult<Py<PyAny>> {
+        let decode = client.decode;
+        call(
+            py,
+            mode,
+            move |py, subscriber| {
+                Ok(Bound::new(py, NativeSubscriber { subscriber, decode })?
+                    .into_any()
+                    .unbind())
+            },
+            |done| client.handle.subscribe(&channels, &patterns, buffer, done),
+        )
+    }
+
+    fn next(&self, py: Python<'_>, mode: Mode) -> PyResult<Py<PyAny>> {
+        let decode = self.decode;
+        call(
+            py,
+            mode,
+            move |py, m| Ok(message_to_py(py, m, decode)?.unbind()),
+            |done| self.subscriber.next(done),
+        )
+    }
+
+    /// `change` (as [`command`] checks it) of `names`.
+    fn change(
         &self,
-        command: &'static str,
-        names: &[Vec<u8>],
-        done: sentinel_recovery::host::Done<()>,
-    ) -> sentinel_recovery::host::Operation {
+        py: Python<'_>,
+        mode: Mode,
+        change: &str,
+        names: Vec<Vec<u8>>,
+    ) -> PyResult<Py<PyAny>> {
+        let command = command(change)?;
         let s = &self.subscriber;
-        match command {
-            "SUBSCRIBE" => s.subscribe(names, done),
-            "PSUBSCRIBE" => s.psubscribe(names, done),
-            "UNSUBSCRIBE" => s.unsubscribe(names, done),
-            _ => s.punsubscribe(names, done),
-        }
+        call(
+            py,
+            mode,
+            |py, ()| Ok(py.None()),
+            |done| match command {
+                "SUBSCRIBE" => s.subscribe(&names, done),
+                "PSUBSCRIBE" => s.psubscribe(&names, done),
+                "UNSUBSCRIBE" => s.unsubscribe(&names, done),
+                _ => s.punsubscribe(&names, done),
+            },
+        )
     }
 }
 
 #[pymethods]
 impl NativeSubscriber {
-    /// Subscribes on `client`; `future` (of `event_loop`) gets the subscription once the node
-    /// confirmed it, or the exception. `buffer`: messages that may wait (default 4096).
+    /// Subscribes on `client`; awaited for the subscription once the node confirmed it, or the
+    /// exception. `buffer`: messages that may wait (default 4096).
     #[staticmethod]
-    #[pyo3(signature = (client, event_loop, future, channels, patterns, buffer=None))]
+    #[pyo3(signature = (client, channels, patterns, buffer=None))]
     fn open_async(
+        py: Python<'_>,
         client: &NativeClient,
-        event_loop: Py<PyAny>,
-        future: Py<PyAny>,
         channels: Vec<Vec<u8>>,
         patterns: Vec<Vec<u8>>,
         buffer: Option<usize>,
-    ) -> PyResult<Operation> {
-        let decode = client.decode;
-        let done = complete(event_loop, future, move |r| {
-            outcome(r, move |py, subscriber| {
-                Ok(Bound::new(py, NativeSubscriber { subscriber, decode })?
-                    .into_any()
-                    .unbind())
-            })
-        })?;
-        Ok(Operation(
-            client.handle.subscribe(&channels, &patterns, buffer, done),
-        ))
+    ) -> PyResult<Py<PyAny>> {
+        Self::open(py, Mode::Await, client, channels, patterns, buffer)
     }
 
     /// Subscribes on `client` and waits (GIL released, signals handled) for the confirmation.
@@ -107,53 +133,41 @@ impl NativeSubscriber {
         channels: Vec<Vec<u8>>,
         patterns: Vec<Vec<u8>>,
         buffer: Option<usize>,
-    ) -> PyResult<NativeSubscriber> {
-        let handle: &Handle = &client.handle;
-        let subscriber = wait(py, |done| {
-            handle.subscribe(&channels, &patterns, buffer, done)
-        })?;
-        Ok(NativeSubscriber {
-            subscriber,
-            decode: client.decode,
-        })
+    ) -> PyResult<Py<PyAny>> {
+        Self::open(py, Mode::Block, client, channels, patterns, buffer)
     }
 
-    /// Completes `future` with the next message `(channel, data, pattern)`, or `None` once the
-    /// subscription ended.
-    fn next_async(&self, event_loop: Py<PyAny>, future: Py<PyAny>) -> PyResult<Operation> {
-        let decode = self.decode;
-        let done = complete(event_loop, future, move |r| {
-            outcome(r, move |py, m| Ok(message_to_py(py, m, decode)?.unbind()))
-        })?;
-        Ok(Operation(self.subscriber.next(done)))
+    /// Awaited for the next message `(channel, data, pattern)`, or `None` once the subscription
+    /// ended.
+    fn next_async(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        self.next(py, Mode::Await)
     }
 
     /// The next message `(channel, data, pattern)`, waiting with the GIL released; `None` once
     /// the subscription ended.
     fn next_blocking(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-        let s = &self.subscriber;
-        let message = wait(py, |done| s.next(done))?;
-        Ok(message_to_py(py, message, self.decode)?.unbind())
+        self.next(py, Mode::Block)
     }
 
     /// Starts `change` (`"subscribe"`, `"psubscribe"`, `"unsubscribe"`, `"punsubscribe"`) of
-    /// `names`; `future` completes once the node confirmed it.
+    /// `names`; awaited for `None` once the node confirmed it.
     fn change_async(
         &self,
-        event_loop: Py<PyAny>,
-        future: Py<PyAny>,
+        py: Python<'_>,
         change: &str,
         names: Vec<Vec<u8>>,
-    ) -> PyResult<Operation> {
-        let command = command(change)?;
-        let done = complete(event_loop, future, |r| outcome(r, |py, ()| Ok(py.None())))?;
-        Ok(Operation(self.start_change(command, &names, done)))
+    ) -> PyResult<Py<PyAny>> {
+        self.change(py, Mode::Await, change, names)
     }
 
     /// `change_async` that waits with the GIL released.
-    fn change_blocking(&self, py: Python<'_>, change: &str, names: Vec<Vec<u8>>) -> PyResult<()> {
-        let command = command(change)?;
-        wait(py, |done| self.start_change(command, &names, done))
+    fn change_blocking(
+        &self,
+        py: Python<'_>,
+        change: &str,
+        names: Vec<Vec<u8>>,
+    ) -> PyResult<Py<PyAny>> {
+        self.change(py, Mode::Block, change, names)
     }
 
     /// Ends the subscription: pending and later `next` calls give `None`. Idempotent.

@@ -1,21 +1,16 @@
 //! Completions of asyncio operations, from a core thread straight to the loop that awaits them.
 //!
-//! Each event loop gets one host mailbox ([`sentinel_recovery::host::Mailbox`]: order, coalesced
-//! wake-ups and the close barrier are the core's) and one eventfd (a pipe where eventfd is
-//! missing) that it watches with `loop.add_reader`. A core thread finishing an operation queues
-//! the future and the Rust result there, without the GIL and without touching a Python object
-//! (the mailbox owns the references; they are only released with the GIL held); the mailbox's
-//! wake-up writes the eventfd, so a burst of completions costs one wake-up. The reader callback
-//! ([`LoopWaker`], on the loop thread, GIL held) drains the mailbox in one go, converting each
-//! result and completing each future that is still pending. A sequential command thus wakes the
-//! loop directly, without the callback thread and `call_soon_threadsafe`.
+//! Each event loop gets one host mailbox ([`sentinel_recovery::host::Mailbox`]) and one eventfd
+//! (a pipe where eventfd is missing) that it watches with `loop.add_reader`. A core thread
+//! finishing an operation queues the [`Pending`] there without the GIL (the mailbox owns the
+//! Python references; they are released with the GIL held); the mailbox's wake-up writes the
+//! eventfd, so a burst of completions costs one wake-up. The reader callback ([`LoopWaker`], on
+//! the loop thread) drains the mailbox and [`settle`]s each future.
 //!
-//! When the loop closes (or is collected) its selector drops the reader callback: the mailbox is
-//! closed then, and the completions it held, or that arrive later, take the callback thread's
-//! path ([`crate::dispatch`]; on a closed loop that means the result is discarded with the GIL
-//! held, because no one can await it). A loop that can't watch a file descriptor, a call from a
-//! thread the loop doesn't run on, and a loop registered by the parent of a forked process use
-//! the callback thread too.
+//! Where a loop can't have a waker the completion takes the dispatcher's path
+//! ([`crate::dispatch`]): a loop without `add_reader` (or with no fd to spare), a loop registered
+//! by the parent of a forked process, and a loop that closed (its selector dropped the reader)
+//! with operations in flight; on a closed loop the result is then dropped with the GIL held.
 
 use std::collections::HashMap;
 use std::io;
@@ -101,26 +96,27 @@ impl Signal {
 
 /// The part of a loop's waker that core threads hold: no Python object in it, so it may be
 /// dropped anywhere (its fds close when the last completion holding it has run).
-pub(crate) struct Shared {
+struct Shared {
     pid: u32,
     signal: Arc<Signal>,
     /// Completions only: none is ever dropped, so its bound does not matter.
     mailbox: Mailbox<Pending>,
 }
 
-/// The completion of an asyncio operation: `wrap(result)` sets `future`'s result or exception on
-/// `event_loop`, exactly once. Straight through the loop's waker when the loop can watch one,
-/// otherwise through the callback thread of the process it runs in. Call it on the loop's thread.
+/// The completion of an asyncio operation: `wrap(result)` settles `future` of `event_loop`,
+/// exactly once, through the loop's waker (or the dispatcher, see the module documentation).
+/// Call it on the loop's thread.
 pub(crate) fn complete<T: Send + 'static>(
+    py: Python<'_>,
     event_loop: Py<PyAny>,
     future: Py<PyAny>,
     wrap: impl FnOnce(sentinel_recovery::Result<T>) -> Outcome + Send + 'static,
 ) -> PyResult<Done<T>> {
-    let Some(shared) = Python::attach(|py| for_loop(py, &event_loop)) else {
+    let Some(shared) = for_loop(py, &event_loop) else {
         return dispatch::complete(event_loop, future, wrap);
     };
     let Ok(completion) = shared.mailbox.completion() else {
-        // The loop's reader is gone: the callback thread schedules it on the loop, if it can.
+        // The loop's reader is gone: the dispatcher schedules it on the loop, if it can.
         return dispatch::complete(event_loop, future, wrap);
     };
     Ok(Box::new(move |result| {
@@ -129,15 +125,15 @@ pub(crate) fn complete<T: Send + 'static>(
             future,
             outcome: wrap(result),
         };
-        // The loop's reader is gone: the callback thread schedules it on the loop, if it can.
+        // The loop's reader went away meanwhile.
         if let Err(pending) = completion.complete(pending) {
             dispatch::push(Job::Future(pending));
         }
     }))
 }
 
-/// The reader callback of one event loop (called by the loop when its fd is readable): completes
-/// the futures whose results wait in the queue. Not meant to be used directly.
+/// The reader callback of one event loop (called by the loop when its fd is readable): settles
+/// the futures whose results wait in the mailbox. Not meant to be used directly.
 #[pyclass(frozen, module = "sentinel_recovery._native")]
 pub struct LoopWaker {
     shared: Arc<Shared>,
@@ -147,7 +143,7 @@ pub struct LoopWaker {
 
 #[pymethods]
 impl LoopWaker {
-    /// Completes every future whose result is queued, skipping those already done (cancelled).
+    /// Settles every future whose result is queued.
     fn __call__(&self, py: Python<'_>) {
         // A forked child must not consume the parent's wake-ups (the fd is shared with it).
         if self.shared.pid != std::process::id() {
@@ -205,7 +201,7 @@ static LOOPS: Mutex<Option<HashMap<usize, Entry>>> = Mutex::new(None);
 
 /// The queue of `event_loop`'s waker, set up on first use; `None` when its completions must
 /// take the dispatcher's path (see the module documentation). Call it on the loop's thread.
-pub(crate) fn for_loop(py: Python<'_>, event_loop: &Py<PyAny>) -> Option<Arc<Shared>> {
+fn for_loop(py: Python<'_>, event_loop: &Py<PyAny>) -> Option<Arc<Shared>> {
     let key = event_loop.as_ptr() as usize;
     let pid = std::process::id();
     {

@@ -6,7 +6,7 @@ import asyncio
 from typing import Any, Dict, Generator, List, Optional, Sequence
 
 from . import _native, _pubsub
-from ._calls import Arg, OptionValue, _open, _settled
+from ._calls import Arg, OptionValue, _open
 from ._pubsub import AsyncSubscription, Name
 from ._transaction import Transaction
 from ._types import Event, Topology
@@ -91,9 +91,7 @@ class Client:
 
     async def ready(self) -> Topology:
         """Waits for the first discovery round; returns the topology or raises its error."""
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        return await _settled(fut, self._native.ready_async(loop, fut))
+        return await self._native.ready_async()
 
     async def execute(self, *args: Arg, timeout: Optional[float] = None) -> Any:
         """Runs one command on the primary (or a replica for reads, per ``read_from``).
@@ -110,9 +108,7 @@ class Client:
         sent. Cancelling the awaiting task cancels the command in the core (one already sent
         may still have run).
         """
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        return await _settled(fut, self._native.execute_async(loop, fut, args, timeout))
+        return await self._native.execute_async(args, timeout)
 
     async def pipeline(self, commands: Sequence[Sequence[Arg]], *, timeout: Optional[float] = None) -> List[Any]:
         """Sends ``commands`` back to back on one connection and returns one result per command,
@@ -123,10 +119,7 @@ class Client:
         :meth:`execute`) is the whole pipeline's deadline. Cancelling the awaiting task cancels it (commands already sent may
         have run; nothing is retried).
         """
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        cmds = [tuple(c) for c in commands]
-        return await _settled(fut, self._native.pipeline_async(loop, fut, cmds, timeout))
+        return await self._native.pipeline_async([tuple(c) for c in commands], timeout)
 
     async def transaction(
         self,
@@ -146,10 +139,7 @@ class Client:
         transaction can't carry (BLPOP, MULTI, ...) raises :class:`ConfigError`, nothing sent.
         To read watched keys before EXEC, use :meth:`begin_transaction`.
         """
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        cmds = [tuple(c) for c in commands]
-        return await _settled(fut, self._native.transaction_async(loop, fut, cmds, tuple(watch), timeout))
+        return await self._native.transaction_async([tuple(c) for c in commands], tuple(watch), timeout)
 
     async def begin_transaction(self, *, timeout: Optional[float] = None) -> "Transaction":
         """Begins a transaction on a dedicated connection to the current primary (waiting for
@@ -163,9 +153,7 @@ class Client:
         raise :class:`ConfigError`, "the transaction has ended"). Without it the begin waits up
         to ``command_timeout_ms`` and each step gets ``command_timeout_ms`` of its own.
         """
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        return Transaction(await _settled(fut, self._native.begin_transaction_async(loop, fut, timeout)))
+        return Transaction(await self._native.begin_transaction_async(timeout))
 
     def topology(self) -> Topology:
         """The current topology snapshot; never waits."""
@@ -209,10 +197,7 @@ class Client:
         """Closes the client: event iterators end, and every command still in flight fails with
         :class:`ClosedError` before this returns. Idempotent.
         """
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        self._native.close_async(loop, fut)
-        await fut
+        await self._native.close_async()
 
     async def __aenter__(self) -> "Client":
         return self

@@ -66,7 +66,9 @@ def _open(url: str, decode_responses: bool, options: Dict[str, OptionValue]) -> 
 
 
 async def _settled(fut: "asyncio.Future[Any]", operation: "_native.Operation") -> Any:
-    """Awaits the future of a core operation; cancelling the awaiting task cancels the operation."""
+    """The awaitable every native ``*_async`` method returns (the native side calls this with the
+    future it created): awaits the future of a core operation; cancelling the awaiting task
+    cancels the operation."""
     try:
         return await fut
     except asyncio.CancelledError:

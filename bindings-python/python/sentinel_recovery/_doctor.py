@@ -9,13 +9,12 @@ the fields most callers need are typed here.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any, Dict, List, Literal, Optional, TypedDict
 
 from . import _native
-from ._calls import _LOGGER, OptionValue, _pairs, _settled
+from ._calls import _LOGGER, OptionValue, _pairs
 
 __all__ = ["DoctorReport", "DoctorFinding", "DoctorVerdict", "DoctorStatus"]
 
@@ -110,10 +109,7 @@ async def doctor(
         raise TypeError("url must be a str")
     pairs, address_map = _pairs(options)
     _native._set_log_level(_LOGGER.getEffectiveLevel())
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-    operation = _native.doctor_async(loop, fut, url, pairs, watch, pings, address_map)
-    return DoctorReport._from_native(await _settled(fut, operation))
+    return DoctorReport._from_native(await _native.doctor_async(url, pairs, watch, pings, address_map))
 
 
 def doctor_blocking(

@@ -10,7 +10,6 @@ never on this process's threads or event loop.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from typing import Any, Optional, TypedDict
 
@@ -171,11 +170,8 @@ class Proxy:
     async def aclose(self, grace: Optional[float] = None) -> None:
         """:meth:`close` for asyncio: the loop keeps running while the proxy closes on the core's
         threads. Idempotent."""
-        loop = asyncio.get_running_loop()
-        fut: "asyncio.Future[None]" = loop.create_future()
-        self._native.close_async(loop, fut, grace)
         # Cancelling the awaiting task does not stop the close: it goes on on the core's threads.
-        await fut
+        await self._native.close_async(grace)
 
     def __enter__(self) -> "Proxy":
         return self

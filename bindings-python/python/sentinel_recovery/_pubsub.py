@@ -12,7 +12,6 @@ are dropped and counted in :attr:`AsyncSubscription.dropped`. ``PUBLISH`` goes t
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 from . import _native
@@ -50,23 +49,14 @@ def _message(item: Optional[Tuple[Any, Any, Any]]) -> Optional[Message]:
     return None if item is None else Message(*item)
 
 
-async def _settled(fut: "asyncio.Future[Any]", operation: "_native.Operation") -> Any:
-    try:
-        return await fut
-    except asyncio.CancelledError:
-        operation.cancel()
-        raise
-
-
 async def _open_async(
     client: "_native.NativeClient", channels: Iterable[Name], patterns: Iterable[Name], buffer: Optional[int]
 ) -> "AsyncSubscription":
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-    op = _native.NativeSubscriber.open_async(
-        client, loop, fut, _names(channels, "channel"), _names(patterns, "pattern"), buffer
+    return AsyncSubscription(
+        await _native.NativeSubscriber.open_async(
+            client, _names(channels, "channel"), _names(patterns, "pattern"), buffer
+        )
     )
-    return AsyncSubscription(await _settled(fut, op))
 
 
 def _open_blocking(
@@ -127,14 +117,10 @@ class AsyncSubscription(_Common):
     async def get(self) -> Optional[Message]:
         """The next message, or ``None`` once the subscription ended. Cancelling the awaiting
         task may lose the message it was about to return."""
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        return _message(await _settled(fut, self._native.next_async(loop, fut)))
+        return _message(await self._native.next_async())
 
     async def _change(self, change: str, names: Tuple[Name, ...]) -> None:
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        await _settled(fut, self._native.change_async(loop, fut, change, _names(names, "channel")))
+        await self._native.change_async(change, _names(names, "channel"))
 
     async def subscribe(self, *channels: Name) -> None:
         """Adds channels; returns once the node confirmed them (at once while the subscription is

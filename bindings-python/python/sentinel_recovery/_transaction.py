@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, List, Optional, Sequence
 
 from . import _native
-from ._calls import Arg, _settled
+from ._calls import Arg
 
 
 class Transaction:
@@ -29,22 +28,16 @@ class Transaction:
 
     async def watch(self, *keys: Arg) -> None:
         """``WATCH keys...``: :meth:`exec` then returns ``None`` if any of them changed."""
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        await _settled(fut, self._native.watch_async(loop, fut, keys))
+        await self._native.watch_async(keys)
 
     async def execute(self, *args: Arg) -> Any:
         """Runs one command now on the transaction's connection (a read between WATCH and EXEC)."""
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        return await _settled(fut, self._native.execute_async(loop, fut, args))
+        return await self._native.execute_async(args)
 
     async def exec(self, commands: Sequence[Sequence[Arg]]) -> Optional[List[Any]]:
         """MULTI, ``commands``, EXEC: one reply per command, or ``None`` when a watched key
         changed (nothing ran). Ends the transaction."""
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        return await _settled(fut, self._native.exec_async(loop, fut, [tuple(c) for c in commands]))
+        return await self._native.exec_async([tuple(c) for c in commands])
 
     def discard(self) -> None:
         """Ends the transaction without running anything. Idempotent."""

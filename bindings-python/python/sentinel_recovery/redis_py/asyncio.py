@@ -26,7 +26,6 @@ from redis.exceptions import AuthenticationError, AuthorizationError, ReadOnlyEr
 from redis.sentinel import MasterNotFoundError, SlaveNotFoundError
 
 from .. import Error as _CoreError
-from .. import _settled
 from . import _route_error, _RETRY_PAUSE, _DEMOTED_UNBLOCKED
 from ._core import (
     MOVE,
@@ -56,9 +55,7 @@ _HAS_CONNECT_CHECK_HEALTH = hasattr(redis.asyncio.connection.AbstractConnection,
 
 
 async def _route(core: Core, primary: bool, timeout: float) -> Tuple[str, int]:
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-    return await _settled(fut, core.native.route_async(loop, fut, primary, timeout))
+    return await core.native.route_async(primary, timeout)
 
 
 class _AsyncRoutedMixin:
