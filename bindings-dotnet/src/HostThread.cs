@@ -1,6 +1,6 @@
 // The sr-dotnet-host thread: where what the library hands over through host mailboxes
 // (sr_mailbox_t) reaches managed code: events, log records, pub/sub messages, and the completions
-// of calls that hand something over or wait long (docs/completions-dotnet.md). Order, coalesced
+// of calls that hand something over or wait long (docs/architecture.md, .NET). Order, coalesced
 // wake-ups, the overflow rule and the close barrier are the core's; this file only says how the
 // thread is woken and what a delivery becomes.
 using System;

@@ -1,7 +1,7 @@
 // The completion core: a native call in flight, the task it completes, and the two ways its
 // outcome arrives. Both only convert and complete a TaskCompletionSource created with
 // RunContinuationsAsynchronously, so awaiting code runs on the pool, never where the outcome
-// arrived. docs/completions-dotnet.md says which calls take which way, and the measurement why.
+// arrived. docs/architecture.md (.NET) says which calls take which way, and the measurement why.
 using System;
 using System.Runtime.InteropServices;
 using System.Threading;

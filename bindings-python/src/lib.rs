@@ -6,7 +6,7 @@
 //! running loop (see [`awaitable`]), which the loop's own waker ([`waker`]) settles; events,
 //! log records, `on_event` calls and what a loop can't take that way go through one dispatcher
 //! thread ([`dispatch`]).
-//! docs/completions-python.md follows a completion hop by hop.
+//! docs/architecture.md (Python) follows a completion hop by hop.
 //!
 //! Modules import one way: `completion`, `convert`, `errors` and `blocking` at the bottom, then
 //! `dispatch`, `logging`, `waker`, `awaitable`, `call`, then the operations.
