@@ -27,20 +27,22 @@ mod codes;
 mod doctor;
 mod error;
 mod ffi;
-mod handles;
 mod log;
 mod mailbox;
+mod message_view;
 mod operation;
 mod proxy;
 mod pubsub;
 mod reply;
 mod results;
 mod runtime;
+mod subscription_handle;
 // Test-only exports: never in the shipped library or the committed header.
 #[cfg(feature = "test-hooks")]
 mod testing;
 mod topology;
 mod transaction;
+mod transaction_handle;
 
 /// The library version (`"MAJOR.MINOR.PATCH"`), a static NUL-terminated string; never NULL,
 /// never freed.

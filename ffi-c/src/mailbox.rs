@@ -16,12 +16,12 @@ use crate::ffi::{
     clone_arc, free_arc, guard, start, to_arc_mut_ptr, to_boxed_mut_ptr, to_const_ptr, Castable,
     SharedArc, UserData, SR_OK,
 };
-use crate::handles::{
-    message_view, sr_message_t, sr_subscription_t, sr_transaction_t, Subscription,
-};
+use crate::message_view::{message_view, sr_message_t};
 use crate::reply::{as_reply, sr_reply_t};
 use crate::results::{exec_results, results_of, sr_results_t, Results};
+use crate::subscription_handle::{sr_subscription_t, Subscription};
 use crate::topology::{sr_event_t, sr_topology_t, topology_to_c, EventBox};
+use crate::transaction_handle::sr_transaction_t;
 
 /// A delivery that completes a call started with a `*_into` function (sr_client_execute_into(),
 /// sr_client_pipeline_into(), sr_client_wait_ready_into(), sr_client_subscribe_into(),

@@ -16,9 +16,10 @@ use crate::error::sr_error_t;
 use crate::ffi::{
     blocking, clone_arc, free_arc, guard, start, to_arc_mut_ptr, ErrorObject, UserData, SR_OK,
 };
-use crate::handles::{message_view, sr_message_t, sr_subscription_t, Subscription};
 use crate::mailbox::{acquire_mailbox, done_into, message_into, sr_mailbox_t, subscribed_into};
+use crate::message_view::{message_view, sr_message_t};
 use crate::operation::{sr_call_options_t, sr_operation_t};
+use crate::subscription_handle::{sr_subscription_t, Subscription};
 
 /// Message callback: called with each message of the subscription, in the order the node sent
 /// them, on a core thread, one call at a time. Copy what you need and return quickly; do not

@@ -10,7 +10,6 @@ use crate::args::{arguments, command_list, out_param, sr_command_t};
 use crate::client::{acquire, client_call, client_into, required, sr_client_t};
 use crate::error::sr_error_t;
 use crate::ffi::{blocking, free_box, guard, start, to_boxed_mut_ptr, try_ref, UserData};
-use crate::handles::sr_transaction_t;
 use crate::mailbox::{
     acquire_mailbox, began_into, exec_into, reply_into, sr_mailbox_t, MailboxBox,
 };
@@ -19,6 +18,7 @@ use crate::reply::{into_owned_reply, reply_to, sr_reply_cb, sr_reply_t};
 use crate::results::{
     deliver_results, exec_results, into_owned_results, sr_results_cb, sr_results_t,
 };
+use crate::transaction_handle::sr_transaction_t;
 
 /// The transaction behind `transaction`, or the error naming it NULL.
 ///
