@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
-use sentinel_recovery::host::{EventSubscription, Handle};
+use sentinel_recovery::host::{EventRegistration, Handle};
 use sentinel_recovery::Event;
 
 use crate::blocking::SIGNAL_CHECK_INTERVAL;
@@ -57,7 +57,7 @@ impl Drop for QueueFeeder {
 
 /// An asyncio event subscription; `cancel()` stops it (so does dropping it).
 #[pyclass(frozen, module = "sentinel_recovery._native")]
-pub struct Subscription(EventSubscription);
+pub struct Subscription(EventRegistration);
 
 #[pymethods]
 impl Subscription {
@@ -106,7 +106,7 @@ impl CallbackSlot {
 /// An installed `on_event` function and the core subscription that feeds it.
 pub(crate) struct Installed {
     callback: Arc<EventCallback>,
-    subscription: EventSubscription,
+    subscription: EventRegistration,
 }
 
 impl Installed {
@@ -205,7 +205,7 @@ pub(crate) fn subscribe_blocking(handle: &Handle) -> PyResult<EventIter> {
 #[pyclass(frozen, module = "sentinel_recovery._native")]
 pub struct EventIter {
     rx: Mutex<Option<mpsc::Receiver<Event>>>,
-    subscription: EventSubscription,
+    subscription: EventRegistration,
 }
 
 impl Drop for EventIter {

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use sentinel_recovery::host::EventSubscription;
+use sentinel_recovery::host::EventRegistration;
 
 use crate::model::Event;
 
@@ -18,11 +18,11 @@ pub trait EventListener: Send + Sync {
 /// An installed [`EventListener`]; it stays installed until removed or the client is closed.
 #[derive(uniffi::Object)]
 pub struct Subscription {
-    inner: EventSubscription,
+    inner: EventRegistration,
 }
 
 impl Subscription {
-    pub(crate) fn new(inner: EventSubscription) -> Arc<Subscription> {
+    pub(crate) fn new(inner: EventRegistration) -> Arc<Subscription> {
         Arc::new(Subscription { inner })
     }
 }

@@ -39,7 +39,9 @@
 //! - **subscription** ([`Subscription`], C `sr_subscription_t`): pub/sub on channels and
 //!   patterns; [`host::Subscriber`] is its host-layer handle. A connection in pub/sub mode is a
 //!   **subscribed connection**.
-//! - **event handler**: a callback for topology [`Event`]s ([`host::EventHandler`]).
+//! - **event handler**: a callback for topology [`Event`]s ([`host::EventHandler`]); once
+//!   installed it has an **event registration** ([`host::EventRegistration`]), whose `remove()`
+//!   uninstalls it.
 //! - **sentinel feed**: the monitor's pub/sub connections to the sentinels' event channels.
 //! - **proxy**: the fencing proxy ([`Proxy`]): unchanged Redis clients connect to it, and it
 //!   forwards to the primary the monitor follows, fencing writes as the client does.

@@ -7,7 +7,7 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use sr::host::{ApiNames, Done, EventHandler, EventSubscription, Handle, Operation};
+use sr::host::{ApiNames, Done, EventHandler, EventRegistration, Handle, Operation};
 use sr::{Event, Value};
 
 use crate::args::{arguments, command_list, config_of, out_param, sr_command_t, sr_option_t};
@@ -42,7 +42,7 @@ pub(crate) struct Client {
     /// Set by the first sr_client_close().
     closing: AtomicBool,
     /// The installed event callback's subscription.
-    events: Mutex<Option<EventSubscription>>,
+    events: Mutex<Option<EventRegistration>>,
 }
 
 impl Castable for sr_client_t {

@@ -1,5 +1,5 @@
 //! Event handlers of a handle: each fed by a task of its own, in order, one call at a time; after
-//! [`EventSubscription::remove`] has returned its handler is not called again.
+//! [`EventRegistration::remove`] has returned its handler is not called again.
 
 use std::sync::{Arc, Mutex};
 
@@ -13,21 +13,21 @@ use crate::sync::Locked;
 /// hand it to its host's scheduler.
 pub type EventHandler = Box<dyn FnMut(&Event) + Send + 'static>;
 
-/// One installed handler. Dropping it does not remove the handler; [`EventSubscription::remove`]
+/// One installed handler. Dropping it does not remove the handler; [`EventRegistration::remove`]
 /// (or closing the handle) does.
 #[derive(Clone)]
-pub struct EventSubscription {
+pub struct EventRegistration {
     gate: Gate<dyn FnMut(&Event) + Send + 'static>,
     task: Arc<Mutex<Option<tokio::task::AbortHandle>>>,
 }
 
-impl EventSubscription {
+impl EventRegistration {
     /// Starts feeding `events` to `handler`.
     pub(super) fn start(
         registry: Arc<Registry>,
         mut events: EventStream,
         handler: EventHandler,
-    ) -> crate::Result<EventSubscription> {
+    ) -> crate::Result<EventRegistration> {
         let gate = Gate::new(handler);
         let feeding = gate.clone();
         let task = crate::runtime::handle()?.spawn(async move {
@@ -38,7 +38,7 @@ impl EventSubscription {
                 }
             }
         });
-        Ok(EventSubscription {
+        Ok(EventRegistration {
             gate,
             task: Arc::new(Mutex::new(Some(task.abort_handle()))),
         })

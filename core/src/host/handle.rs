@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::doctor::config_from_url;
-use super::events::{EventHandler, EventSubscription};
+use super::events::{EventHandler, EventRegistration};
 use super::guard::guarded;
 use super::hints::{self, ApiNames};
 use super::inflight::{Done, Operation, Registry, Started};
@@ -33,7 +33,7 @@ struct HandleState {
     /// `None` once closed.
     client: Mutex<Option<Client>>,
     registry: Arc<Registry>,
-    subscriptions: Mutex<Vec<EventSubscription>>,
+    subscriptions: Mutex<Vec<EventRegistration>>,
     /// Pub/sub subscriptions, closed with the handle.
     subscribers: Mutex<Vec<Subscriber>>,
     /// How the binding names the APIs error hints point to.
@@ -324,7 +324,7 @@ impl Handle {
 
     /// Calls `handler` with every event from now on, in order, one call at a time, on a core
     /// thread, until the subscription is removed or the handle closed.
-    pub fn subscribe_events(&self, handler: EventHandler) -> Result<EventSubscription> {
+    pub fn subscribe_events(&self, handler: EventHandler) -> Result<EventRegistration> {
         guarded(|| self.add_event_subscription(self.client()?.events()?, handler))
     }
 
@@ -332,7 +332,7 @@ impl Handle {
     /// [`Client::events_from_start`]): subscribed right after [`Handle::open`], the handler's
     /// first `primary_changed` is the one from none to the first primary, whether or not the
     /// first round finished, or the monitor was shared, before this call.
-    pub fn subscribe_events_from_start(&self, handler: EventHandler) -> Result<EventSubscription> {
+    pub fn subscribe_events_from_start(&self, handler: EventHandler) -> Result<EventRegistration> {
         guarded(|| self.add_event_subscription(self.client()?.events_from_start()?, handler))
     }
 
@@ -340,8 +340,8 @@ impl Handle {
         &self,
         events: EventStream,
         handler: EventHandler,
-    ) -> Result<EventSubscription> {
-        let subscription = EventSubscription::start(self.shared.registry.clone(), events, handler)?;
+    ) -> Result<EventRegistration> {
+        let subscription = EventRegistration::start(self.shared.registry.clone(), events, handler)?;
         let mut subscriptions = self.shared.subscriptions.locked();
         subscriptions.retain(|s| !s.is_removed());
         subscriptions.push(subscription.clone());
@@ -506,7 +506,7 @@ impl Handle {
 
 impl HandleState {
     fn remove_subscriptions(&self) {
-        let subscriptions: Vec<EventSubscription> = self.subscriptions.locked().drain(..).collect();
+        let subscriptions: Vec<EventRegistration> = self.subscriptions.locked().drain(..).collect();
         for s in subscriptions {
             s.remove();
         }

@@ -8,7 +8,7 @@
 //!
 //! - every completion runs exactly once: with the result, with `internal` when something
 //!   panicked, or with `closed` when the handle was closed or the core runtime stopped first;
-//! - once [`Handle::close`] (or [`EventSubscription::remove`], or [`Subscriber::close`]) has
+//! - once [`Handle::close`] (or [`EventRegistration::remove`], or [`Subscriber::close`]) has
 //!   completed, no callback of that handle (or subscription) runs again;
 //! - `close` completes every operation still in flight with `closed` before its own completion;
 //! - a panic anywhere, in the core or in a host callback, never aborts the process and never
@@ -36,7 +36,7 @@ mod waiter;
 
 pub use crate::resp::OwnReply;
 pub use doctor::{config_from_url, doctor, doctor_blocking, Diagnosis};
-pub use events::{EventHandler, EventSubscription};
+pub use events::{EventHandler, EventRegistration};
 pub use handle::Handle;
 pub use hints::{ApiNames, RUST};
 pub use inflight::{Done, Operation, Started};

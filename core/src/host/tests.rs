@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::inflight::{Done, Registry};
-use super::{EventSubscription, Handle};
+use super::{EventRegistration, Handle};
 use crate::error::{ErrorCode, Result};
 
 /// A client whose sentinel never answers: commands wait in the queue until their deadline.
@@ -209,7 +209,7 @@ fn a_removed_event_handler_is_never_called_again_and_close_removes_all() {
     // A handler that removes itself: its current call finishes, then nothing.
     let calls = Arc::new(AtomicUsize::new(0));
     let counted = calls.clone();
-    let slot: Arc<Mutex<Option<EventSubscription>>> = Arc::default();
+    let slot: Arc<Mutex<Option<EventRegistration>>> = Arc::default();
     let own = slot.clone();
     let sub = handle
         .subscribe_events(Box::new(move |_| {
