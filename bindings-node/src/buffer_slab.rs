@@ -12,10 +12,8 @@
 //! object that code could detach (transfer it to a worker); before each copy the slab's length
 //! and address are read again, and a detached slab is replaced, never written.
 //!
-//! One slab serves every client of a JavaScript thread (as Node's pool serves the thread), both
-//! for a reply read on that thread and for the replies of a batch the wake function delivers: at
-//! 64 in flight nearly every reply comes in a batch. The environment's cleanup hook lets go of the
-//! slab before the environment ends.
+//! One slab serves every client of a JavaScript thread (as Node's pool serves the thread). The
+//! environment's cleanup hook lets go of the slab before the environment ends.
 
 use std::cell::RefCell;
 use std::ffi::c_void;
@@ -30,16 +28,6 @@ const SLAB: usize = 8 * 1024;
 
 /// Largest reply cut from a slab; larger ones get a Buffer of their own. Half a slab, as Node.
 pub(crate) const LARGEST: usize = SLAB / 2;
-
-/// Bits of [`packed`] that hold the length (a reply of at most [`LARGEST`] bytes).
-const LENGTH_BITS: u32 = 13;
-
-/// Where a reply's bytes are in the slab as one small integer for a batch, `offset << 13 |
-/// length` (both below 2^13), which `index.js` takes apart.
-pub(crate) fn packed(offset: usize, length: usize) -> u32 {
-    debug_assert!(offset < SLAB && length <= LARGEST && LARGEST < 1 << LENGTH_BITS);
-    ((offset as u32) << LENGTH_BITS) | length as u32
-}
 
 /// The current slab of one JavaScript thread.
 struct BufferSlab {

@@ -5,7 +5,6 @@
 //! references it through [`NativeClient::hold`] while at least one operation is pending, so a
 //! pending command keeps the process alive until it settles and nothing else does.
 
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
@@ -18,7 +17,8 @@ use sentinel_recovery::{Error as SrError, Event, Value};
 
 use crate::address_map;
 use crate::args::{deadline, pairs, Args};
-use crate::completions::{batch_buffer, collect, Batch, Item, Shared, Start, WakeFn, EVENT_BOUND};
+use crate::batch::{batch_buffer, Batch, Item};
+use crate::completions::{collect, Shared, Start, WakeFn, EVENT_BOUND};
 use crate::errors::{check, guarded, js_error, napi_failure, Code};
 use crate::execute;
 use crate::operation::NativeOperation;
@@ -30,25 +30,52 @@ pub static NODE_API: ApiNames = ApiNames {
     watch: "client.transaction(commands, { watch }) or tx.watch() after client.beginTransaction()",
 };
 
-/// A client's transactions by the id JavaScript gave them.
-pub type Transactions = Arc<Mutex<HashMap<u32, HostTransaction>>>;
+/// Where a transaction lives once begun (see `transactions.rs`): empty before, and once ended.
+pub(crate) type Slot = Arc<Mutex<Option<HostTransaction>>>;
+
+/// A client's transactions, for `close` to end them.
+#[derive(Default)]
+pub(crate) struct Transactions {
+    closed: bool,
+    live: Vec<Weak<Mutex<Option<HostTransaction>>>>,
+}
+
+impl Transactions {
+    /// Puts a transaction just begun in its slot; refused (and so ended) after `close`.
+    pub(crate) fn adopt(
+        &mut self,
+        slot: &Slot,
+        tx: HostTransaction,
+    ) -> sentinel_recovery::Result<()> {
+        if self.closed {
+            return Err(SrError::closed());
+        }
+        *slot.lock().unwrap_or_else(|e| e.into_inner()) = Some(tx);
+        self.live.retain(|w| w.strong_count() > 0);
+        self.live.push(Arc::downgrade(slot));
+        Ok(())
+    }
+
+    /// Ends every transaction (their steps in flight complete with `closed`) and any begun later.
+    pub(crate) fn close(&mut self) {
+        self.closed = true;
+        for slot in self.live.drain(..).filter_map(|w| w.upgrade()) {
+            drop(slot.lock().unwrap_or_else(|e| e.into_inner()).take());
+        }
+    }
+}
 
 /// Parses `url`, applies `options` (a flat `[key, value, key, value, ...]` list of core
 /// option keys and their string values, each passed through the core's `Config::set`) and
 /// opens the client; returns at once, discovery runs on the core's threads. `wake` is called
-/// with the flat array `[id, ok, value, id, ok, value, ...]` of what finished, or with
-/// `(id, ok, value)` for a single completion read on the JavaScript thread, or with
-/// `(id, true, slab, offset, length)` when that completion is a small Buffer reply, the
-/// `length` bytes at `offset` of the ArrayBuffer `slab` (see `buffer_slab.rs`): for a completion,
-/// `ok` true means `value` is the reply, false that it is an error made by
-/// `makeError(code, message, serverCode)`, and in the array an ArrayBuffer in place of `ok` is
-/// the slab of a small Buffer reply, `value` then `offset << 13 | length`; id 0 is an event,
-/// `value` its JSON. It does not keep
-/// the process alive (see [`NativeClient::hold`]).
-/// `address_map` is the function form of that option (see `address_map.rs`).
+/// with each batch of what finished and of events, as `(columns, count, first, rest)` (see
+/// `batch.rs`);
+/// errors in it are made by `makeError(code, message, serverCode)`. It does not keep the
+/// process alive (see [`NativeClient::hold`]). `address_map` is the function form of that
+/// option (see `address_map.rs`).
 #[napi(
     catch_unwind,
-    ts_args_type = "url: string, options: Array<string>, decode: boolean, wake: (batch: Array<unknown> | number, ok?: boolean, value?: unknown, offset?: number, length?: number) => void, makeError: (code: string, message: string, serverCode: string | null) => Error, addressMap?: ((arg: string) => string | null) | undefined | null"
+    ts_args_type = "url: string, options: Array<string>, decode: boolean, wake: (columns: { ids: Uint32Array, kinds: Uint8Array, offsets: Uint32Array, lengths: Uint32Array }, count: number, first: unknown, rest: Array<unknown> | undefined) => void, makeError: (code: string, message: string, serverCode: string | null) => Error, addressMap?: ((arg: string) => string | null) | undefined | null"
 )]
 pub fn open(
     env: Env,
@@ -72,8 +99,8 @@ pub struct NativeClient {
     pub(crate) shared: Arc<Shared>,
     /// Delivers completions of replies read on the JavaScript thread (see `own_replies`).
     pub(crate) deliverer: Rc<own_replies::Deliverer>,
-    /// Transactions begun and not ended, by the id JavaScript gave them.
-    pub(crate) transactions: Transactions,
+    /// Transactions begun, for `close` to end them.
+    pub(crate) transactions: Arc<Mutex<Transactions>>,
 }
 
 impl NativeClient {
@@ -159,7 +186,7 @@ impl NativeClient {
             handle,
             shared,
             deliverer: Rc::new(deliverer),
-            transactions: Transactions::default(),
+            transactions: Arc::default(),
         })
     }
 
@@ -176,6 +203,10 @@ impl Drop for NativeClient {
         if !self.handle.is_closed() {
             self.handle.close(Box::new(|| {}));
         }
+        self.transactions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .close();
         // No wake-up after this: nobody is left to take what comes (the completions handed
         // back had no one waiting, as nothing was pending).
         drop(self.shared.mailbox.close());
@@ -224,13 +255,7 @@ impl NativeClient {
         cancellable: bool,
     ) -> Option<NativeOperation> {
         self.starting(id, |start| {
-            let timeout = match deadline(timeout_ms) {
-                Ok(timeout) => timeout,
-                Err(e) => {
-                    start.complete(Item::Many(id, Err(e)));
-                    return None;
-                }
-            };
+            let timeout = start.deadline(timeout_ms)?;
             let commands: Vec<Vec<Vec<u8>>> = commands.iter().map(Args::to_vecs).collect();
             let done = start.done_with(|id, result| Item::Many(id, result.map(Some)));
             // Busy from now on: a reply due on this thread goes back to the core.
@@ -260,7 +285,7 @@ impl NativeClient {
             self.transactions
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .clear();
+                .close();
             self.handle.close(Box::new(move || done(Ok(()))));
             // The polled socket is let go now, not when the client is collected.
             own_replies::close_poll(&self.deliverer);

@@ -22,8 +22,8 @@ use napi::{sys, Status};
 use sentinel_recovery::host::{Handle, Started};
 use sentinel_recovery::Error as SrError;
 
-use crate::args::{deadline, Args};
-use crate::completions::{Item, Shared};
+use crate::args::Args;
+use crate::completions::Shared;
 use crate::errors::{check, napi_failure};
 use crate::operation::NativeOperation;
 use crate::own_replies;
@@ -49,13 +49,7 @@ impl Executor {
         cancellable: bool,
     ) -> Option<NativeOperation> {
         self.shared.starting(id, |start| {
-            let timeout = match deadline(timeout_ms) {
-                Ok(timeout) => timeout,
-                Err(e) => {
-                    start.complete(Item::Completion(id, Err(e)));
-                    return None;
-                }
-            };
+            let timeout = start.deadline(timeout_ms)?;
             // Replies still due on this thread: this command's joins them when it goes to the
             // same connection (see `own_replies`).
             let reading = own_replies::take_due(&self.deliverer);

@@ -11,7 +11,8 @@
 //! Where things are: [`client`] (the client class and its operations), [`transactions`],
 //! [`pubsub`], [`doctor`], [`proxy`] (the fencing proxy of `startProxy`); `execute` (the
 //! per-command function), `completions` (the queue from the core's threads to the JavaScript
-//! thread), `own_replies` (replies read on the JavaScript thread itself), `values` (replies as
+//! thread), `batch` (the typed batch JavaScript is woken with), `own_replies` (replies read on
+//! the JavaScript thread itself), `values` (replies as
 //! JavaScript values), `buffer_slab` (small Buffer replies cut from one ArrayBuffer), [`args`]
 //! (arguments from JavaScript), `errors` (errors as JavaScript sees them), [`logging`],
 //! [`tables`], [`test_hooks`], `address_map`.
@@ -20,6 +21,7 @@
 
 mod address_map;
 pub mod args;
+mod batch;
 mod buffer_slab;
 pub mod client;
 mod completions;

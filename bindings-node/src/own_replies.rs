@@ -50,12 +50,9 @@ use napi::bindgen_prelude::{FunctionRef, ToNapiValue};
 use napi::{sys, Env, JsValue};
 use sentinel_recovery::host::OwnReply;
 
-use sentinel_recovery::Value;
-
-use crate::buffer_slab;
-use crate::completions::{collect, Batch, Item, Shared};
+use crate::batch::{Batch, Item};
+use crate::completions::{collect, Shared};
 use crate::errors::check;
-use crate::values::completion_value;
 
 /// `UV_POLL` of libuv's `uv_handle_type`.
 const UV_POLL: c_int = 8;
@@ -140,7 +137,7 @@ impl Deliverer {
         })
     }
 
-    /// Calls the wake function with `items` (drained here), as a wake-up would.
+    /// Calls the wake function with `items` (drained here) as the same batch a wake-up makes.
     unsafe fn deliver(&self, items: Vec<Item>) -> napi::Result<()> {
         let env = self.env;
         let mut scope = ptr::null_mut();
@@ -154,44 +151,12 @@ impl Deliverer {
         let env = Env::from_raw(self.env);
         let wake = self.wake.borrow_back(&env)?.raw();
         let make_error = self.make_error.borrow_back(&env)?.raw();
-        // One completion (the sequential case) goes as the three arguments `(id, ok, value)`,
-        // not as a batch array of them: no array to make and fill, none to index in JavaScript.
-        let mut args = [ptr::null_mut(); 5];
-        let argc = match items.as_slice() {
-            // A small Buffer reply: `(id, true, slab, offset, length)`, the view made in
-            // JavaScript (see `buffer_slab`).
-            [Item::Completion(id, Ok(Value::Bulk(bytes)))]
-                if !self.decode && bytes.len() <= buffer_slab::LARGEST =>
-            {
-                let (slab, offset) = buffer_slab::place(self.env, bytes)?;
-                args = [
-                    ToNapiValue::to_napi_value(self.env, *id)?,
-                    ToNapiValue::to_napi_value(self.env, true)?,
-                    slab,
-                    ToNapiValue::to_napi_value(self.env, offset as u32)?,
-                    ToNapiValue::to_napi_value(self.env, bytes.len() as u32)?,
-                ];
-                5
-            }
-            [Item::Completion(id, result)] => {
-                let (ok, value) = completion_value(self.env, result, self.decode, make_error)?;
-                args[..3].copy_from_slice(&[
-                    ToNapiValue::to_napi_value(self.env, *id)?,
-                    ToNapiValue::to_napi_value(self.env, ok)?,
-                    value,
-                ]);
-                3
-            }
-            _ => {
-                let batch = Batch {
-                    items,
-                    decode: self.decode,
-                    make_error,
-                };
-                args[0] = ToNapiValue::to_napi_value(self.env, batch)?;
-                1
-            }
-        };
+        let args = Batch {
+            items,
+            decode: self.decode,
+            make_error,
+        }
+        .into_args(self.env)?;
         let mut recv = ptr::null_mut();
         // napi_make_callback wants an object as `this`; the wake function ignores it.
         check(sys::napi_get_global(self.env, &mut recv))?;
@@ -201,7 +166,7 @@ impl Deliverer {
             self.context,
             recv,
             wake,
-            argc,
+            args.len(),
             args.as_ptr(),
             &mut result,
         );

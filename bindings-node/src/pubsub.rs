@@ -12,8 +12,9 @@ use sentinel_recovery::host::{Done, Handle, Subscriber};
 use sentinel_recovery::{Error as SrError, Message, Value};
 
 use crate::args::Args;
+use crate::batch::Item;
 use crate::client::NativeClient;
-use crate::completions::{Item, Shared};
+use crate::completions::Shared;
 use crate::operation::NativeOperation;
 
 /// A message as the reply `[channel, payload, pattern | null]`, or `null` once the subscription

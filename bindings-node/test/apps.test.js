@@ -137,6 +137,33 @@ test('transactions with WATCH', async () => {
   }
 })
 
+test('a transaction let go of ends, and close ends the others', async () => {
+  require('node:v8').setFlagsFromString('--expose-gc')
+  const gc = require('node:vm').runInNewContext('gc')
+  const client = await Client.connect(topo.url, { decodeResponses: true })
+  const observer = await Client.connect(topo.url, { decodeResponses: true })
+  try {
+    const connected = async (id) => (await observer.execute(['CLIENT', 'LIST', 'ID', String(id)])).trim() !== ''
+    const begin = async () => {
+      const tx = await client.beginTransaction()
+      return { tx, id: await tx.execute(['CLIENT', 'ID']) }
+    }
+    const dropped = (await begin()).id
+    const { tx: kept, id } = await begin()
+    await waitFor('the transaction let go of to end', 20000, async () => {
+      gc()
+      return !(await connected(dropped))
+    })
+    assert.ok(await connected(id), 'a transaction still held stays')
+    await client.close()
+    await waitFor('close to end the transaction', 20000, async () => !(await connected(id)))
+    await assert.rejects(kept.exec([['INCR', 'node:tx']]), ConfigError)
+  } finally {
+    await client.close()
+    await observer.close()
+  }
+})
+
 test('EXEC is refused after a failover: nothing was applied', async () => {
   const own = await startTopology()
   const client = await Client.connect(own.url, { commandTimeoutMs: 10000, decodeResponses: true })
