@@ -1,7 +1,7 @@
 'use strict'
 /**
  * The completion dispatcher: a client's pending operations, and the typed batches that settle
- * them (docs/completions-node.md follows one completion from the core to its promise).
+ * them (docs/architecture.md, Node, follows one completion from the core to its promise).
  *
  * Each operation has a u32 id (never 0) and a promise. The native side wakes JavaScript with
  * `(columns, count, first, rest)` (src/batch.rs): `count` items, item 0's value `first`, item
