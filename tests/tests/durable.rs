@@ -214,3 +214,31 @@ fn a_short_wait_fails_every_write_it_covered() {
         client.close().await;
     });
 }
+
+/// Over RESP3 the server's command table is read too (Redis sends COMMAND's key specs as sets of
+/// maps, which the decoder once refused, leaving the table empty): a read-only command that only
+/// the table knows as one (`OBJECT ENCODING`) gets no WAIT, a write does.
+#[test]
+fn over_resp3_the_command_table_is_read_and_spares_reads_their_wait() {
+    let topo = Topology::start(TopologySpec::default()).unwrap();
+    topo.wait_replication(std::time::Duration::from_secs(10))
+        .unwrap();
+    rt().block_on(async {
+        let url = url_with(
+            &topo.url(),
+            "protocol=3&wait_replicas=1&wait_timeout_ms=5000",
+        );
+        let client = Client::connect(&url).await.unwrap();
+        // The command table is read on the first write.
+        assert!(ok(&client.execute(&["SET", "t:a", "1"]).await.unwrap()));
+        let before = waits(&topo);
+        client
+            .execute(&["OBJECT", "ENCODING", "t:a"])
+            .await
+            .unwrap();
+        assert_eq!(waits(&topo), before, "OBJECT ENCODING got a WAIT");
+        assert!(ok(&client.execute(&["SET", "t:b", "2"]).await.unwrap()));
+        assert_eq!(waits(&topo), before + 1);
+        client.close().await;
+    });
+}

@@ -229,9 +229,26 @@ pub(crate) fn decode(frame: Bytes, protocol: Protocol) -> Result<Value, String> 
             if &frame[..] == b"$-1\r\n" || &frame[..] == b"*-1\r\n" {
                 return Ok(Value::Nil);
             }
-            match redis_protocol::resp3::decode::complete::decode_bytes(&frame)
-                .map_err(|e| e.to_string())?
-            {
+            let decoded = match redis_protocol::resp3::decode::complete::decode_bytes(&frame) {
+                // A set of aggregates (COMMAND's key specs: maps) or a map keyed by aggregates:
+                // redis-protocol keeps sets and maps in hash containers and refuses those.
+                Err(e) if e.to_string().contains("Invalid") => {
+                    let Some(relaxed) = unhashable_as_arrays(&frame) else {
+                        return Err(e.to_string());
+                    };
+                    let decoded = redis_protocol::resp3::decode::complete::decode_bytes(
+                        &Bytes::from(relaxed),
+                    )
+                    .map_err(|e| e.to_string())?;
+                    // The rewrite changed header lengths: the frame was whole, so all of it.
+                    return match decoded {
+                        Some((f, _)) => Ok(Value::from(f)),
+                        None => Err("incomplete frame".to_owned()),
+                    };
+                }
+                other => other.map_err(|e| e.to_string())?,
+            };
+            match decoded {
                 Some((f, used)) => (Value::from(f), used),
                 None => return Err("incomplete frame".to_owned()),
             }
@@ -244,6 +261,41 @@ pub(crate) fn decode(frame: Bytes, protocol: Protocol) -> Result<Value, String> 
         ));
     }
     Ok(value)
+}
+
+/// `frame` (one whole RESP3 frame) with every set (`~N`) as an array (`*N`) and every map
+/// (`%N`) as an array of its keys and values (`*2N`), so that a set of maps or a map keyed by an
+/// aggregate decodes; `None` when the frame cannot be walked. Only headers are rewritten: the
+/// walk skips the payload of every blob.
+fn unhashable_as_arrays(frame: &[u8]) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(frame.len() + 16);
+    let mut at = 0;
+    while at < frame.len() {
+        let end = find_crlf(frame, at)?;
+        let kind = frame[at];
+        let line = frame.get(at + 1..end)?;
+        match kind {
+            b'~' => {
+                out.push(b'*');
+                out.extend_from_slice(line);
+                out.extend_from_slice(b"\r\n");
+            }
+            b'%' => {
+                let pairs = parse_count(line).ok()?;
+                out.extend_from_slice(format!("*{}\r\n", pairs.checked_mul(2)?).as_bytes());
+            }
+            b'$' | b'=' | b'!' if line != b"-1" => {
+                let len = parse_count(line).ok()?;
+                let payload_end = end.checked_add(2 + len + 2)?;
+                out.extend_from_slice(frame.get(at..payload_end)?);
+                at = payload_end;
+                continue;
+            }
+            _ => out.extend_from_slice(&frame[at..end + 2]),
+        }
+        at = end + 2;
+    }
+    Some(out)
 }
 
 #[cfg(test)]
@@ -442,5 +494,49 @@ mod tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod unhashable_tests {
+    use super::*;
+
+    /// One COMMAND entry as Redis 7 sends it over RESP3: its key specs are a set of maps, which
+    /// redis-protocol refuses; the frame still decodes (the set as an array), and a set of
+    /// strings elsewhere in a reply is still a set.
+    #[test]
+    fn a_set_of_maps_decodes_and_a_set_of_strings_stays_a_set() {
+        let entry = b"*1\r\n*10\r\n$3\r\nset\r\n:-3\r\n~2\r\n+write\r\n+denyoom\r\n:1\r\n:1\r\n:1\r\n\
+~1\r\n+@write\r\n~0\r\n~1\r\n%2\r\n$5\r\nflags\r\n~1\r\n+RW\r\n$5\r\nnotes\r\n$6\r\n~1\r\n%1\r\n*0\r\n";
+        let value = decode(Bytes::from_static(entry), Protocol::Resp3).unwrap();
+        let Value::Array(entries) = &value else {
+            panic!("{value:?}")
+        };
+        let Value::Array(fields) = &entries[0] else {
+            panic!("{value:?}")
+        };
+        assert_eq!(fields.len(), 10);
+        assert!(
+            matches!(&fields[2], Value::Array(f) if f.len() == 2),
+            "{:?}",
+            fields[2]
+        );
+        // The payload "~1\r\n%1\r\n" of the bulk string was not rewritten.
+        let Value::Array(specs) = &fields[8] else {
+            panic!("{:?}", fields[8])
+        };
+        assert_eq!(specs.len(), 1);
+        assert!(
+            format!("{:?}", specs[0]).contains("~1\\r\\n%1"),
+            "{:?}",
+            specs[0]
+        );
+        let table = crate::client::WriteTable::parse(&value);
+        assert!(table.writes(b"SET", None));
+
+        let plain = decode(Bytes::from_static(b"~2\r\n+a\r\n+b\r\n"), Protocol::Resp3).unwrap();
+        assert!(matches!(plain, Value::Set(_)), "{plain:?}");
+        // Not RESP (an empty line where a header belongs): no rewrite, no panic.
+        assert_eq!(unhashable_as_arrays(b"*1\r\n\r\n"), None);
     }
 }
