@@ -15,15 +15,14 @@
 //! the JavaScript thread.
 
 use std::sync::Mutex;
-use std::time::Duration;
 
 use napi::bindgen_prelude::Function;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use napi::{sys, Env, Status};
 use napi_derive::napi;
-use sentinel_recovery::deadline::MAX_MS;
+use sentinel_recovery::deadline::{self, Unit};
 use sentinel_recovery::host::HostProxy;
-use sentinel_recovery::{Error as SrError, ListenAddress};
+use sentinel_recovery::ListenAddress;
 
 use crate::args::pairs;
 use crate::errors::{guarded, js_error, napi_failure, Code};
@@ -83,20 +82,6 @@ pub struct NativeProxy {
     closed: Mutex<Option<ClosedFn>>,
 }
 
-/// A close's grace in milliseconds as a duration: from 0 (close at once) to the largest timer
-/// every host takes; absent, the core's default.
-fn grace(grace_ms: Option<f64>) -> sentinel_recovery::Result<Option<Duration>> {
-    match grace_ms {
-        None => Ok(None),
-        Some(ms) if (0.0..=MAX_MS as f64).contains(&ms) => {
-            Ok(Some(Duration::from_secs_f64(ms / 1000.0)))
-        }
-        Some(ms) => Err(SrError::config(format!(
-            "graceMs must be a number of milliseconds from 0 to {MAX_MS}, not {ms}"
-        ))),
-    }
-}
-
 #[napi]
 impl NativeProxy {
     /// Where the proxy listens: `IP:PORT` (`[IP]:PORT` for IPv6) or `unix:PATH`.
@@ -149,7 +134,8 @@ impl NativeProxy {
     #[napi(catch_unwind)]
     pub fn close(&self, env: Env, grace_ms: Option<f64>) -> napi::Result<(), Code> {
         guarded(|| {
-            let grace = grace(grace_ms).map_err(|e| js_error(&e))?;
+            let grace = deadline::grace("graceMs", grace_ms, Unit::Milliseconds)
+                .map_err(|e| js_error(&e))?;
             let Some(closed) = self.closed.lock().unwrap_or_else(|e| e.into_inner()).take() else {
                 return Ok(());
             };

@@ -6,9 +6,8 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 
-use sentinel_recovery::deadline::MAX_MS;
+use sentinel_recovery::deadline;
 use sentinel_recovery::host::HostProxy;
 use sentinel_recovery::Error;
 
@@ -86,22 +85,6 @@ pub struct Proxy {
     proxy: HostProxy,
 }
 
-/// A close's grace (`None`: the core's default, 5 s) in `unit`: from 0 (close at once) to
-/// [`MAX_MS`] milliseconds; otherwise `config` naming it, and nothing closed.
-fn grace(value: Option<f64>, unit: TimeoutUnit) -> sentinel_recovery::Result<Option<Duration>> {
-    let Some(value) = value else { return Ok(None) };
-    let (name, max, seconds) = match unit {
-        TimeoutUnit::Seconds => ("seconds", MAX_MS as f64 / 1000.0, value),
-        TimeoutUnit::Milliseconds => ("milliseconds", MAX_MS as f64, value / 1000.0),
-    };
-    if (0.0..=max).contains(&value) {
-        return Ok(Some(Duration::from_secs_f64(seconds)));
-    }
-    Err(Error::config(format!(
-        "grace must be a number of {name} from 0 to {max}, not {value}"
-    )))
-}
-
 #[uniffi::export]
 impl Proxy {
     /// Parses `url` (`redis+sentinel://...`), applies `options` (a proxy key, one of `listen`,
@@ -160,7 +143,8 @@ impl Proxy {
     /// completes after all that. A grace out of range fails with `config` and closes nothing.
     /// Idempotent. (Named `shutdown`: uniffi's generated classes use `close` to free the object.)
     pub async fn shutdown(&self, grace: Option<f64>, unit: TimeoutUnit) -> Outcome<()> {
-        let grace = self::grace(grace, unit).map_err(|e| SentinelError::from(&e))?;
+        let grace =
+            deadline::grace("grace", grace, unit.into()).map_err(|e| SentinelError::from(&e))?;
         let (sender, receiver) = futures_channel::oneshot::channel();
         self.proxy.close(
             grace,
@@ -177,7 +161,8 @@ impl Proxy {
     /// an `AutoCloseable`). Refused with `config` on a core thread (an event listener's call),
     /// which the close itself needs.
     pub fn shutdown_blocking(&self, grace: Option<f64>, unit: TimeoutUnit) -> Outcome<()> {
-        let grace = self::grace(grace, unit).map_err(|e| SentinelError::from(&e))?;
+        let grace =
+            deadline::grace("grace", grace, unit.into()).map_err(|e| SentinelError::from(&e))?;
         if sentinel_recovery::runtime::on_core_thread() {
             return Err(SentinelError::from(&Error::config(
                 "a blocking close was called on a core runtime thread; use the asynchronous form",

@@ -85,6 +85,24 @@ pub fn optional_call_timeout(value: Option<f64>, unit: Unit) -> Result<Option<Du
     value.map(|v| call_timeout(v, unit)).transpose()
 }
 
+/// A close's grace period, `name` as the binding calls it, in `unit`: from 0 (close at once) to
+/// [`MAX_MS`] milliseconds; `None` is the core's default. Anything else (negative, NaN, infinite,
+/// larger) is the `config` error every binding raises for it, naming the value.
+pub fn grace(name: &str, value: Option<f64>, unit: Unit) -> Result<Option<Duration>> {
+    let Some(value) = value else { return Ok(None) };
+    if (0.0..=unit.max()).contains(&value) {
+        return Ok(Some(
+            Duration::from_secs_f64(unit.seconds(value)).min(Duration::from_millis(MAX_MS)),
+        ));
+    }
+    Err(Error::config(format!(
+        "{name} must be a number of {} from 0 to {}, not {}",
+        unit.name(),
+        unit.max(),
+        show(value)
+    )))
+}
+
 fn show(value: f64) -> String {
     if value.is_nan() {
         "NaN".to_string()
@@ -146,5 +164,28 @@ mod tests {
     #[test]
     fn left_out_is_the_default() {
         assert_eq!(optional_call_timeout(None, Unit::Seconds).unwrap(), None);
+    }
+
+    #[test]
+    fn a_grace_may_be_zero_and_is_bounded_like_a_timeout() {
+        assert_eq!(grace("grace", None, Unit::Seconds).unwrap(), None);
+        assert_eq!(
+            grace("grace", Some(0.0), Unit::Seconds).unwrap(),
+            Some(Duration::ZERO)
+        );
+        assert_eq!(
+            grace("graceMs", Some(1500.0), Unit::Milliseconds).unwrap(),
+            Some(Duration::from_millis(1500))
+        );
+        for bad in [-1.0, f64::NAN, f64::INFINITY, MAX_MS as f64 + 1.0] {
+            let e = grace("graceMs", Some(bad), Unit::Milliseconds).unwrap_err();
+            assert_eq!(e.code(), crate::ErrorCode::Config);
+            assert!(
+                e.message().starts_with(
+                    "graceMs must be a number of milliseconds from 0 to 2147483647, not "
+                ),
+                "{e}"
+            );
+        }
     }
 }
