@@ -22,11 +22,38 @@ fn ok(v: &Value) -> bool {
     matches!(v, Value::Simple(s) if s == "OK")
 }
 
-#[test]
-fn a_write_is_acknowledged_once_its_replicas_confirm_it_and_reads_wait_for_nothing() {
+/// A topology whose replicas have caught up with the primary.
+fn replicated() -> Topology {
     let topo = Topology::start(TopologySpec::default()).unwrap();
     topo.wait_replication(std::time::Duration::from_secs(10))
         .unwrap();
+    topo
+}
+
+/// Runs `n` commands at once (`command(i)` gives the i-th), each its own task, and returns their
+/// results in order.
+async fn all_at_once(
+    client: &Client,
+    n: usize,
+    command: impl Fn(usize) -> Vec<String>,
+) -> Vec<sentinel_recovery::Result<Value>> {
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let client = client.clone();
+            let args = command(i);
+            tokio::spawn(async move { client.execute(&args).await })
+        })
+        .collect();
+    let mut results = Vec::with_capacity(n);
+    for task in tasks {
+        results.push(task.await.unwrap());
+    }
+    results
+}
+
+#[test]
+fn a_write_is_acknowledged_once_its_replicas_confirm_it_and_reads_wait_for_nothing() {
+    let topo = replicated();
     rt().block_on(async {
         let url = url_with(&topo.url(), "wait_replicas=2&wait_timeout_ms=5000");
         let client = Client::connect(&url).await.unwrap();
@@ -104,9 +131,7 @@ fn a_write_too_few_replicas_confirm_fails_as_not_replicated_though_it_ran() {
 
 #[test]
 fn replicas_that_stop_answering_turn_writes_into_not_replicated_until_they_are_back() {
-    let topo = Topology::start(TopologySpec::default()).unwrap();
-    topo.wait_replication(std::time::Duration::from_secs(10))
-        .unwrap();
+    let topo = replicated();
     rt().block_on(async {
         let url = url_with(&topo.url(), "wait_replicas=1&wait_timeout_ms=300");
         let client = Client::connect(&url).await.unwrap();
@@ -141,25 +166,17 @@ fn replicas_that_stop_answering_turn_writes_into_not_replicated_until_they_are_b
 /// have it (both replicas hold every acknowledged write).
 #[test]
 fn writes_in_flight_together_share_a_wait_and_each_is_confirmed() {
-    let topo = Topology::start(TopologySpec::default()).unwrap();
-    topo.wait_replication(std::time::Duration::from_secs(10))
-        .unwrap();
+    let topo = replicated();
     rt().block_on(async {
         let url = url_with(&topo.url(), "wait_replicas=2&wait_timeout_ms=5000");
         let client = Client::connect(&url).await.unwrap();
         // The command table is read on the first write.
         assert!(ok(&client.execute(&["SET", "g:first", "1"]).await.unwrap()));
         let before = waits(&topo);
-        let writes: Vec<_> = (0..64)
-            .map(|i| {
-                let client = client.clone();
-                tokio::spawn(async move { client.execute(&["SET", &format!("g:{i}"), "v"]).await })
-            })
-            .collect();
-        let mut results = Vec::new();
-        for write in writes {
-            results.push(write.await.unwrap());
-        }
+        let results = all_at_once(&client, 64, |i| {
+            vec!["SET".into(), format!("g:{i}"), "v".into()]
+        })
+        .await;
         for (i, r) in results.iter().enumerate() {
             assert!(ok(r.as_ref().unwrap()), "write {i}: {r:?}");
         }
@@ -193,14 +210,8 @@ fn a_short_wait_fails_every_write_it_covered() {
         let url = url_with(&topo.url(), "wait_replicas=3&wait_timeout_ms=200");
         let client = Client::connect(&url).await.unwrap();
         let _ = client.execute(&["SET", "s:first", "1"]).await;
-        let writes: Vec<_> = (0..64)
-            .map(|i| {
-                let client = client.clone();
-                tokio::spawn(async move { client.execute(&["INCR", &format!("s:{i}")]).await })
-            })
-            .collect();
-        for (i, write) in writes.into_iter().enumerate() {
-            let r = write.await.unwrap();
+        let results = all_at_once(&client, 64, |i| vec!["INCR".into(), format!("s:{i}")]).await;
+        for (i, r) in results.into_iter().enumerate() {
             let err = r.expect_err("a write its WAIT did not confirm succeeded");
             assert_eq!(err.code(), ErrorCode::NotReplicated, "write {i}: {err}");
         }
@@ -220,9 +231,7 @@ fn a_short_wait_fails_every_write_it_covered() {
 /// the table knows as one (`OBJECT ENCODING`) gets no WAIT, a write does.
 #[test]
 fn over_resp3_the_command_table_is_read_and_spares_reads_their_wait() {
-    let topo = Topology::start(TopologySpec::default()).unwrap();
-    topo.wait_replication(std::time::Duration::from_secs(10))
-        .unwrap();
+    let topo = replicated();
     rt().block_on(async {
         let url = url_with(
             &topo.url(),
