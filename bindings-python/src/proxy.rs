@@ -102,11 +102,7 @@ impl NativeProxy {
     #[pyo3(signature = (grace=None))]
     fn close_blocking(&self, py: Python<'_>, grace: Option<f64>) -> PyResult<()> {
         let grace = Self::grace(grace)?;
-        if sentinel_recovery::runtime::on_core_thread() {
-            return Err(to_pyerr(&sentinel_recovery::Error::config(
-                "a blocking call was made on a core runtime thread; use the callback or async form",
-            )));
-        }
+        sentinel_recovery::runtime::refuse_blocking_on_core_thread().map_err(|e| to_pyerr(&e))?;
         let (tx, rx) = mpsc::channel::<()>();
         self.proxy.close(
             grace,

@@ -9,7 +9,6 @@ use std::sync::Arc;
 
 use sentinel_recovery::deadline;
 use sentinel_recovery::host::HostProxy;
-use sentinel_recovery::Error;
 
 use crate::codes::SentinelError;
 use crate::model::TimeoutUnit;
@@ -159,15 +158,10 @@ impl Proxy {
 
     /// [`Proxy::shutdown`], blocking the calling thread until it is complete (for `close()` of
     /// an `AutoCloseable`). Refused with `config` on a core thread (an event listener's call),
-    /// which the close itself needs.
+    /// which the close itself needs (the host layer's rule).
     pub fn shutdown_blocking(&self, grace: Option<f64>, unit: TimeoutUnit) -> Outcome<()> {
         let grace =
             deadline::grace("grace", grace, unit.into()).map_err(|e| SentinelError::from(&e))?;
-        if sentinel_recovery::runtime::on_core_thread() {
-            return Err(SentinelError::from(&Error::config(
-                "a blocking close was called on a core runtime thread; use the asynchronous form",
-            )));
-        }
         self.proxy
             .close_blocking(grace)
             .map_err(|e| SentinelError::from(&e))

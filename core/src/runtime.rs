@@ -22,6 +22,18 @@ pub fn on_core_thread() -> bool {
     ON_CORE_THREAD.with(|c| c.get())
 }
 
+/// The one rule for every blocking form: refused (`config`) on a core runtime thread, inside a
+/// callback of the library, where waiting could starve the very work it waits for.
+pub fn refuse_blocking_on_core_thread() -> Result<()> {
+    if on_core_thread() {
+        return Err(Error::config(
+            "a blocking call was made on a core runtime thread (inside a callback of the \
+             library); use the callback or async form there",
+        ));
+    }
+    Ok(())
+}
+
 /// Runs `work` on the core runtime and waits for it from whatever executor the caller uses.
 /// Dropping the returned future cancels `work` (an interrupted `BLPOP k 0` must not stay blocked
 /// on the server, swallowing the next push; a doctor's `watch` must not sample on unseen):
@@ -57,11 +69,7 @@ where
     F: std::future::Future + Send + 'static,
     F::Output: Send + 'static,
 {
-    if on_core_thread() {
-        return Err(Error::config(
-            "a blocking call was made on a core runtime thread; use the async API there",
-        ));
-    }
+    refuse_blocking_on_core_thread()?;
     let handle = handle()?;
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
     handle.spawn(async move {

@@ -94,11 +94,7 @@ impl HostProxy {
     /// `config` on a core thread (inside a callback of the library), where waiting could stall
     /// the threads the close needs.
     pub fn close_blocking(&self, grace: Option<Duration>) -> Result<()> {
-        if crate::runtime::on_core_thread() {
-            return Err(Error::config(
-                "a blocking proxy close was called on a core runtime thread; use the callback or async form there",
-            ));
-        }
+        crate::runtime::refuse_blocking_on_core_thread()?;
         let (tx, rx) = std::sync::mpsc::channel();
         self.close(
             grace,

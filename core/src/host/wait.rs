@@ -20,7 +20,7 @@ pub(super) fn wait<T: Send + 'static, S: Into<Started>>(
     poll: Duration,
     interrupted: impl FnMut() -> bool,
 ) -> Option<Result<T>> {
-    if let Err(e) = refuse_on_core_thread() {
+    if let Err(e) = crate::runtime::refuse_blocking_on_core_thread() {
         return Some(Err(e));
     }
     let rendezvous = Rendezvous::new();
@@ -42,16 +42,6 @@ pub(super) fn block<T: Send + 'static, S: Into<Started>>(
             "internal error: uninterruptible wait interrupted",
         ))
     })
-}
-
-/// Waiting on a core thread could starve the very work it waits for.
-fn refuse_on_core_thread() -> Result<()> {
-    if crate::runtime::on_core_thread() {
-        return Err(Error::config(
-            "a blocking call was made on a core runtime thread; use the callback or async form",
-        ));
-    }
-    Ok(())
 }
 
 impl Client {
@@ -80,7 +70,7 @@ impl Client {
         args: &[A],
         deadline: Deadline,
     ) -> Result<Value> {
-        refuse_on_core_thread()?;
+        crate::runtime::refuse_blocking_on_core_thread()?;
         let rendezvous = Rendezvous::new();
         let own = self.command(args, deadline)?.start(
             Reading::Offer,
