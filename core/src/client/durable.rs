@@ -22,18 +22,22 @@ use crate::error::{Error, ErrorCode, Result};
 use crate::resp::{Connection, GroupReply, Value};
 
 /// What the client does after each write, from its configuration.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(crate) struct Durability {
     replicas: u32,
     timeout: Duration,
+    /// `WAIT replicas timeout`, encoded once: every durable send carries it.
+    wait: Bytes,
 }
 
 impl Durability {
     /// `None` when `wait_replicas` is 0 (off, the default).
     pub(crate) fn of(config: &Config) -> Option<Durability> {
-        (config.wait_replicas > 0).then(|| Durability {
-            replicas: config.wait_replicas,
-            timeout: Duration::from_millis(config.wait_timeout_ms),
+        (config.wait_replicas > 0).then(|| {
+            Durability::new(
+                config.wait_replicas,
+                Duration::from_millis(config.wait_timeout_ms),
+            )
         })
     }
 
@@ -43,15 +47,24 @@ impl Durability {
         self.timeout
     }
 
-    fn wait_command(&self) -> Bytes {
-        let mut out = BytesMut::new();
-        let replicas = self.replicas.to_string();
-        let timeout = self.timeout.as_millis().to_string();
+    fn new(replicas: u32, timeout: Duration) -> Durability {
+        let mut wait = BytesMut::new();
+        let count = replicas.to_string();
+        let ms = timeout.as_millis().to_string();
         crate::resp::encode_command(
-            &[b"WAIT".as_slice(), replicas.as_bytes(), timeout.as_bytes()],
-            &mut out,
+            &[b"WAIT".as_slice(), count.as_bytes(), ms.as_bytes()],
+            &mut wait,
         );
-        out.freeze()
+        Durability {
+            replicas,
+            timeout,
+            wait: wait.freeze(),
+        }
+    }
+
+    /// `WAIT replicas timeout`, encoded (a cheap clone).
+    fn wait_command(&self) -> Bytes {
+        self.wait.clone()
     }
 }
 
@@ -408,10 +421,7 @@ mod tests {
     use super::*;
 
     fn durability() -> Durability {
-        Durability {
-            replicas: 1,
-            timeout: Duration::from_millis(250),
-        }
+        Durability::new(1, Duration::from_millis(250))
     }
 
     fn entry(name: &str, flags: &[&str], subs: Vec<Value>) -> Value {
